@@ -1,0 +1,1 @@
+"""Robot-side runtime of nav_policy: numpy and onnxruntime only, never torch."""

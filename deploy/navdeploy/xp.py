@@ -1,0 +1,113 @@
+"""A tiny array namespace shared by numpy and torch.
+
+The observation terms and the action contract are written once against these few functions, so
+that training (torch tensors, batched over worlds) and the robot (numpy arrays, one robot) run the
+very same code. Nothing here imports torch: a torch tensor is recognised by its module name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+class NumpyOps:
+    name = "numpy"
+
+    @staticmethod
+    def sqrt(x: Any) -> Any:
+        return np.sqrt(x)
+
+    @staticmethod
+    def sin(x: Any) -> Any:
+        return np.sin(x)
+
+    @staticmethod
+    def cos(x: Any) -> Any:
+        return np.cos(x)
+
+    @staticmethod
+    def atan2(y: Any, x: Any) -> Any:
+        return np.arctan2(y, x)
+
+    @staticmethod
+    def clip(x: Any, lo: float, hi: float) -> Any:
+        return np.clip(x, lo, hi)
+
+    @staticmethod
+    def minimum(x: Any, y: Any) -> Any:
+        return np.minimum(x, y)
+
+    @staticmethod
+    def maximum(x: Any, y: Any) -> Any:
+        return np.maximum(x, y)
+
+    @staticmethod
+    def stack(xs: list[Any], axis: int = -1) -> Any:
+        return np.stack(xs, axis=axis)
+
+    @staticmethod
+    def concat(xs: list[Any], axis: int = -1) -> Any:
+        return np.concatenate(xs, axis=axis)
+
+    @staticmethod
+    def zeros(shape: tuple[int, ...], like: Any) -> Any:
+        return np.zeros(shape, dtype=np.float32)
+
+    @staticmethod
+    def as_float(x: Any) -> Any:
+        return np.asarray(x, dtype=np.float32)
+
+
+class TorchOps:
+    name = "torch"
+
+    def __init__(self, torch_module: Any) -> None:
+        self.t = torch_module
+
+    def sqrt(self, x: Any) -> Any:
+        return self.t.sqrt(x)
+
+    def sin(self, x: Any) -> Any:
+        return self.t.sin(x)
+
+    def cos(self, x: Any) -> Any:
+        return self.t.cos(x)
+
+    def atan2(self, y: Any, x: Any) -> Any:
+        return self.t.atan2(y, x)
+
+    def clip(self, x: Any, lo: float, hi: float) -> Any:
+        return self.t.clamp(x, lo, hi)
+
+    def minimum(self, x: Any, y: Any) -> Any:
+        if not self.t.is_tensor(y):
+            return self.t.clamp(x, max=y)
+        return self.t.minimum(x, y)
+
+    def maximum(self, x: Any, y: Any) -> Any:
+        if not self.t.is_tensor(y):
+            return self.t.clamp(x, min=y)
+        return self.t.maximum(x, y)
+
+    def stack(self, xs: list[Any], axis: int = -1) -> Any:
+        return self.t.stack(xs, dim=axis)
+
+    def concat(self, xs: list[Any], axis: int = -1) -> Any:
+        return self.t.cat(xs, dim=axis)
+
+    def zeros(self, shape: tuple[int, ...], like: Any) -> Any:
+        return self.t.zeros(shape, dtype=self.t.float32, device=like.device)
+
+    def as_float(self, x: Any) -> Any:
+        return x.float()
+
+
+def ops_for(x: Any) -> Any:
+    """The namespace for an array: TorchOps for torch tensors, NumpyOps otherwise."""
+    if type(x).__module__.startswith("torch"):
+        import sys
+
+        return TorchOps(sys.modules["torch"])
+    return NumpyOps()

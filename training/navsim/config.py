@@ -1,0 +1,277 @@
+"""Typed configuration loaded from YAML.
+
+Every section is a dataclass; loading walks the YAML tree and builds the dataclasses, and any key
+that no field declares is an error naming the key and where it sits (``env.room.num_obstacle``).
+Dotted overrides (``algorithm.learning_rate=1e-4``) go through the same checks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_CONFIG = REPO_ROOT / "conf" / "nav.yaml"
+
+
+class ConfigError(ValueError):
+    """A configuration value or key is wrong; the message names it and where it is."""
+
+
+@dataclass
+class RoomCfg:
+    size: float = 8.0  # side of the square room, inside the walls [m]
+    wall_thickness: float = 0.1
+    num_obstacles: tuple[int, int] = (4, 12)  # inclusive range drawn per episode
+    cylinder_radius: tuple[float, float] = (0.15, 0.45)
+    box_half_size: tuple[float, float] = (0.15, 0.5)
+    num_cylinder_slots: int = 8  # obstacle pool in the model; each episode picks from it
+    num_box_slots: int = 8
+    goal_distance: tuple[float, float] = (1.5, 6.0)
+    clearance: float = 0.3  # free space around start and goal, from the robot's surface [m]
+    obstacle_gap: float = 0.05  # min gap between obstacles
+    wall_margin: float = 0.3  # min distance of obstacles / start / goal from the walls
+
+
+@dataclass
+class LidarCfg:
+    num_beams: int = 72
+    max_range: float = 6.0
+    noise_std: float = 0.01  # Gaussian range noise in training [m]; truth_scan_clean has none
+
+
+@dataclass
+class RobotCfg:
+    v_max: float = 1.5  # per axis and planar-norm limit [m/s]
+    omega_max: float = 2.0  # [rad/s]
+    limit_planar_speed: bool = True  # scale (vx, vy) down so that |v| <= v_max
+    radius: float = 0.2
+
+
+@dataclass
+class EnvCfg:
+    num_envs: int = 4096
+    device: str = "auto"  # auto: cuda when present, else cpu
+    control_period: float = 0.1
+    physics_substeps: int = 5
+    episode_length_s: float = 30.0
+    goal_tolerance: float = 0.3
+    init_at_random_ep_len: bool = True
+    auto_reset: bool = True
+    seed: int = 1
+    stuck_window: int = 25
+    room: RoomCfg = field(default_factory=RoomCfg)
+    lidar: LidarCfg = field(default_factory=LidarCfg)
+    robot: RobotCfg = field(default_factory=RobotCfg)
+
+
+@dataclass
+class TermCfg:
+    enabled: bool = True
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ObservationsCfg:
+    privileged_enabled: bool = True
+    policy: dict[str, TermCfg] = field(default_factory=dict)
+    privileged: dict[str, TermCfg] = field(default_factory=dict)
+
+
+@dataclass
+class RewardTermCfg:
+    weight: float = 0.0
+    enabled: bool = True
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class AlgorithmCfg:
+    learning_rate: float = 3e-4
+    schedule: str = "adaptive"
+    desired_kl: float = 0.01
+    clip_param: float = 0.2
+    use_clipped_value_loss: bool = True
+    value_loss_coef: float = 1.0
+    entropy_coef: float = 0.005
+    num_learning_epochs: int = 5
+    num_mini_batches: int = 4
+    gamma: float = 0.99
+    lam: float = 0.95
+    max_grad_norm: float = 1.0
+
+
+@dataclass
+class ModelCfg:
+    actor_hidden_dims: list[int] = field(default_factory=lambda: [256, 256])
+    critic_hidden_dims: list[int] = field(default_factory=lambda: [256, 256])
+    activation: str = "elu"
+    init_noise_std: float = 1.0
+    obs_normalization: bool = True
+
+
+@dataclass
+class RunnerCfg:
+    experiment_name: str = "nav"
+    run_name: str = ""
+    num_steps_per_env: int = 32
+    max_iterations: int = 300
+    save_interval: int = 50
+    logger: str = "tensorboard"
+    log_root: str = "logs/rsl_rl"
+    eval_episodes: int = 500
+    eval_seed: int = 1_000_003
+
+
+@dataclass
+class CpuOverrides:
+    """Applied when training runs on the CPU (no GPU): a run sized for 2 cores."""
+
+    num_envs: int = 512
+    max_iterations: int = 300
+    num_mini_batches: int = 4
+
+
+@dataclass
+class NavConfig:
+    env: EnvCfg = field(default_factory=EnvCfg)
+    observations: ObservationsCfg = field(default_factory=ObservationsCfg)
+    rewards: dict[str, RewardTermCfg] = field(default_factory=dict)
+    algorithm: AlgorithmCfg = field(default_factory=AlgorithmCfg)
+    model: ModelCfg = field(default_factory=ModelCfg)
+    runner: RunnerCfg = field(default_factory=RunnerCfg)
+    cpu: CpuOverrides = field(default_factory=CpuOverrides)
+
+
+# --------------------------------------------------------------------------------------------
+# Building dataclasses from plain data, strictly.
+
+
+def _convert(tp: Any, value: Any, where: str) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a mapping, got {type(value).__name__}")
+        return build(tp, value, where)
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a mapping, got {type(value).__name__}")
+        return {str(k): _convert(args[1], v, f"{where}.{k}") for k, v in value.items()}
+    if origin in (tuple, list):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where}: expected a list, got {value!r}")
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            if len(value) != len(args):
+                raise ConfigError(f"{where}: expected {len(args)} values, got {len(value)}")
+            return tuple(_convert(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
+        return list(_convert(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _convert(inner[0], value, where)
+    if tp is Any:
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: expected true/false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{where}: expected a number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: expected a string, got {value!r}")
+        return value
+    return value
+
+
+def build(cls: type, data: dict[str, Any], where: str = "") -> Any:
+    """Build dataclass ``cls`` from ``data``; unknown keys raise ConfigError naming them."""
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    for key in data:
+        if key not in names:
+            path = f"{where}.{key}" if where else str(key)
+            raise ConfigError(f"unknown key '{path}' (known here: {', '.join(sorted(names))})")
+    kwargs = {}
+    for key, value in data.items():
+        path = f"{where}.{key}" if where else key
+        kwargs[key] = _convert(hints[key], value, path)
+    return cls(**kwargs)
+
+
+def to_dict(obj: Any) -> Any:
+    """Plain-data view of a config (tuples become lists) for YAML / JSON."""
+    if dataclasses.is_dataclass(obj):
+        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {k: to_dict(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_dict(v) for v in obj]
+    return obj
+
+
+def apply_override(data: dict[str, Any], dotted: str) -> None:
+    """Apply ``a.b.c=value`` (value parsed as YAML) to plain config data, in place."""
+    if "=" not in dotted:
+        raise ConfigError(f"override '{dotted}' must look like key.path=value")
+    path, raw = dotted.split("=", 1)
+    keys = path.strip().split(".")
+    node = data
+    for k in keys[:-1]:
+        if not isinstance(node.get(k), dict):
+            node[k] = {} if k not in node else node[k]
+            if not isinstance(node[k], dict):
+                raise ConfigError(f"override '{path}': '{k}' is not a section")
+        node = node[k]
+    node[keys[-1]] = yaml.safe_load(raw)
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> NavConfig:
+    """Load ``conf/nav.yaml`` (or ``path``), apply dotted overrides, validate everything."""
+    path = Path(path) if path is not None else DEFAULT_CONFIG
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping")
+    for ov in overrides or []:
+        apply_override(data, ov)
+    try:
+        cfg = build(NavConfig, data)
+    except ConfigError as err:
+        raise ConfigError(f"{path}: {err}") from None
+    validate(cfg)
+    return cfg
+
+
+def validate(cfg: NavConfig) -> None:
+    """Cross-field checks that a type alone cannot express."""
+    from navsim.observations import validate_observation_cfg
+    from navsim.rewards import validate_reward_cfg
+
+    e = cfg.env
+    if e.physics_substeps < 1:
+        raise ConfigError("env.physics_substeps must be >= 1")
+    if e.control_period <= 0:
+        raise ConfigError("env.control_period must be > 0")
+    lo, hi = e.room.num_obstacles
+    if not 0 <= lo <= hi <= e.room.num_cylinder_slots + e.room.num_box_slots:
+        raise ConfigError("env.room.num_obstacles must satisfy 0 <= min <= max <= num_cylinder_slots + num_box_slots")
+    if e.lidar.num_beams < 1 or e.lidar.max_range <= 0:
+        raise ConfigError("env.lidar needs num_beams >= 1 and max_range > 0")
+    validate_observation_cfg(cfg.observations)
+    validate_reward_cfg(cfg.rewards)

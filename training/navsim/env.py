@@ -1,0 +1,345 @@
+"""NavEnv: N worlds of the navigation task stepped as one MuJoCo Warp batch (rsl_rl VecEnv).
+
+Everything in ``step()`` is batched tensor work on the Warp device; torch and Warp share the
+buffers (``wp.to_torch`` / ``wp.from_torch``) without copies. There are no per-world Python loops
+and no host round-trips in the step: finished worlds are reset with masks, taking fresh rooms
+from a ring of spare rooms that is refilled a slice per step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import mujoco
+import mujoco_warp as mjw
+import torch
+import warp as wp
+from tensordict import TensorDict
+
+from navdeploy.action import ActionScaling, action_to_command, clip_action
+from navdeploy.terms import ObsContext, SensorDims, goal_in_body
+from navsim.config import NavConfig, to_dict
+from navsim.lidar import BatchedLidar
+from navsim.observations import ObservationManager, SimTruth
+from navsim.rewards import RewardManager, RewardState
+from navsim.robot import OBSTACLE_HALF_HEIGHT, PARK_Z, ROBOT_RADIUS, build_mjcf, geom_ids, slot_sizes
+from navsim.rooms import RoomBatch, RoomGeometry, generate_rooms
+
+TERMINATION_REASONS = ("success", "collision", "timeout", "out_of_bounds")
+
+
+def resolve_device(name: str) -> str:
+    """'auto' -> 'cuda:0' when Warp sees a CUDA device, else 'cpu'."""
+    if name == "auto":
+        return "cuda:0" if wp.get_cuda_device_count() > 0 else "cpu"
+    return name
+
+
+@dataclass
+class StepInfo:
+    """Per-world outcome of the last step (before the auto-reset)."""
+
+    pose: torch.Tensor
+    success: torch.Tensor
+    collision: torch.Tensor
+    timeout: torch.Tensor
+    out_of_bounds: torch.Tensor
+
+
+class NavEnv:
+    """The batched navigation environment. Implements rsl_rl's ``VecEnv`` interface."""
+
+    num_actions = 3
+
+    def __init__(
+        self, cfg: NavConfig, num_envs: int | None = None, device: str | None = None, seed: int | None = None
+    ) -> None:
+        wp.config.quiet = True
+        wp.init()
+        self.nav_cfg = cfg
+        ecfg = cfg.env
+        self.env_cfg = ecfg
+        self.num_envs = int(num_envs if num_envs is not None else ecfg.num_envs)
+        dev = resolve_device(device or ecfg.device)
+        self.wp_device = wp.get_device(dev)
+        self.device = torch.device("cuda", self.wp_device.ordinal) if self.wp_device.is_cuda else torch.device("cpu")
+        self.cfg = to_dict(cfg)
+        self.seed = int(ecfg.seed if seed is None else seed)
+        self.max_episode_length = int(round(ecfg.episode_length_s / ecfg.control_period))
+        self.auto_reset = ecfg.auto_reset
+        self.half = ecfg.room.size / 2.0
+        self.dims = SensorDims(ecfg.lidar.num_beams, ecfg.lidar.max_range, ecfg.robot.v_max, ecfg.robot.omega_max)
+        self.scaling = ActionScaling(ecfg.robot.v_max, ecfg.robot.omega_max, ecfg.robot.limit_planar_speed)
+
+        # Model and data on the Warp device.
+        self.mjcf = build_mjcf(ecfg)
+        self.mj_model = mujoco.MjModel.from_xml_string(self.mjcf)
+        mj_data = mujoco.MjData(self.mj_model)
+        mujoco.mj_forward(self.mj_model, mj_data)
+        ids = geom_ids(self.mj_model)
+        self.slot_ids = torch.as_tensor(ids["slots"], device=self.device)
+        self.shell_id = int(ids["shell"][0])
+        self.sizes = slot_sizes(ecfg)
+        with wp.ScopedDevice(self.wp_device):
+            self.m = mjw.put_model(self.mj_model)
+            self.d = mjw.put_data(self.mj_model, mj_data, nworld=self.num_envs, naconmax=self.num_envs * 8, njmax=8)
+        if hasattr(self.m.opt, "warn_overflow"):
+            self.m.opt.warn_overflow = 0
+        self.qpos = wp.to_torch(self.d.qpos)
+        self.qvel = wp.to_torch(self.d.qvel)
+        self.ctrl = wp.to_torch(self.d.ctrl)
+        self.qacc_warmstart = wp.to_torch(self.d.qacc_warmstart)
+        self.geom_xpos = wp.to_torch(self.d.geom_xpos)
+        self.geom_xmat = wp.to_torch(self.d.geom_xmat).view(self.num_envs, -1, 3, 3)
+        self.nacon = wp.to_torch(self.d.nacon)
+        self.contact_world = wp.to_torch(self.d.contact.worldid)
+        self.contact_geom = wp.to_torch(self.d.contact.geom)
+        self.contact_dist = wp.to_torch(self.d.contact.dist)
+        self._contact_index = torch.arange(self.contact_world.shape[0], device=self.device)
+        robot_body = self.mj_model.body("base").id
+        self.lidar = BatchedLidar(
+            self.m, self.d, self.num_envs, self.dims.num_beams, self.dims.max_range, robot_body, self.device
+        )
+        self._graph = None
+
+        # Rooms, managers, buffers.
+        self.geometry = RoomGeometry(ecfg, self.sizes, self.device)
+        self.gen = torch.Generator(device=self.device)
+        self.gen.manual_seed(self.seed)
+        self.noise_gen = torch.Generator(device=self.device)
+        self.noise_gen.manual_seed(self.seed + 7919)
+        self.obs_manager = ObservationManager(cfg.observations, self.dims, self.num_envs, self.device)
+        self.reward_manager = RewardManager(cfg.rewards, self.num_envs, self.device)
+        stuck = self.reward_manager.params("stuck")
+        self.stuck_window = int(stuck["window"])
+        self.stuck_min_move = float(stuck["min_move"])
+        self.gamma = cfg.algorithm.gamma
+        n = self.num_envs
+        self.episode_length_buf = torch.zeros(n, dtype=torch.long, device=self.device)
+        self.prev_action = torch.zeros(n, 3, device=self.device)
+        self.prev_goal_dist = torch.zeros(n, device=self.device)
+        self.pos_window = torch.zeros(n, self.stuck_window, 2, device=self.device)
+        self.spare_size = max(64, n // 4)
+        self.spare_refill = max(8, self.spare_size // 8)
+        self._spare_ptr = 0
+        self._spare_head = torch.zeros((), dtype=torch.long, device=self.device)
+        self.rooms: RoomBatch = generate_rooms(n, ecfg, self.geometry, self.gen)
+        self.spare: RoomBatch = generate_rooms(self.spare_size, ecfg, self.geometry, self.gen)
+        self.obs_buf: dict[str, torch.Tensor] = self.obs_manager.zeros()
+        self.last_info: StepInfo | None = None
+        self.scan = torch.full((n, self.dims.num_beams), self.dims.max_range, device=self.device)
+        self.scan_clean = self.scan.clone()
+        self.reset()
+
+    # ------------------------------------------------------------------------------------------
+    # rsl_rl VecEnv interface
+
+    def get_observations(self) -> TensorDict:
+        return TensorDict(dict(self.obs_buf), batch_size=[self.num_envs], device=self.device)
+
+    def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict[str, Any]]:
+        action = clip_action(actions.to(self.device).float())
+        cmd = action_to_command(actions.to(self.device).float(), self.scaling)
+        yaw = self.qpos[:, 2]
+        c, s = torch.cos(yaw), torch.sin(yaw)
+        self.ctrl[:, 0] = c * cmd[:, 0] - s * cmd[:, 1]
+        self.ctrl[:, 1] = s * cmd[:, 0] + c * cmd[:, 1]
+        self.ctrl[:, 2] = cmd[:, 2]
+        self._simulate()
+        self.episode_length_buf += 1
+
+        pose = self.pose()
+        collision = self._collided()
+        goal_dist = torch.linalg.norm(self.rooms.goal - pose[:, :2], dim=-1)
+        out_of_bounds = (pose[:, :2].abs() > self.half).any(dim=-1)
+        success = (goal_dist < self.env_cfg.goal_tolerance) & ~collision & ~out_of_bounds
+        terminated = success | collision | out_of_bounds
+        time_outs = (self.episode_length_buf >= self.max_episode_length) & ~terminated
+        dones = terminated | time_outs
+
+        twist = self.body_twist()
+        ctx = self._context(pose, twist, action)
+        gx, gy = goal_in_body(ctx)
+        goal_cos = gx / torch.sqrt(gx * gx + gy * gy).clamp(min=1e-9)
+        clearance, _ = self.geometry.nearest(self.rooms, pose[:, None, :2])
+        surface = clearance[:, 0] - ROBOT_RADIUS
+        slot = self.episode_length_buf % self.stuck_window
+        oldest = self.pos_window.gather(1, slot[:, None, None].expand(-1, 1, 2))[:, 0]
+        displacement = torch.linalg.norm(pose[:, :2] - oldest, dim=-1)
+        self.pos_window.scatter_(1, slot[:, None, None].expand(-1, 1, 2), pose[:, None, :2])
+        state = RewardState(
+            goal_dist=goal_dist,
+            prev_goal_dist=self.prev_goal_dist,
+            goal_cos=goal_cos,
+            v_forward=twist[:, 0],
+            action=action,
+            prev_action=self.prev_action,
+            surface_clearance=surface,
+            displacement=displacement,
+            window_full=self.episode_length_buf >= self.stuck_window,
+            success=success,
+            collision=collision,
+            timeout=time_outs,
+            out_of_bounds=out_of_bounds,
+            v_max=self.dims.v_max,
+            gamma=self.gamma,
+        )
+        rewards = self.reward_manager.compute(state)
+        self.prev_goal_dist = goal_dist
+        self.prev_action = action
+        self.last_info = StepInfo(pose, success, collision, time_outs, out_of_bounds)
+
+        extras: dict[str, Any] = {
+            "time_outs": time_outs,
+            "episode": self._episode_log(dones, success, collision, time_outs, out_of_bounds),
+        }
+        if self.auto_reset:
+            self._reset_where(dones, fresh=True)
+            collision = collision & ~dones
+        self._observe(contact=collision)
+        return self.get_observations(), rewards, dones.long(), extras
+
+    # ------------------------------------------------------------------------------------------
+    # Public helpers
+
+    def reset(self, rooms: RoomBatch | None = None) -> TensorDict:
+        """Reset every world (with ``rooms`` when given, else the current ones)."""
+        if rooms is not None:
+            self.rooms = rooms
+        all_worlds = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
+        self._reset_where(all_worlds, fresh=False)
+        self._observe(contact=torch.zeros(self.num_envs, dtype=torch.bool, device=self.device))
+        return self.get_observations()
+
+    def randomize_episode_lengths(self) -> None:
+        """Spread episode lengths so worlds do not all time out on the same step."""
+        self.episode_length_buf = torch.randint(
+            0, self.max_episode_length, (self.num_envs,), generator=self.gen, device=self.device
+        )
+
+    def pose(self) -> torch.Tensor:
+        return self.qpos[:, 0:3].clone()
+
+    def body_twist(self) -> torch.Tensor:
+        yaw = self.qpos[:, 2]
+        c, s = torch.cos(yaw), torch.sin(yaw)
+        vx, vy = self.qvel[:, 0], self.qvel[:, 1]
+        return torch.stack([c * vx + s * vy, -s * vx + c * vy, self.qvel[:, 2]], dim=-1)
+
+    def new_rooms(self, n: int, gen: torch.Generator) -> RoomBatch:
+        return generate_rooms(n, self.env_cfg, self.geometry, gen)
+
+    # ------------------------------------------------------------------------------------------
+    # Internals
+
+    def _simulate(self) -> None:
+        if self.wp_device.is_cuda:
+            if self._graph is None:
+                with wp.ScopedCapture(device=self.wp_device) as capture:
+                    for _ in range(self.env_cfg.physics_substeps):
+                        mjw.step(self.m, self.d)
+                self._graph = capture.graph
+            wp.capture_launch(self._graph)
+        else:
+            for _ in range(self.env_cfg.physics_substeps):
+                mjw.step(self.m, self.d)
+
+    def _collided(self) -> torch.Tensor:
+        """Per-world flag: a physics contact of the robot shell with penetration >= 0."""
+        valid = self._contact_index < self.nacon[0]
+        shell = (self.contact_geom == self.shell_id).any(dim=-1)
+        hit = (valid & shell & (self.contact_dist <= 0.0)).float()
+        world = self.contact_world.long().clamp(0, self.num_envs - 1)
+        count = torch.zeros(self.num_envs, device=self.device).index_add_(0, world, hit)
+        return count > 0
+
+    def _context(self, pose: torch.Tensor, twist: torch.Tensor, prev_action: torch.Tensor) -> ObsContext:
+        return ObsContext(
+            scan=self.scan, pose=pose, twist=twist, goal=self.rooms.goal, prev_action=prev_action, dims=self.dims
+        )
+
+    def _take_spare(self, mask: torch.Tensor) -> RoomBatch:
+        """Rooms for the worlds in ``mask`` from the spare ring (no host sync), then refill."""
+        order = torch.cumsum(mask.long(), dim=0) - 1
+        idx = (self._spare_head + order) % self.spare_size
+        self._spare_head = (self._spare_head + mask.long().sum()) % self.spare_size
+        taken = self.spare.index(idx)
+        refill = (torch.arange(self.spare_refill, device=self.device) + self._spare_ptr) % self.spare_size
+        self._spare_ptr = (self._spare_ptr + self.spare_refill) % self.spare_size
+        fresh = generate_rooms(self.spare_refill, self.env_cfg, self.geometry, self.gen)
+        for name in ("slot_pos", "slot_yaw", "slot_active", "start", "goal"):
+            getattr(self.spare, name)[refill] = getattr(fresh, name)
+        return taken
+
+    def _reset_where(self, mask: torch.Tensor, fresh: bool) -> None:
+        if fresh:
+            self.rooms = self.rooms.where(mask, self._take_spare(mask))
+        m1 = mask[:, None]
+        self.qpos.copy_(torch.where(m1, self.rooms.start, self.qpos))
+        self.qvel.copy_(torch.where(m1, torch.zeros_like(self.qvel), self.qvel))
+        self.qacc_warmstart.copy_(torch.where(m1, torch.zeros_like(self.qacc_warmstart), self.qacc_warmstart))
+        self.ctrl.copy_(torch.where(m1, torch.zeros_like(self.ctrl), self.ctrl))
+        self.episode_length_buf.masked_fill_(mask, 0)
+        self.prev_action.masked_fill_(m1, 0.0)
+        start_xy = self.rooms.start[:, :2]
+        self.pos_window.copy_(
+            torch.where(m1[..., None], start_xy[:, None, :].expand_as(self.pos_window), self.pos_window)
+        )
+        self.prev_goal_dist = torch.where(
+            mask, torch.linalg.norm(self.rooms.goal - start_xy, dim=-1), self.prev_goal_dist
+        )
+        self._write_obstacles()
+
+    def _write_obstacles(self) -> None:
+        r = self.rooms
+        z = torch.where(
+            r.slot_active, torch.full_like(r.slot_yaw, OBSTACLE_HALF_HEIGHT), torch.full_like(r.slot_yaw, PARK_Z)
+        )
+        self.geom_xpos[:, self.slot_ids] = torch.cat([r.slot_pos, z[..., None]], dim=-1)
+        c, s = torch.cos(r.slot_yaw), torch.sin(r.slot_yaw)
+        zero, one = torch.zeros_like(c), torch.ones_like(c)
+        mat = torch.stack([c, -s, zero, s, c, zero, zero, zero, one], dim=-1).view(self.num_envs, -1, 3, 3)
+        self.geom_xmat[:, self.slot_ids] = mat
+
+    def _observe(self, contact: torch.Tensor) -> None:
+        pose = self.pose()
+        twist = self.body_twist()
+        clean = self.lidar.scan(pose)
+        noise = self.env_cfg.lidar.noise_std
+        if noise > 0:
+            noisy = clean + noise * torch.randn(clean.shape, generator=self.noise_gen, device=self.device)
+            self.scan = noisy.clamp(0.0, self.dims.max_range)
+        else:
+            self.scan = clean.clone()
+        self.scan_clean = clean.clone()
+        dist, direction = self.geometry.nearest(self.rooms, pose[:, None, :2])
+        c, s = torch.cos(pose[:, 2]), torch.sin(pose[:, 2])
+        dx, dy = direction[:, 0, 0], direction[:, 0, 1]
+        truth = SimTruth(
+            clearance=dist[:, 0] - ROBOT_RADIUS,
+            scan_clean=self.scan_clean,
+            contact=contact.float(),
+            nearest_dir_body=torch.stack([c * dx + s * dy, -s * dx + c * dy], dim=-1),
+        )
+        ctx = self._context(pose, twist, self.prev_action)
+        self.obs_buf = self.obs_manager.compute(ctx, truth)
+
+    def _episode_log(
+        self,
+        dones: torch.Tensor,
+        success: torch.Tensor,
+        collision: torch.Tensor,
+        timeout: torch.Tensor,
+        oob: torch.Tensor,
+    ) -> dict[str, torch.Tensor]:
+        """Values of the episodes that end this step, keyed for rsl_rl's logger (mean over them)."""
+        log: dict[str, torch.Tensor] = {}
+        for name, sums in self.reward_manager.pop_episode_sums(dones).items():
+            log[f"Episode_Reward/{name}"] = sums
+        log["Episode_Termination/success"] = success[dones].float()
+        log["Episode_Termination/collision"] = collision[dones].float()
+        log["Episode_Termination/timeout"] = timeout[dones].float()
+        log["Episode_Termination/out_of_bounds"] = oob[dones].float()
+        log["Episode/length_s"] = self.episode_length_buf[dones].float() * self.env_cfg.control_period
+        return log

@@ -1,0 +1,163 @@
+"""Reward registry: every term of the design, weights and params from YAML.
+
+A term is ``fn(state, params) -> (N,)`` of unweighted values; the manager multiplies by the
+weight, sums, and keeps per-episode sums per term for logging. Distances in ``near_obstacle`` are
+measured from the robot's *surface* (centre distance minus the 0.20 m radius).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+class RewardConfigError(ValueError):
+    pass
+
+
+@dataclass
+class RewardState:
+    """Everything the reward terms read for one control step, batched over worlds."""
+
+    goal_dist: torch.Tensor  # (N,) distance to the goal after the step
+    prev_goal_dist: torch.Tensor  # (N,) distance before the step
+    goal_cos: torch.Tensor  # (N,) cos of the goal bearing in the body frame, after the step
+    v_forward: torch.Tensor  # (N,) measured body-frame forward velocity [m/s]
+    action: torch.Tensor  # (N, 3) clipped action of this step
+    prev_action: torch.Tensor  # (N, 3) clipped action of the previous step
+    surface_clearance: torch.Tensor  # (N,) robot surface to nearest obstacle/wall [m]
+    displacement: torch.Tensor  # (N,) net displacement over the stuck window [m]
+    window_full: torch.Tensor  # (N,) bool: episode step >= window
+    success: torch.Tensor  # (N,) bool, already excludes collisions
+    collision: torch.Tensor  # (N,) bool
+    timeout: torch.Tensor  # (N,) bool, truncation and not terminated
+    out_of_bounds: torch.Tensor  # (N,) bool
+    v_max: float
+    gamma: float
+
+
+def r_goal(s: RewardState, p: dict[str, Any]) -> torch.Tensor:
+    return s.success.float()
+
+
+def r_progress(s: RewardState, p: dict[str, Any]) -> torch.Tensor:
+    value = s.prev_goal_dist - s.goal_dist
+    if p["potential_discount"]:
+        value = value + (1.0 - s.gamma) * s.goal_dist
+    return value
+
+
+def r_face_goal(s: RewardState, p: dict[str, Any]) -> torch.Tensor:
+    return s.goal_cos * (s.v_forward.abs() / s.v_max).clamp(0.0, 1.0)
+
+
+def r_time(s: RewardState, p: dict[str, Any]) -> torch.Tensor:
+    return torch.ones_like(s.goal_dist)
+
+
+def r_near_obstacle(s: RewardState, p: dict[str, Any]) -> torch.Tensor:
+    safe = float(p["safe_dist"])
+    return ((safe - s.surface_clearance) / safe).clamp(0.0, 1.0)
+
+
+def r_action_smooth(s: RewardState, p: dict[str, Any]) -> torch.Tensor:
+    return ((s.action - s.prev_action) ** 2).sum(dim=-1)
+
+
+def r_backward(s: RewardState, p: dict[str, Any]) -> torch.Tensor:
+    """max(0, thresh - commanded forward action), the action being dimensionless in [-1, 1]."""
+    return (float(p["thresh"]) - s.action[:, 0]).clamp(min=0.0)
+
+
+def r_stuck(s: RewardState, p: dict[str, Any]) -> torch.Tensor:
+    return ((s.displacement < float(p["min_move"])) & s.window_full).float()
+
+
+def r_collision(s: RewardState, p: dict[str, Any]) -> torch.Tensor:
+    return s.collision.float()
+
+
+def r_timeout(s: RewardState, p: dict[str, Any]) -> torch.Tensor:
+    return s.timeout.float()
+
+
+def r_out_of_bounds(s: RewardState, p: dict[str, Any]) -> torch.Tensor:
+    return s.out_of_bounds.float()
+
+
+@dataclass(frozen=True)
+class RewardTermDef:
+    name: str
+    fn: Callable[[RewardState, dict[str, Any]], torch.Tensor]
+    default_weight: float
+    default_params: dict[str, Any]
+
+
+REWARD_TERMS: dict[str, RewardTermDef] = {
+    t.name: t
+    for t in [
+        RewardTermDef("goal", r_goal, 15.0, {}),
+        RewardTermDef("progress", r_progress, 2.0, {"potential_discount": False}),
+        RewardTermDef("face_goal", r_face_goal, 0.05, {}),
+        RewardTermDef("time", r_time, -0.02, {}),
+        RewardTermDef("near_obstacle", r_near_obstacle, -0.08, {"safe_dist": 0.25}),
+        RewardTermDef("action_smooth", r_action_smooth, -0.02, {}),
+        RewardTermDef("backward", r_backward, -0.05, {"thresh": -0.05}),
+        RewardTermDef("stuck", r_stuck, -0.03, {"window": 25, "min_move": 0.30}),
+        RewardTermDef("collision", r_collision, -12.0, {}),
+        RewardTermDef("timeout", r_timeout, -4.0, {}),
+        RewardTermDef("out_of_bounds", r_out_of_bounds, -12.0, {}),
+    ]
+}
+
+
+def validate_reward_cfg(rewards_cfg: dict[str, Any]) -> None:
+    for name, term in rewards_cfg.items():
+        if name not in REWARD_TERMS:
+            raise RewardConfigError(f"rewards: unknown term '{name}' (known: {', '.join(REWARD_TERMS)})")
+        extra = [k for k in term.params if k not in REWARD_TERMS[name].default_params]
+        if extra:
+            raise RewardConfigError(f"rewards.{name}: unknown param(s) {', '.join(extra)}")
+
+
+class RewardManager:
+    """Weighted sum of the enabled terms, with per-episode sums per term."""
+
+    def __init__(self, rewards_cfg: dict[str, Any], num_envs: int, device: torch.device | str) -> None:
+        validate_reward_cfg(rewards_cfg)
+        self.terms: list[tuple[RewardTermDef, float, dict[str, Any]]] = []
+        for name, tdef in REWARD_TERMS.items():
+            term = rewards_cfg.get(name)
+            if term is not None and not term.enabled:
+                continue
+            weight = term.weight if term is not None else tdef.default_weight
+            params = {**tdef.default_params, **(dict(term.params) if term is not None else {})}
+            self.terms.append((tdef, float(weight), params))
+        self.episode_sums = {t.name: torch.zeros(num_envs, device=device) for t, _, _ in self.terms}
+        self.last_values: dict[str, torch.Tensor] = {}
+
+    def params(self, name: str) -> dict[str, Any]:
+        for tdef, _, params in self.terms:
+            if tdef.name == name:
+                return params
+        return dict(REWARD_TERMS[name].default_params)
+
+    def compute(self, state: RewardState) -> torch.Tensor:
+        total = torch.zeros_like(state.goal_dist)
+        for tdef, weight, params in self.terms:
+            value = tdef.fn(state, params) * weight
+            self.last_values[tdef.name] = value
+            self.episode_sums[tdef.name] += value
+            total = total + value
+        return total
+
+    def pop_episode_sums(self, done: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Per-term sums of the finished episodes (as (num_done,) tensors), then zero them."""
+        out = {}
+        for name, sums in self.episode_sums.items():
+            out[name] = sums[done]
+            sums.masked_fill_(done, 0.0)
+        return out

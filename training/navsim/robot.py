@@ -1,0 +1,123 @@
+"""The MJCF of the planar robot in its walled room, with a pool of obstacle slots.
+
+The robot (SPEC §1): body ``base`` with slide joints ``jx``, ``jy`` and hinge ``jz``; a cylinder
+shell of radius 0.20 and half-height 0.15 raised by 0.15; mass 1 kg; velocity actuators ``vx``,
+``vy`` (kv 100, ctrl ±1.5, force ±200) and ``wz`` (kv 2, ctrl ±2, force ±20).
+
+Obstacles are static geoms of the world body, one per slot: cylinder slots and box slots with
+sizes spread over the configured ranges. Each episode activates some slots and places them by
+writing their world pose; unused slots are parked far below the floor. C MuJoCo (ROS 2 sim node,
+reference benchmark) and MuJoCo Warp load the very same XML.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from navsim.config import EnvCfg
+
+ROBOT_RADIUS = 0.20
+ROBOT_HALF_HEIGHT = 0.15
+LIDAR_HEIGHT = 0.15  # rays leave the robot centre at this height, horizontally
+OBSTACLE_HALF_HEIGHT = 0.5
+PARK_Z = -100.0  # inactive obstacle slots live here
+
+
+@dataclass(frozen=True)
+class SlotSizes:
+    """Sizes of the obstacle pool: cylinder radii (Sc,) and box half sizes (Sb, 2)."""
+
+    cylinder_radius: np.ndarray
+    box_half: np.ndarray
+
+    @property
+    def num_slots(self) -> int:
+        return len(self.cylinder_radius) + len(self.box_half)
+
+    def bounding_radius(self) -> np.ndarray:
+        """Radius of the circle around each slot's footprint (cylinders first, then boxes)."""
+        return np.concatenate([self.cylinder_radius, np.linalg.norm(self.box_half, axis=1)])
+
+
+def slot_sizes(cfg: EnvCfg) -> SlotSizes:
+    """Deterministic sizes spread over the configured ranges (part of the model, not the seed)."""
+    r = cfg.room
+    cyl = np.linspace(r.cylinder_radius[0], r.cylinder_radius[1], r.num_cylinder_slots)
+    lo, hi = r.box_half_size
+    n = r.num_box_slots
+    # Pair short and long sides so the pool holds square blocks and elongated bars.
+    a = np.linspace(lo, hi, n)
+    b = np.roll(a, n // 3)
+    return SlotSizes(cyl.astype(np.float64), np.stack([a, b], axis=1).astype(np.float64))
+
+
+def build_mjcf(cfg: EnvCfg) -> str:
+    """The complete MJCF for ``cfg``: room, walls, obstacle slots, robot and actuators."""
+    room = cfg.room
+    half = room.size / 2.0
+    t = room.wall_thickness
+    dt = cfg.control_period / cfg.physics_substeps
+    sizes = slot_sizes(cfg)
+    v, w = cfg.robot.v_max, cfg.robot.omega_max
+    lines = [
+        '<mujoco model="nav_room">',
+        f'  <option timestep="{dt:.6g}" integrator="implicitfast" gravity="0 0 0" iterations="4" ls_iterations="4"/>',
+        '  <default><geom contype="1" conaffinity="1" condim="1" friction="0 0 0"/></default>',
+        "  <worldbody>",
+    ]
+    walls = [
+        ("wall_px", half + t / 2, 0.0, t / 2, half + t),
+        ("wall_nx", -half - t / 2, 0.0, t / 2, half + t),
+        ("wall_py", 0.0, half + t / 2, half + t, t / 2),
+        ("wall_ny", 0.0, -half - t / 2, half + t, t / 2),
+    ]
+    for name, x, y, sx, sy in walls:
+        lines.append(
+            f'    <geom name="{name}" type="box" pos="{x:.6g} {y:.6g} {OBSTACLE_HALF_HEIGHT}" '
+            f'size="{sx:.6g} {sy:.6g} {OBSTACLE_HALF_HEIGHT}" rgba=".5 .5 .5 1"/>'
+        )
+    for i, rad in enumerate(sizes.cylinder_radius):
+        lines.append(
+            f'    <geom name="obs_cyl{i}" type="cylinder" pos="0 0 {PARK_Z}" '
+            f'size="{rad:.6g} {OBSTACLE_HALF_HEIGHT}" rgba=".8 .4 .2 1"/>'
+        )
+    for i, (hx, hy) in enumerate(sizes.box_half):
+        lines.append(
+            f'    <geom name="obs_box{i}" type="box" pos="0 0 {PARK_Z}" '
+            f'size="{hx:.6g} {hy:.6g} {OBSTACLE_HALF_HEIGHT}" rgba=".2 .4 .8 1"/>'
+        )
+    lines += [
+        '    <body name="base" pos="0 0 0">',
+        '      <joint name="jx" type="slide" axis="1 0 0" limited="false"/>',
+        '      <joint name="jy" type="slide" axis="0 1 0" limited="false"/>',
+        '      <joint name="jz" type="hinge" axis="0 0 1" limited="false"/>',
+        f'      <geom name="shell" type="cylinder" size="{ROBOT_RADIUS} {ROBOT_HALF_HEIGHT}" '
+        f'pos="0 0 {ROBOT_HALF_HEIGHT}" mass="1.0" rgba=".1 .7 .3 1"/>',
+        "    </body>",
+        "  </worldbody>",
+        "  <actuator>",
+        f'    <velocity name="vx" joint="jx" kv="100" ctrlrange="{-v} {v}" forcerange="-200 200"/>',
+        f'    <velocity name="vy" joint="jy" kv="100" ctrlrange="{-v} {v}" forcerange="-200 200"/>',
+        f'    <velocity name="wz" joint="jz" kv="2" ctrlrange="{-w} {w}" forcerange="-20 20"/>',
+        "  </actuator>",
+        "</mujoco>",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def geom_ids(model: object) -> dict[str, np.ndarray]:
+    """Geom ids by role in a compiled MjModel: walls, obstacle slots (cylinders first), shell."""
+    import mujoco
+
+    names = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_GEOM, i) for i in range(model.ngeom)]
+    walls = [i for i, n in enumerate(names) if n and n.startswith("wall_")]
+    cyl = [i for i, n in enumerate(names) if n and n.startswith("obs_cyl")]
+    box = [i for i, n in enumerate(names) if n and n.startswith("obs_box")]
+    shell = [i for i, n in enumerate(names) if n == "shell"]
+    return {
+        "walls": np.array(walls, dtype=np.int64),
+        "slots": np.array(cyl + box, dtype=np.int64),
+        "shell": np.array(shell, dtype=np.int64),
+    }

@@ -1,0 +1,188 @@
+"""Random rooms, batched over worlds, in torch: obstacle layouts, start poses and goals.
+
+A room is a set of active obstacle slots with planar poses, a start pose and a goal. Generation
+is vectorised over worlds (Python loops run over obstacle slots and a fixed number of rejection
+rounds, never over worlds) and draws from an explicit ``torch.Generator``, so a seed fixes every
+room. The same code serves training, evaluation (another seed stream) and the ROS 2 sim node.
+
+Distances here are exact 2D signed distances to obstacle and wall surfaces (obstacles are
+vertical cylinders and yawed boxes, so the plane is all that matters).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from navsim.config import EnvCfg
+from navsim.robot import ROBOT_RADIUS, SlotSizes
+
+CANDIDATES = 16  # candidates drawn per rejection round
+ROUNDS = 4
+
+
+@dataclass
+class RoomBatch:
+    """Rooms for n worlds. Slots: cylinders first, then boxes (as in the model)."""
+
+    slot_pos: torch.Tensor  # (n, S, 2)
+    slot_yaw: torch.Tensor  # (n, S)
+    slot_active: torch.Tensor  # (n, S) bool
+    start: torch.Tensor  # (n, 3) x, y, yaw
+    goal: torch.Tensor  # (n, 2)
+
+    def index(self, idx: torch.Tensor) -> RoomBatch:
+        return RoomBatch(self.slot_pos[idx], self.slot_yaw[idx], self.slot_active[idx], self.start[idx], self.goal[idx])
+
+    def where(self, mask: torch.Tensor, other: RoomBatch) -> RoomBatch:
+        """Rooms from ``other`` where ``mask`` (n,) is true, else from ``self``."""
+        m1 = mask[:, None]
+        return RoomBatch(
+            torch.where(m1[..., None], other.slot_pos, self.slot_pos),
+            torch.where(m1, other.slot_yaw, self.slot_yaw),
+            torch.where(m1, other.slot_active, self.slot_active),
+            torch.where(m1, other.start, self.start),
+            torch.where(m1, other.goal, self.goal),
+        )
+
+
+class RoomGeometry:
+    """Static per-slot geometry on a device, and signed distances to the room's surfaces."""
+
+    def __init__(self, cfg: EnvCfg, sizes: SlotSizes, device: torch.device | str) -> None:
+        self.cfg = cfg
+        self.half = cfg.room.size / 2.0
+        nc = len(sizes.cylinder_radius)
+        self.num_slots = sizes.num_slots
+        self.is_box = torch.zeros(self.num_slots, dtype=torch.bool, device=device)
+        self.is_box[nc:] = True
+        half_ext = torch.zeros(self.num_slots, 2, dtype=torch.float32, device=device)
+        half_ext[:nc, 0] = torch.as_tensor(sizes.cylinder_radius, dtype=torch.float32)
+        half_ext[nc:] = torch.as_tensor(sizes.box_half, dtype=torch.float32)
+        self.half_ext = half_ext  # cylinder: (r, 0); box: (hx, hy)
+        self.bound_r = torch.as_tensor(sizes.bounding_radius(), dtype=torch.float32, device=device)
+
+    def nearest(self, rooms: RoomBatch, points: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Signed distance from points (n, P, 2) to the nearest surface, and the unit vector
+        (world frame) from each point towards that nearest surface point. Returns (n, P), (n, P, 2).
+        """
+        rel = points[:, :, None, :] - rooms.slot_pos[:, None, :, :]  # (n, P, S, 2)
+        c = torch.cos(rooms.slot_yaw)[:, None, :]
+        s = torch.sin(rooms.slot_yaw)[:, None, :]
+        lx = c * rel[..., 0] + s * rel[..., 1]
+        ly = -s * rel[..., 0] + c * rel[..., 1]
+        hx = self.half_ext[:, 0]
+        hy = self.half_ext[:, 1]
+        # boxes: closest point on the box (clamped local coordinates), exact outside distance
+        qx = lx.abs() - hx
+        qy = ly.abs() - hy
+        outside = torch.sqrt(qx.clamp(min=0) ** 2 + qy.clamp(min=0) ** 2)
+        box_d = outside + torch.clamp(torch.maximum(qx, qy), max=0.0)
+        cx = lx.clamp(-hx, hx) - lx
+        cy = ly.clamp(-hy, hy) - ly
+        # cylinders
+        r = torch.sqrt(lx * lx + ly * ly)
+        cyl_d = r - hx
+        inv = 1.0 / r.clamp(min=1e-9)
+        is_box = self.is_box
+        dist = torch.where(is_box, box_d, cyl_d)
+        # local direction to the nearest surface point (for a point outside)
+        dlx = torch.where(is_box, cx, -lx * inv)
+        dly = torch.where(is_box, cy, -ly * inv)
+        dist = torch.where(rooms.slot_active[:, None, :], dist, torch.full_like(dist, float("inf")))
+        # walls: inner surfaces at +-half
+        px, py = points[..., 0], points[..., 1]
+        wall_d = torch.stack([self.half - px, self.half + px, self.half - py, self.half + py], dim=-1)
+        wall_dir = torch.tensor([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0], [0.0, -1.0]], device=points.device)
+        slot_min, slot_arg = dist.min(dim=-1)
+        wall_min, wall_arg = wall_d.min(dim=-1)
+        # slot direction: rotate the local vector back to world and normalise
+        g = slot_arg[..., None]
+        dlx_s = dlx.gather(-1, g)[..., 0]
+        dly_s = dly.gather(-1, g)[..., 0]
+        cs = c.expand_as(lx).gather(-1, g)[..., 0]
+        sn = s.expand_as(lx).gather(-1, g)[..., 0]
+        wx = cs * dlx_s - sn * dly_s
+        wy = sn * dlx_s + cs * dly_s
+        norm = torch.sqrt(wx * wx + wy * wy).clamp(min=1e-9)
+        slot_dir = torch.stack([wx / norm, wy / norm], dim=-1)
+        use_wall = wall_min < slot_min
+        best = torch.where(use_wall, wall_min, slot_min)
+        direction = torch.where(use_wall[..., None], wall_dir[wall_arg], slot_dir)
+        return best, direction
+
+    def clearance(self, rooms: RoomBatch, points: torch.Tensor) -> torch.Tensor:
+        return self.nearest(rooms, points)[0]
+
+
+def _uniform(gen: torch.Generator, shape: tuple[int, ...], lo: float, hi: float, device: torch.device) -> torch.Tensor:
+    return lo + (hi - lo) * torch.rand(shape, generator=gen, device=device)
+
+
+def _first_valid(cand: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pick per row the first valid candidate (n, C, k) -> (n, k), and whether any was valid."""
+    any_valid = valid.any(dim=1)
+    idx = torch.argmax(valid.to(torch.int8), dim=1)  # first True (0 when none)
+    picked = cand.gather(1, idx[:, None, None].expand(-1, 1, cand.shape[-1]))[:, 0]
+    return picked, any_valid
+
+
+def generate_rooms(n: int, cfg: EnvCfg, geom: RoomGeometry, gen: torch.Generator) -> RoomBatch:
+    """Draw ``n`` fresh rooms."""
+    device = geom.bound_r.device
+    room = cfg.room
+    S = geom.num_slots
+    half = room.size / 2.0
+    lo_n, hi_n = room.num_obstacles
+    count = torch.randint(lo_n, hi_n + 1, (n,), generator=gen, device=device)
+    rank = torch.argsort(torch.rand(n, S, generator=gen, device=device), dim=1).argsort(dim=1)
+    wanted = rank < count[:, None]
+    pos = torch.zeros(n, S, 2, device=device)
+    yaw = _uniform(gen, (n, S), -torch.pi, torch.pi, device) * geom.is_box
+    active = torch.zeros(n, S, dtype=torch.bool, device=device)
+    for j in range(S):
+        rj = float(geom.bound_r[j])
+        lim = half - room.wall_margin - rj
+        cand = _uniform(gen, (n, CANDIDATES, 2), -lim, lim, device)
+        gap = (cand[:, :, None, :] - pos[:, None, :, :]).norm(dim=-1)  # (n, C, S)
+        need = geom.bound_r[None, None, :] + rj + room.obstacle_gap
+        ok = ((gap > need) | ~active[:, None, :]).all(dim=-1)
+        picked, any_ok = _first_valid(cand, ok)
+        place = wanted[:, j] & any_ok
+        pos[:, j] = torch.where(place[:, None], picked, pos[:, j])
+        active[:, j] = place
+    rooms = RoomBatch(pos, yaw, active, torch.zeros(n, 3, device=device), torch.zeros(n, 2, device=device))
+
+    need_free = ROBOT_RADIUS + room.clearance
+    lim = half - room.wall_margin - ROBOT_RADIUS
+    start = torch.zeros(n, 2, device=device)
+    done = torch.zeros(n, dtype=torch.bool, device=device)
+    for _ in range(ROUNDS):
+        cand = _uniform(gen, (n, CANDIDATES, 2), -lim, lim, device)
+        ok = geom.clearance(rooms, cand) > need_free
+        picked, any_ok = _first_valid(cand, ok)
+        take = any_ok & ~done
+        start = torch.where(take[:, None], picked, start)
+        done = done | any_ok
+    goal = torch.zeros(n, 2, device=device)
+    done = torch.zeros(n, dtype=torch.bool, device=device)
+    dlo, dhi = room.goal_distance
+    for _ in range(ROUNDS * 2):
+        d = _uniform(gen, (n, CANDIDATES), dlo, dhi, device)
+        phi = _uniform(gen, (n, CANDIDATES), -torch.pi, torch.pi, device)
+        cand = start[:, None, :] + torch.stack([d * torch.cos(phi), d * torch.sin(phi)], dim=-1)
+        inside = (cand.abs() <= lim).all(dim=-1)
+        ok = inside & (geom.clearance(rooms, cand) > need_free)
+        picked, any_ok = _first_valid(cand, ok)
+        take = any_ok & ~done
+        goal = torch.where(take[:, None], picked, goal)
+        done = done | any_ok
+    # A world without any valid goal (vanishingly rare) gets the nearest in-room point ahead.
+    fallback = start + torch.tensor([dlo, 0.0], device=device)
+    fallback = fallback.clamp(-lim, lim)
+    goal = torch.where(done[:, None], goal, fallback)
+    start_yaw = _uniform(gen, (n, 1), -torch.pi, torch.pi, device)
+    rooms.start = torch.cat([start, start_yaw], dim=1)
+    rooms.goal = goal
+    return rooms
