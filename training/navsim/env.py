@@ -130,6 +130,7 @@ class NavEnv:
         self.last_info: StepInfo | None = None
         self.scan = torch.full((n, self.dims.num_beams), self.dims.max_range, device=self.device)
         self.scan_clean = self.scan.clone()
+        self.outcome_counts = torch.zeros(len(TERMINATION_REASONS) + 1, device=self.device)
         self.reset()
 
     # ------------------------------------------------------------------------------------------
@@ -342,4 +343,12 @@ class NavEnv:
         log["Episode_Termination/timeout"] = timeout[dones].float()
         log["Episode_Termination/out_of_bounds"] = oob[dones].float()
         log["Episode/length_s"] = self.episode_length_buf[dones].float() * self.env_cfg.control_period
+        counts = torch.stack([success.sum(), collision.sum(), timeout.sum(), oob.sum(), dones.sum()])
+        self.outcome_counts += counts.float()
         return log
+
+    def pop_outcome_counts(self) -> dict[str, float]:
+        """Finished-episode counts per reason since the last call (for progress lines)."""
+        values = self.outcome_counts.tolist()
+        self.outcome_counts.zero_()
+        return dict(zip((*TERMINATION_REASONS, "episodes"), values, strict=True))
