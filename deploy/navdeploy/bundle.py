@@ -1,0 +1,304 @@
+"""The deployment bundle: ``policy.onnx`` plus ``contract.json`` (numpy, onnx only when writing).
+
+The ONNX graph takes the raw policy observation ``obs`` (batch, obs_dim) float32 and returns the
+raw deterministic mean ``action`` (batch, 3) float32, *before* clipping and scaling; the training
+observation normaliser is inside the graph: ``(obs - mean) / (std + eps)`` with the checkpoint's
+buffers, then the MLP. The contract (JSON) travels twice: in the ONNX metadata under
+:data:`METADATA_KEY`, and as ``contract.json`` beside the model for people to read. They must
+agree; :func:`read_contract` checks it. Writing needs the ``onnx`` package; reading does not (the
+metadata is read through onnxruntime).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from navdeploy.action import ACTION_ORDER, ActionScaling
+from navdeploy.spec import PolicySpec, spec_from_dict
+
+FORMAT = "nav_policy.bundle"
+FORMAT_VERSION = 1
+METADATA_KEY = "nav_policy_contract"
+FINGERPRINT_KEY = "nav_policy_fingerprint"
+ONNX_FILE = "policy.onnx"
+CONTRACT_FILE = "contract.json"
+INPUT_NAME = "obs"
+OUTPUT_NAME = "action"
+OPSET = 17
+IR_VERSION = 8
+
+ACTIVATIONS = {
+    "elu": ("Elu", {"alpha": 1.0}),
+    "selu": ("Selu", {}),
+    "relu": ("Relu", {}),
+    "crelu": ("Celu", {"alpha": 1.0}),
+    "lrelu": ("LeakyRelu", {"alpha": 0.01}),
+    "tanh": ("Tanh", {}),
+    "sigmoid": ("Sigmoid", {}),
+    "softplus": ("Softplus", {}),
+    "identity": ("Identity", {}),
+}
+"""rsl_rl activation names -> ONNX operators with torch's default parameters."""
+
+
+class BundleError(ValueError):
+    """A bundle is missing, unreadable, or its two copies of the contract disagree."""
+
+
+@dataclass(frozen=True)
+class Contract:
+    """The parsed contract: everything the robot side needs besides the network weights."""
+
+    spec: PolicySpec
+    fingerprint: str
+    obs_dim: int
+    term_names: tuple[str, ...]
+    num_beams: int
+    max_range: float
+    angle_min: float
+    angle_increment: float
+    fov: float
+    v_max: float
+    omega_max: float
+    scaling: ActionScaling
+    action_order: tuple[str, ...]
+    control_period: float
+    goal_tolerance: float
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+
+def make_contract(
+    spec: PolicySpec,
+    scaling: ActionScaling,
+    control_period: float,
+    goal_tolerance: float,
+    normalizer_eps: float,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The contract as plain JSON data."""
+    d = spec.dims
+    terms, start = [], 0
+    for t in spec.terms:
+        terms.append({**t.to_dict(), "slice": [start, start + t.width]})
+        start += t.width
+    if (scaling.v_max, scaling.omega_max) != (d.v_max, d.omega_max):
+        raise BundleError(
+            f"action scaling (v_max {scaling.v_max}, omega_max {scaling.omega_max}) differs from the "
+            f"observation dims (v_max {d.v_max}, omega_max {d.omega_max})"
+        )
+    contract = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "fingerprint": spec.fingerprint(),
+        "observation": {
+            "dim": spec.obs_dim,
+            "dtype": "float32",
+            "terms": terms,
+            "spec": spec.to_dict(),
+            "builder": "navdeploy.spec.build_policy_obs",
+        },
+        "lidar": {
+            "num_beams": d.num_beams,
+            "fov": 2.0 * math.pi,
+            "fov_deg": 360.0,
+            "max_range": d.max_range,
+            "angle_min": -math.pi,
+            "angle_increment": 2.0 * math.pi / d.num_beams,
+            "frame": "base_link; beam j at angle_min + j * angle_increment, 0 = forward, CCW positive",
+            "no_return": "max_range",
+            "resampling": "navdeploy.scan.resample_scan (docs/deploy_contract.md)",
+        },
+        "v_max": d.v_max,
+        "omega_max": d.omega_max,
+        "action": {
+            **scaling.to_dict(),
+            "dim": len(ACTION_ORDER),
+            "frame": "base_link (body frame), SI units: m/s, m/s, rad/s",
+            "onnx_output": "raw deterministic mean action, BEFORE clip and scaling; "
+            "apply navdeploy.action.action_to_command exactly once",
+        },
+        "control_period": float(control_period),
+        "goal_tolerance": float(goal_tolerance),
+        "onnx": {
+            "file": ONNX_FILE,
+            "input": {"name": INPUT_NAME, "shape": ["batch", spec.obs_dim], "dtype": "float32"},
+            "output": {"name": OUTPUT_NAME, "shape": ["batch", len(ACTION_ORDER)], "dtype": "float32"},
+            "normalizer": "folded in: (obs - mean) / (std + eps), training buffers, never re-estimated",
+            "normalizer_eps": float(normalizer_eps),
+            "opset": OPSET,
+        },
+    }
+    if extra:
+        contract.update(extra)
+    return contract
+
+
+def parse_contract(data: dict[str, Any]) -> Contract:
+    """Check the contract's shape and self-consistency; return the typed view."""
+    if data.get("format") != FORMAT:
+        raise BundleError(f"not a {FORMAT} contract (format={data.get('format')!r})")
+    if int(data.get("format_version", -1)) != FORMAT_VERSION:
+        raise BundleError(f"contract format_version {data.get('format_version')} unsupported (want {FORMAT_VERSION})")
+    try:
+        obs = data["observation"]
+        spec = spec_from_dict(obs["spec"])
+        lidar = data["lidar"]
+        action = data["action"]
+        scaling = ActionScaling(float(action["v_max"]), float(action["omega_max"]), bool(action["limit_planar_speed"]))
+        contract = Contract(
+            spec=spec,
+            fingerprint=str(data["fingerprint"]),
+            obs_dim=int(obs["dim"]),
+            term_names=tuple(t["name"] for t in obs["terms"]),
+            num_beams=int(lidar["num_beams"]),
+            max_range=float(lidar["max_range"]),
+            angle_min=float(lidar["angle_min"]),
+            angle_increment=float(lidar["angle_increment"]),
+            fov=float(lidar["fov"]),
+            v_max=float(data["v_max"]),
+            omega_max=float(data["omega_max"]),
+            scaling=scaling,
+            action_order=tuple(action["order"]),
+            control_period=float(data["control_period"]),
+            goal_tolerance=float(data["goal_tolerance"]),
+            raw=data,
+        )
+    except (KeyError, TypeError, ValueError) as err:
+        raise BundleError(f"malformed contract: {type(err).__name__}: {err}") from None
+    if spec.fingerprint() != contract.fingerprint:
+        raise BundleError(
+            f"contract fingerprint {contract.fingerprint} does not match its own observation spec "
+            f"({spec.fingerprint()}): the contract was edited or corrupted"
+        )
+    if spec.obs_dim != contract.obs_dim or list(contract.term_names) != [t.name for t in spec.terms]:
+        raise BundleError("contract observation terms/dim disagree with its spec")
+    if contract.action_order != ACTION_ORDER:
+        raise BundleError(f"action order {contract.action_order} unsupported (runtime uses {ACTION_ORDER})")
+    return contract
+
+
+# ----------------------------------------------------------------------------------------------
+# Writing
+
+
+@dataclass(frozen=True)
+class MlpWeights:
+    """A normalised MLP as plain arrays: ``layers`` are (weight (out, in), bias (out,)) pairs."""
+
+    mean: np.ndarray
+    std: np.ndarray
+    eps: float
+    layers: list[tuple[np.ndarray, np.ndarray]]
+    activation: str
+
+
+def build_onnx(weights: MlpWeights, contract: dict[str, Any]) -> Any:
+    """The ONNX ModelProto of the normalised MLP, with the contract in its metadata."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    act = weights.activation.lower()
+    if act not in ACTIVATIONS:
+        raise BundleError(f"activation '{weights.activation}' has no ONNX mapping (known: {sorted(ACTIVATIONS)})")
+    op, attrs = ACTIVATIONS[act]
+    in_dim = int(weights.mean.reshape(-1).shape[0])
+    out_dim = int(weights.layers[-1][1].shape[0])
+    f32 = np.float32
+    inits = [
+        numpy_helper.from_array(weights.mean.reshape(1, -1).astype(f32), "norm_mean"),
+        # std + eps exactly as torch computes it in float32 at run time.
+        numpy_helper.from_array(
+            (weights.std.reshape(1, -1).astype(f32) + f32(weights.eps)).astype(f32), "norm_denominator"
+        ),
+    ]
+    nodes = [
+        helper.make_node("Sub", [INPUT_NAME, "norm_mean"], ["obs_centred"], name="normalizer_sub"),
+        helper.make_node("Div", ["obs_centred", "norm_denominator"], ["h0"], name="normalizer_div"),
+    ]
+    x = "h0"
+    for i, (w, b) in enumerate(weights.layers):
+        inits.append(numpy_helper.from_array(np.ascontiguousarray(w, dtype=f32), f"w{i}"))
+        inits.append(numpy_helper.from_array(np.ascontiguousarray(b, dtype=f32), f"b{i}"))
+        last = i == len(weights.layers) - 1
+        y = OUTPUT_NAME if last else f"z{i + 1}"
+        nodes.append(helper.make_node("Gemm", [x, f"w{i}", f"b{i}"], [y], name=f"linear{i}", transB=1))
+        if not last:
+            nodes.append(helper.make_node(op, [y], [f"h{i + 1}"], name=f"act{i}", **attrs))
+            x = f"h{i + 1}"
+    graph = helper.make_graph(
+        nodes,
+        "nav_policy_actor",
+        [helper.make_tensor_value_info(INPUT_NAME, TensorProto.FLOAT, ["batch", in_dim])],
+        [helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT, ["batch", out_dim])],
+        initializer=inits,
+    )
+    model = helper.make_model(
+        graph,
+        producer_name="nav_policy",
+        opset_imports=[helper.make_opsetid("", OPSET)],
+        doc_string="nav_policy actor: raw obs -> normaliser -> MLP -> raw mean action (before clip/scaling)",
+    )
+    model.ir_version = IR_VERSION
+    helper.set_model_props(
+        model, {METADATA_KEY: json.dumps(contract, sort_keys=True), FINGERPRINT_KEY: contract["fingerprint"]}
+    )
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def write_bundle(out_dir: str | Path, weights: MlpWeights, contract: dict[str, Any]) -> Path:
+    """Write ``policy.onnx`` (self-contained) and ``contract.json``; return the ONNX path."""
+    import onnx
+
+    parse_contract(contract)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model = build_onnx(weights, contract)
+    path = out / ONNX_FILE
+    onnx.save_model(model, str(path), save_as_external_data=False)
+    onnx.checker.check_model(str(path), full_check=True)
+    (out / CONTRACT_FILE).write_text(json.dumps(contract, indent=2, sort_keys=True) + "\n")
+    return path
+
+
+# ----------------------------------------------------------------------------------------------
+# Reading
+
+
+def onnx_metadata(onnx_path: str | Path) -> dict[str, str]:
+    """The ONNX file's custom metadata, read through onnxruntime (no onnx package needed)."""
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    return dict(sess.get_modelmeta().custom_metadata_map)
+
+
+def read_contract(bundle_dir: str | Path, metadata: dict[str, str] | None = None) -> Contract:
+    """The bundle's contract; ``contract.json`` and the ONNX metadata copy must be identical.
+
+    ``contract.json`` may be absent (the ONNX file alone is a complete bundle).
+    """
+    bdir = Path(bundle_dir)
+    onnx_path = bdir / ONNX_FILE
+    if not onnx_path.is_file():
+        raise BundleError(f"no {ONNX_FILE} in {bdir}")
+    meta = metadata if metadata is not None else onnx_metadata(onnx_path)
+    if METADATA_KEY not in meta:
+        raise BundleError(f"{onnx_path} carries no '{METADATA_KEY}' metadata: not a nav_policy export")
+    embedded = json.loads(meta[METADATA_KEY])
+    cfile = bdir / CONTRACT_FILE
+    if cfile.is_file():
+        beside = json.loads(cfile.read_text())
+        if beside != embedded:
+            keys = sorted(k for k in set(beside) | set(embedded) if beside.get(k) != embedded.get(k))
+            raise BundleError(f"{CONTRACT_FILE} differs from the contract inside {ONNX_FILE} (keys: {keys})")
+    contract = parse_contract(embedded)
+    if meta.get(FINGERPRINT_KEY, contract.fingerprint) != contract.fingerprint:
+        raise BundleError("ONNX fingerprint metadata differs from the embedded contract's fingerprint")
+    return contract

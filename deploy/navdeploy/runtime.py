@@ -1,0 +1,206 @@
+"""The robot-side policy runtime: numpy and onnxruntime only (importing it never imports torch).
+
+::
+
+    rt = PolicyRuntime.load(bundle_dir)      # checks the bundle's contract against our own spec
+    cmd = rt.step(scan, pose, twist, goal)    # np.ndarray (3,) [vx, vy, wz], SI, body frame
+
+The observation is built by :func:`navdeploy.spec.build_policy_obs`, the very function training
+uses, from an :class:`~navdeploy.terms.ObsContext` of robot-side quantities: the scan resampled
+onto the training beams (:mod:`navdeploy.scan`), the odometry pose and body-frame twist, the goal
+in the odometry frame and the previous (clipped) action. The ONNX model returns the raw mean
+action; :func:`navdeploy.action.action_to_command` turns it into the command, exactly once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from navdeploy.action import action_to_command, clip_action
+from navdeploy.bundle import ONNX_FILE, BundleError, Contract, onnx_metadata, read_contract
+from navdeploy.scan import ScanInput, ScanOptions, ScanUnusable, resample_scan
+from navdeploy.spec import PolicySpec, build_policy_obs, compare_specs, make_policy_spec
+from navdeploy.terms import DEFAULT_POLICY_TERMS_ENABLED, DEPLOYABLE_TERMS, ObsContext, SensorDims
+
+__all__ = [
+    "ContractError",
+    "PolicyRuntime",
+    "ScanInput",
+    "ScanOptions",
+    "ScanUnusable",
+    "policy_spec_from_config",
+    "registry_spec_for",
+]
+
+
+class ContractError(BundleError):
+    """The bundle's observation contract differs from the runtime's own observation spec."""
+
+
+def registry_spec_for(contract: Contract) -> PolicySpec:
+    """This runtime's spec for the bundle's enabled terms and params, from our own term registry.
+
+    Catches terms we do not know, and terms whose width or version (meaning) changed in our code
+    since the policy was trained.
+    """
+    unknown = [n for n in contract.term_names if n not in DEPLOYABLE_TERMS]
+    if unknown:
+        raise ContractError(f"bundle uses observation term(s) this runtime does not have: {', '.join(unknown)}")
+    return make_policy_spec({t.name: dict(t.params) for t in contract.spec.terms}, contract.spec.dims)
+
+
+def policy_spec_from_config(data: dict[str, Any]) -> PolicySpec:
+    """The policy spec that a nav_policy config (conf/nav.yaml as plain data) declares.
+
+    Mirrors the training ObservationManager: terms in registry order, enabled by the config or
+    by default, with the config's params; dims from env.lidar and env.robot.
+    """
+    env = data.get("env", {}) or {}
+    lidar = env.get("lidar", {}) or {}
+    robot = env.get("robot", {}) or {}
+    base = SensorDims()
+    dims = SensorDims(
+        num_beams=int(lidar.get("num_beams", base.num_beams)),
+        max_range=float(lidar.get("max_range", base.max_range)),
+        v_max=float(robot.get("v_max", base.v_max)),
+        omega_max=float(robot.get("omega_max", base.omega_max)),
+    )
+    policy = ((data.get("observations", {}) or {}).get("policy", {})) or {}
+    enabled = {}
+    for name in DEPLOYABLE_TERMS:
+        term = policy.get(name)
+        on = bool(term.get("enabled", True)) if term is not None else DEFAULT_POLICY_TERMS_ENABLED[name]
+        if on:
+            enabled[name] = dict((term or {}).get("params", {}) or {})
+    return make_policy_spec(enabled, dims)
+
+
+def _vec(x: Any, n: int, what: str) -> np.ndarray:
+    a = np.asarray(x, dtype=np.float64).reshape(-1)
+    if a.shape[0] != n:
+        raise ValueError(f"{what} needs {n} values, got {a.shape[0]}")
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{what} has non-finite values: {a.tolist()}")
+    return a
+
+
+class PolicyRuntime:
+    """A loaded bundle: builds observations, runs the policy, returns body-frame commands."""
+
+    def __init__(self, session: Any, contract: Contract, scan_options: ScanOptions | None = None) -> None:
+        self.session = session
+        self.contract = contract
+        self.spec = contract.spec
+        self.scan_options = scan_options or ScanOptions()
+        self.input_name = session.get_inputs()[0].name
+        self.output_name = session.get_outputs()[0].name
+        shape = session.get_inputs()[0].shape
+        if shape[-1] != contract.obs_dim:
+            raise BundleError(f"ONNX input width {shape[-1]} != contract obs dim {contract.obs_dim}")
+        self._prev_action = np.zeros((1, 3), dtype=np.float32)
+
+    @classmethod
+    def load(
+        cls,
+        bundle_dir: str | Path,
+        spec: PolicySpec | None = None,
+        scan_options: ScanOptions | None = None,
+        providers: list[str] | None = None,
+    ) -> PolicyRuntime:
+        """Load ``bundle_dir`` (policy.onnx [+ contract.json]) and check its contract.
+
+        ``spec`` is the runtime's own observation spec (e.g. :func:`policy_spec_from_config` of the
+        robot's config); without it the runtime checks the bundle against its own term registry
+        (names, widths and versions of the terms for the bundle's params). Any difference raises
+        :class:`ContractError` naming the differing term(s).
+        """
+        import onnxruntime as ort
+
+        bdir = Path(bundle_dir)
+        onnx_path = bdir / ONNX_FILE
+        if not onnx_path.is_file():
+            raise BundleError(f"no {ONNX_FILE} in {bdir}")
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = 1
+        opts.inter_op_num_threads = 1
+        session = ort.InferenceSession(str(onnx_path), opts, providers=providers or ["CPUExecutionProvider"])
+        contract = read_contract(bdir, dict(session.get_modelmeta().custom_metadata_map))
+        own = spec if spec is not None else registry_spec_for(contract)
+        diffs = compare_specs(contract.spec, own)
+        if diffs or own.fingerprint() != contract.fingerprint:
+            raise ContractError(
+                f"observation contract mismatch: bundle fingerprint {contract.fingerprint}, runtime "
+                f"{own.fingerprint()}: " + "; ".join(diffs or ["(no field-level difference found)"])
+            )
+        return cls(session, contract, scan_options)
+
+    # ------------------------------------------------------------------------------------------
+
+    @property
+    def prev_action(self) -> np.ndarray:
+        return self._prev_action[0].copy()
+
+    def reset(self) -> None:
+        """Forget the previous action (new goal or new episode), as the simulator's reset does."""
+        self._prev_action = np.zeros((1, 3), dtype=np.float32)
+
+    def resample(self, scan: ScanInput) -> np.ndarray:
+        """The scan on the training beams (metres); raises ScanUnusable."""
+        o = self.scan_options
+        return resample_scan(scan, self.contract.num_beams, self.contract.max_range, o.fill, o.fill_value, o.below_min)
+
+    def observation(self, scan: ScanInput, pose: Any, twist: Any, goal: Any) -> np.ndarray:
+        """The (obs_dim,) float32 policy observation.
+
+        pose: (x, y, yaw) of base_link in the odom frame; twist: (vx, vy, wz) in the body frame
+        (m/s, rad/s); goal: (gx, gy) in the odom frame.
+        """
+        ranges = self.resample(scan)
+        ctx = ObsContext(
+            scan=ranges[None, :],
+            pose=_vec(pose, 3, "pose")[None, :],
+            twist=_vec(twist, 3, "twist")[None, :],
+            goal=_vec(goal, 2, "goal")[None, :],
+            prev_action=self._prev_action.astype(np.float64),
+            dims=self.spec.dims,
+        )
+        obs = build_policy_obs(ctx, self.spec)
+        return np.asarray(obs[0], dtype=np.float32)
+
+    def act(self, obs: np.ndarray) -> np.ndarray:
+        """Raw policy action(s) for observation(s) (obs_dim,) or (N, obs_dim): before clip/scaling."""
+        x = np.asarray(obs, dtype=np.float32)
+        single = x.ndim == 1
+        x = x.reshape(-1, self.contract.obs_dim)
+        out = self.session.run([self.output_name], {self.input_name: x})[0]
+        return out[0] if single else out
+
+    def command(self, raw_action: np.ndarray) -> np.ndarray:
+        """Raw action -> (3,) [vx, vy, wz] in m/s, m/s, rad/s, body frame (clip + scaling)."""
+        raw = np.asarray(raw_action, dtype=np.float32).reshape(1, 3)
+        return np.asarray(action_to_command(raw, self.contract.scaling)[0], dtype=np.float64)
+
+    def step(self, scan: ScanInput, pose: Any, twist: Any, goal: Any) -> np.ndarray:
+        """Observation -> policy -> command; remembers the clipped action as the previous one.
+
+        Raises ScanUnusable (before touching any state) when the scan carries no information.
+        """
+        obs = self.observation(scan, pose, twist, goal)
+        raw = self.act(obs)
+        cmd = self.command(raw)
+        self._prev_action = np.asarray(clip_action(raw.reshape(1, 3)), dtype=np.float32)
+        return cmd
+
+    def goal_reached(self, pose: Any, goal: Any) -> bool:
+        """Within the contract's goal tolerance (the simulator's success radius)."""
+        p = _vec(pose, 3, "pose")
+        g = _vec(goal, 2, "goal")
+        return bool(np.hypot(g[0] - p[0], g[1] - p[1]) < self.contract.goal_tolerance)
+
+
+def load_onnx_metadata(bundle_dir: str | Path) -> dict[str, str]:
+    """Convenience: the raw ONNX metadata of a bundle (for tools and logs)."""
+    return onnx_metadata(Path(bundle_dir) / ONNX_FILE)

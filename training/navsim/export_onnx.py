@@ -1,0 +1,250 @@
+"""Checkpoint -> deployment bundle (policy.onnx + contract.json), with a self-check.
+
+The torch side of the export. :func:`export_bundle` rebuilds the policy contract from the config
+stored in the checkpoint (``infos["nav_config"]``; ``config`` is the fallback), rebuilds rsl_rl's
+actor from ``actor_state_dict``, writes the ONNX graph (normaliser + MLP, raw mean action out)
+through :mod:`navdeploy.bundle`, and then checks itself:
+
+- ``onnx.checker`` on the written file (full check);
+- onnxruntime against the torch actor on at least ``num_obs`` observations recorded by rolling
+  the env out with the policy (max |delta| <= ``tol``, default 1e-5), else :class:`ExportCheckError`
+  with the numbers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from navdeploy.bundle import ONNX_FILE, MlpWeights, make_contract, write_bundle
+from navdeploy.spec import PolicySpec, compare_specs
+from rsl_rl.models import MLPModel
+from tensordict import TensorDict
+
+from navsim.config import NavConfig, build, load_config, to_dict, validate
+from navsim.observations import POLICY_GROUP
+
+DEFAULT_TOL = 1e-5
+DEFAULT_NUM_OBS = 1024
+
+
+class ExportError(RuntimeError):
+    """The checkpoint cannot be exported (missing config, shapes, untrained normaliser...)."""
+
+
+class ExportCheckError(ExportError):
+    """The exported ONNX does not reproduce the torch actor within tolerance."""
+
+
+def config_from_checkpoint(ckpt: dict[str, Any], config: str | Path | NavConfig | None = None) -> NavConfig:
+    """The training config: ``infos['nav_config']`` of the checkpoint, else ``config``."""
+    infos = ckpt.get("infos") or {}
+    stored = infos.get("nav_config") if isinstance(infos, dict) else None
+    fallback = None
+    if config is not None:
+        fallback = config if isinstance(config, NavConfig) else load_config(config)
+    if stored is None:
+        if fallback is None:
+            raise ExportError(
+                "the checkpoint has no infos['nav_config'] and no config was given (--config conf/nav.yaml)"
+            )
+        return fallback
+    cfg = build(NavConfig, stored)
+    validate(cfg)
+    if fallback is not None:
+        from navsim.observations import ObservationManager
+
+        a = ObservationManager(cfg.observations, _dims(cfg), 1, "cpu").policy_spec
+        b = ObservationManager(fallback.observations, _dims(fallback), 1, "cpu").policy_spec
+        diffs = compare_specs(a, b)
+        if diffs:
+            raise ExportError("--config disagrees with the checkpoint's own config: " + "; ".join(diffs))
+    return cfg
+
+
+def _dims(cfg: NavConfig) -> Any:
+    from navdeploy.terms import SensorDims
+
+    e = cfg.env
+    return SensorDims(e.lidar.num_beams, e.lidar.max_range, e.robot.v_max, e.robot.omega_max)
+
+
+def policy_spec_for(cfg: NavConfig) -> PolicySpec:
+    from navsim.observations import ObservationManager
+
+    return ObservationManager(cfg.observations, _dims(cfg), 1, "cpu").policy_spec
+
+
+def build_actor(actor_state: dict[str, torch.Tensor], cfg: NavConfig, obs_dim: int) -> MLPModel:
+    """rsl_rl's actor as training built it, with the checkpoint's weights (strict load)."""
+    m = cfg.model
+    obs = TensorDict({POLICY_GROUP: torch.zeros(1, obs_dim)}, batch_size=[1])
+    actor = MLPModel(
+        obs,
+        {"actor": [POLICY_GROUP]},
+        "actor",
+        3,
+        hidden_dims=list(m.actor_hidden_dims),
+        activation=m.activation,
+        obs_normalization=m.obs_normalization,
+        distribution_cfg={"class_name": "GaussianDistribution", "init_std": m.init_noise_std, "std_type": "scalar"},
+    )
+    w = actor_state.get("mlp.0.weight")
+    if w is None or w.shape[1] != obs_dim:
+        got = None if w is None else tuple(w.shape)
+        raise ExportError(f"actor input layer {got} does not take the {obs_dim}-dim policy observation")
+    try:
+        actor.load_state_dict(actor_state, strict=True)
+    except RuntimeError as err:
+        raise ExportError(f"actor_state_dict does not fit the configured actor: {err}") from None
+    actor.eval()
+    return actor
+
+
+def actor_weights(actor: MLPModel, activation: str) -> MlpWeights:
+    """The actor's normaliser buffers and Linear layers as numpy arrays."""
+    obs_dim = actor.obs_dim
+    norm = actor.obs_normalizer
+    if isinstance(norm, torch.nn.Identity):
+        mean, std, eps = np.zeros(obs_dim, np.float32), np.ones(obs_dim, np.float32), 0.0
+    else:
+        mean = norm._mean.detach().cpu().numpy().reshape(-1)
+        std = norm._std.detach().cpu().numpy().reshape(-1)
+        eps = float(norm.eps)
+        var = norm._var.detach().cpu().numpy().reshape(-1)
+        if int(norm.count) == 0 or (np.all(mean == 0.0) and np.all(var == 1.0)):
+            raise ExportError(
+                "the actor's observation normaliser is untouched (count 0, mean all 0, var all 1): "
+                "this checkpoint was not trained with its normaliser; refusing to export"
+            )
+    layers = [
+        (mod.weight.detach().cpu().numpy(), mod.bias.detach().cpu().numpy())
+        for mod in actor.mlp
+        if isinstance(mod, torch.nn.Linear)
+    ]
+    return MlpWeights(mean=mean, std=std, eps=eps, layers=layers, activation=activation)
+
+
+@torch.no_grad()
+def actor_mean(actor: MLPModel, obs: torch.Tensor) -> torch.Tensor:
+    """Deterministic (mean) raw action of the torch actor."""
+    return actor(TensorDict({POLICY_GROUP: obs.float().cpu()}, batch_size=[obs.shape[0]]))
+
+
+@torch.no_grad()
+def record_observations(
+    actor: MLPModel, cfg: NavConfig, num_obs: int, num_envs: int = 32, device: str = "cpu", seed: int = 12345
+) -> torch.Tensor:
+    """Roll the env out with the (stochastic) policy and keep every policy observation it saw."""
+    from navsim.env import NavEnv
+
+    env = NavEnv(cfg, num_envs=num_envs, device=device, seed=seed)
+    steps = math.ceil(num_obs / num_envs)
+    gen = torch.Generator().manual_seed(seed)
+    std = actor.distribution.std_param.detach().abs().cpu() if hasattr(actor.distribution, "std_param") else 0.5
+    out = []
+    obs = env.get_observations()[POLICY_GROUP].cpu()
+    for _ in range(steps):
+        out.append(obs.clone())
+        mean = actor_mean(actor, obs)
+        action = mean + std * torch.randn(mean.shape, generator=gen)
+        obs = env.step(action.to(env.device))[0][POLICY_GROUP].cpu()
+    return torch.cat(out, dim=0)
+
+
+def check_onnx(onnx_path: str | Path, actor: MLPModel, obs: torch.Tensor, tol: float = DEFAULT_TOL) -> dict[str, Any]:
+    """onnx.checker, then onnxruntime vs the torch actor on ``obs``; raises ExportCheckError."""
+    import onnx
+    import onnxruntime as ort
+
+    try:
+        onnx.checker.check_model(str(onnx_path), full_check=True)
+    except onnx.checker.ValidationError as err:
+        raise ExportCheckError(f"onnx.checker rejected {onnx_path}: {err}") from None
+    sess = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    x = obs.float().cpu().numpy()
+    got = sess.run(None, {sess.get_inputs()[0].name: x})[0]
+    want = actor_mean(actor, obs).numpy()
+    if got.shape != want.shape:
+        raise ExportCheckError(f"ONNX output shape {got.shape} != torch actor output shape {want.shape}")
+    delta = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    result = {
+        "num_obs": int(x.shape[0]),
+        "max_abs_diff": float(delta.max()),
+        "mean_abs_diff": float(delta.mean()),
+        "tol": float(tol),
+    }
+    if not np.isfinite(delta).all() or result["max_abs_diff"] > tol:
+        worst = np.unravel_index(int(np.nanargmax(delta)), delta.shape)
+        raise ExportCheckError(
+            f"ONNX vs torch actor on {result['num_obs']} observations: max |delta| "
+            f"{result['max_abs_diff']:.3e} > tol {tol:.1e} (mean {result['mean_abs_diff']:.3e}; worst at "
+            f"obs {worst[0]}, action {worst[1]}: onnx {got[worst]:.7g} vs torch {want[worst]:.7g})"
+        )
+    return result
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def export_bundle(
+    checkpoint_path: str | Path,
+    out_dir: str | Path,
+    config: str | Path | NavConfig | None = None,
+    num_obs: int = DEFAULT_NUM_OBS,
+    num_envs: int = 32,
+    tol: float = DEFAULT_TOL,
+    device: str = "cpu",
+    observations: torch.Tensor | None = None,
+) -> Path:
+    """Export ``checkpoint_path`` to ``out_dir``/policy.onnx + contract.json and self-check it.
+
+    ``observations``: recorded policy observations to check on instead of a fresh rollout (at
+    least ``num_obs`` of them). Returns the ONNX path. Raises ExportError / ExportCheckError.
+    """
+    ckpt_path = Path(checkpoint_path)
+    ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=True)
+    if "actor_state_dict" not in ckpt:
+        raise ExportError(f"{ckpt_path} has no actor_state_dict (keys: {sorted(ckpt)})")
+    cfg = config_from_checkpoint(ckpt, config)
+    spec = policy_spec_for(cfg)
+    actor = build_actor(ckpt["actor_state_dict"], cfg, spec.obs_dim)
+    weights = actor_weights(actor, cfg.model.activation)
+
+    if observations is None:
+        observations = record_observations(actor, cfg, num_obs, num_envs=num_envs, device=device)
+    if observations.shape[0] < num_obs or observations.shape[1] != spec.obs_dim:
+        raise ExportError(f"need >= {num_obs} observations of width {spec.obs_dim}, got {tuple(observations.shape)}")
+
+    from navdeploy.action import ActionScaling
+
+    r = cfg.env.robot
+    scaling = ActionScaling(r.v_max, r.omega_max, r.limit_planar_speed)
+    extra = {
+        "source": {
+            "checkpoint": ckpt_path.name,
+            "checkpoint_sha256": _sha256(ckpt_path),
+            "iteration": int(ckpt.get("iter", -1)),
+            "normalizer_count": int(getattr(actor.obs_normalizer, "count", torch.tensor(0))),
+            "model": {"hidden_dims": list(cfg.model.actor_hidden_dims), "activation": cfg.model.activation},
+            "nav_config": to_dict(cfg),
+        },
+    }
+    eps = float(weights.eps)
+    contract = make_contract(spec, scaling, cfg.env.control_period, cfg.env.goal_tolerance, eps, extra)
+    path = write_bundle(out_dir, weights, contract)
+    report = check_onnx(path, actor, observations, tol)
+    report_path = Path(out_dir) / "export_check.json"
+    import json
+
+    report_path.write_text(json.dumps({**report, "onnx_sha256": _sha256(path)}, indent=2) + "\n")
+    return Path(out_dir) / ONNX_FILE
