@@ -26,7 +26,6 @@ sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve
 
 import torch  # noqa: E402
 import yaml  # noqa: E402
-
 from navsim.config import DEFAULT_CONFIG, REPO_ROOT, ConfigError, load_config, to_dict  # noqa: E402
 
 
@@ -63,8 +62,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     device = pick_device(args.device)
     on_cpu = device == "cpu"
-    num_envs = args.num_envs or (cfg.cpu.num_envs if on_cpu else cfg.env.num_envs)
-    iterations = args.max_iterations or (cfg.cpu.max_iterations if on_cpu else cfg.runner.max_iterations)
+    num_envs = args.num_envs if args.num_envs is not None else (cfg.cpu.num_envs if on_cpu else cfg.env.num_envs)
+    iterations = (
+        args.max_iterations
+        if args.max_iterations is not None
+        else (cfg.cpu.max_iterations if on_cpu else cfg.runner.max_iterations)
+    )
     if on_cpu:
         cfg.algorithm.num_mini_batches = cfg.cpu.num_mini_batches
     cfg.env.num_envs = num_envs
@@ -101,7 +104,11 @@ def main(argv: list[str] | None = None) -> int:
     runner = NavRunner(env, train_cfg, cfg, log_dir=str(log_dir), device=device)
     if args.resume:
         runner.load(args.resume)
-        print(f"[train] resumed from {args.resume} at iteration {runner.current_learning_iteration}", flush=True)
+        print(
+            f"[train] resumed from {args.resume} at iteration {runner.current_learning_iteration}, "
+            f"learning rate {runner.alg.learning_rate:.2e}",
+            flush=True,
+        )
     print(f"[train] ready in {time.time() - t0:.0f} s; obs groups {train_cfg['obs_groups']}", flush=True)
 
     interrupted = False
@@ -162,9 +169,13 @@ def check_normalizer(runner: object) -> None:
     if mean is None:
         return
     if torch.all(mean == 0) or torch.all(var == 1):
-        print("[train] WARNING: the actor's observation normaliser has not moved from its initial values", file=sys.stderr)
+        print(
+            "[train] WARNING: the actor's observation normaliser has not moved from its initial values", file=sys.stderr
+        )
     else:
-        print(f"[train] normaliser check ok (|mean| max {mean.abs().max():.3f}, var range {var.min():.2e}..{var.max():.2e})")
+        print(
+            f"[train] normaliser check ok (|mean| max {mean.abs().max():.3f}, var range {var.min():.2e}..{var.max():.2e})"
+        )
 
 
 if __name__ == "__main__":

@@ -99,7 +99,14 @@ class NavEnv:
         self._contact_index = torch.arange(self.contact_world.shape[0], device=self.device)
         robot_body = self.mj_model.body("base").id
         self.lidar = BatchedLidar(
-            self.m, self.d, self.num_envs, self.dims.num_beams, self.dims.max_range, robot_body, self.device
+            self.mj_model,
+            self.m,
+            self.d,
+            self.num_envs,
+            self.dims.num_beams,
+            self.dims.max_range,
+            robot_body,
+            self.device,
         )
         self._graph = None
 

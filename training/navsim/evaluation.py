@@ -118,7 +118,9 @@ def run_episodes(
         for i in range(record):
             t_end = int(steps[i].item()) + 1
             paths.append(stacked[:t_end, i])
-        tr = EpisodeTrace(rooms.index(torch.arange(record, device=env.device)), paths, [names[int(o)] for o in outcome[:record]])
+        tr = EpisodeTrace(
+            rooms.index(torch.arange(record, device=env.device)), paths, [names[int(o)] for o in outcome[:record]]
+        )
     return result, tr
 
 

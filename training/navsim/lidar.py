@@ -1,15 +1,24 @@
-"""The 72-beam planar lidar, cast once per control step with ``mujoco_warp.rays``.
+"""The planar lidar: ``num_beams`` horizontal rays per world, cast once per control step.
 
 Beam ``i`` points at ``angle_min + i * increment`` in the body frame (0 = forward, counter-
 clockwise positive), ``angle_min = -pi`` and ``increment = 2 pi / num_beams``: a 360 degree scan
 as a ROS LaserScan describes it. Rays leave the robot centre at LIDAR_HEIGHT and ignore the
-robot's own body. A beam with no return within ``max_range`` reads ``max_range``.
+robot's own geoms. A beam with no return within ``max_range`` reads ``max_range``.
+
+The rays are cast by a Warp kernel specialised to this world: every collidable geom is a vertical
+cylinder or a box rotated about z (walls, obstacles), and the rays are horizontal, so each
+ray-geom test is exact 2D geometry (ray-circle, ray-oriented-rectangle) plus a height check.
+The kernel reads the geoms' world poses from MuJoCo Warp's ``geom_xpos`` / ``geom_xmat`` (so it
+sees each world's own layout) and their sizes from the model. It agrees with C MuJoCo's
+``mj_multiRay`` (see tests/test_lidar.py) and is several times cheaper than the general
+``mujoco_warp.rays`` here; :class:`WarpRaysLidar` keeps that general path as a reference.
 """
 
 from __future__ import annotations
 
 import math
 
+import mujoco
 import mujoco_warp as mjw
 import numpy as np
 import torch
@@ -18,14 +27,165 @@ from mujoco_warp._src.types import vec6f
 
 from navsim.robot import LIDAR_HEIGHT
 
+GEOM_CYLINDER = int(mujoco.mjtGeom.mjGEOM_CYLINDER)
+GEOM_BOX = int(mujoco.mjtGeom.mjGEOM_BOX)
+
 
 def beam_angles(num_beams: int) -> np.ndarray:
     """Body-frame beam angles of the training lidar (float64)."""
     return -math.pi + np.arange(num_beams) * (2.0 * math.pi / num_beams)
 
 
+@wp.kernel
+def _planar_scan(
+    pose: wp.array2d[wp.float32],
+    beam_cos: wp.array[wp.float32],
+    beam_sin: wp.array[wp.float32],
+    geom_ids: wp.array[wp.int32],
+    geom_kind: wp.array[wp.int32],
+    geom_size: wp.array2d[wp.vec3],
+    geom_xpos: wp.array2d[wp.vec3],
+    geom_xmat: wp.array2d[wp.mat33],
+    height: float,
+    max_range: float,
+    dist_out: wp.array2d[wp.float32],
+):
+    world, beam = wp.tid()
+    px = pose[world, 0]
+    py = pose[world, 1]
+    c = wp.cos(pose[world, 2])
+    s = wp.sin(pose[world, 2])
+    dx = c * beam_cos[beam] - s * beam_sin[beam]
+    dy = s * beam_cos[beam] + c * beam_sin[beam]
+    best = max_range
+    for k in range(geom_ids.shape[0]):
+        g = geom_ids[k]
+        center = geom_xpos[world, g]
+        size = geom_size[0, g]
+        half_h = size[1]
+        if geom_kind[k] == 1:
+            half_h = size[2]
+        if wp.abs(height - center[2]) > half_h:
+            continue
+        ox = px - center[0]
+        oy = py - center[1]
+        if geom_kind[k] == 0:
+            # vertical cylinder: ray-circle
+            r = size[0]
+            b = ox * dx + oy * dy
+            cc = ox * ox + oy * oy - r * r
+            disc = b * b - cc
+            if disc >= 0.0:
+                sq = wp.sqrt(disc)
+                t = -b - sq
+                if t < 0.0:
+                    t = -b + sq
+                if t >= 0.0 and t < best:
+                    best = t
+        else:
+            # box rotated about z: slabs in the box frame (columns 0 and 1 of xmat)
+            m = geom_xmat[world, g]
+            lx = m[0, 0] * ox + m[1, 0] * oy
+            ly = m[0, 1] * ox + m[1, 1] * oy
+            ldx = m[0, 0] * dx + m[1, 0] * dy
+            ldy = m[0, 1] * dx + m[1, 1] * dy
+            tmin = -1.0e30
+            tmax = 1.0e30
+            hit = True
+            for axis in range(2):
+                o = lx
+                d = ldx
+                h = size[0]
+                if axis == 1:
+                    o = ly
+                    d = ldy
+                    h = size[1]
+                if wp.abs(d) < 1.0e-12:
+                    if wp.abs(o) > h:
+                        hit = False
+                else:
+                    t1 = (-h - o) / d
+                    t2 = (h - o) / d
+                    tmin = wp.max(tmin, wp.min(t1, t2))
+                    tmax = wp.min(tmax, wp.max(t1, t2))
+            if hit and tmax >= tmin and tmax >= 0.0:
+                t = tmin
+                if t < 0.0:
+                    t = tmax
+                if t < best:
+                    best = t
+    dist_out[world, beam] = best
+
+
+def _scan_geoms(mj_model: mujoco.MjModel, robot_body: int) -> tuple[np.ndarray, np.ndarray]:
+    ids, kinds = [], []
+    for g in range(mj_model.ngeom):
+        if mj_model.geom_bodyid[g] == robot_body:
+            continue
+        gtype = int(mj_model.geom_type[g])
+        if gtype == GEOM_CYLINDER:
+            kinds.append(0)
+        elif gtype == GEOM_BOX:
+            kinds.append(1)
+        else:
+            raise ValueError(f"the planar lidar supports cylinders and boxes, geom {g} has type {gtype}")
+        ids.append(g)
+    return np.array(ids, dtype=np.int32), np.array(kinds, dtype=np.int32)
+
+
 class BatchedLidar:
-    """Casts ``num_beams`` horizontal rays per world from each robot's pose."""
+    """Casts ``num_beams`` horizontal rays per world from each robot's pose (planar Warp kernel)."""
+
+    def __init__(
+        self,
+        mj_model: mujoco.MjModel,
+        m: mjw.Model,
+        d: mjw.Data,
+        num_worlds: int,
+        num_beams: int,
+        max_range: float,
+        robot_body: int,
+        device: torch.device,
+    ) -> None:
+        self.m, self.d = m, d
+        self.max_range = float(max_range)
+        self.num_worlds, self.num_beams = num_worlds, num_beams
+        ang = torch.as_tensor(beam_angles(num_beams), dtype=torch.float32, device=device)
+        self.beam_cos = wp.from_torch(torch.cos(ang).contiguous())
+        self.beam_sin = wp.from_torch(torch.sin(ang).contiguous())
+        wp_device = self.beam_cos.device
+        ids, kinds = _scan_geoms(mj_model, robot_body)
+        self.geom_ids = wp.array(ids, dtype=wp.int32, device=wp_device)
+        self.geom_kind = wp.array(kinds, dtype=wp.int32, device=wp_device)
+        self.dist = torch.zeros(num_worlds, num_beams, device=device)
+        self._dist = wp.from_torch(self.dist)
+
+    def scan(self, pose: torch.Tensor) -> torch.Tensor:
+        """(N, 3) poses -> (N, num_beams) ranges in metres, clipped to max_range."""
+        pose = pose.contiguous().float()
+        wp.launch(
+            _planar_scan,
+            dim=(self.num_worlds, self.num_beams),
+            inputs=[
+                wp.from_torch(pose),
+                self.beam_cos,
+                self.beam_sin,
+                self.geom_ids,
+                self.geom_kind,
+                self.m.geom_size,
+                self.d.geom_xpos,
+                self.d.geom_xmat,
+                float(LIDAR_HEIGHT),
+                self.max_range,
+            ],
+            outputs=[self._dist],
+            device=self._dist.device,
+        )
+        return self.dist.clone()
+
+
+class WarpRaysLidar:
+    """The same scan through the general ``mujoco_warp.rays`` (reference and benchmark baseline)."""
 
     def __init__(
         self,
@@ -46,17 +206,15 @@ class BatchedLidar:
         self.vec = torch.zeros(num_worlds, num_beams, 3, device=device)
         self._pnt = wp.from_torch(self.pnt, dtype=wp.vec3)
         self._vec = wp.from_torch(self.vec, dtype=wp.vec3)
-        self._dist = wp.zeros((num_worlds, num_beams), dtype=wp.float32, device=self._pnt.device)
-        self._geom = wp.zeros((num_worlds, num_beams), dtype=wp.int32, device=self._pnt.device)
-        self._normal = wp.zeros((num_worlds, num_beams), dtype=wp.vec3, device=self._pnt.device)
-        self._exclude = wp.array(
-            np.full(num_beams, robot_body, dtype=np.int32), dtype=wp.int32, device=self._pnt.device
-        )
+        dev = self._pnt.device
+        self._dist = wp.zeros((num_worlds, num_beams), dtype=wp.float32, device=dev)
+        self._geom = wp.zeros((num_worlds, num_beams), dtype=wp.int32, device=dev)
+        self._normal = wp.zeros((num_worlds, num_beams), dtype=wp.vec3, device=dev)
+        self._exclude = wp.array(np.full(num_beams, robot_body, dtype=np.int32), dtype=wp.int32, device=dev)
         self._groups = vec6f(-1, -1, -1, -1, -1, -1)
         self.dist = wp.to_torch(self._dist)
 
     def scan(self, pose: torch.Tensor) -> torch.Tensor:
-        """(N, 3) poses -> (N, num_beams) ranges in metres, clipped to max_range."""
         c = torch.cos(pose[:, 2:3])
         s = torch.sin(pose[:, 2:3])
         self.pnt[..., 0] = pose[:, 0:1]

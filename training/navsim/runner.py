@@ -60,7 +60,9 @@ class NavRunner(OnPolicyRunner):
         latest = Path(path).with_name(LATEST)
         atomic_torch_save(saved, latest)
 
-    def load(self, path: str, load_cfg: dict | None = None, strict: bool = True, map_location: str | None = None) -> dict:
+    def load(
+        self, path: str, load_cfg: dict | None = None, strict: bool = True, map_location: str | None = None
+    ) -> dict:
         loaded = load_checkpoint(path, map_location=map_location or self.device)
         if self.alg.load(loaded, load_cfg, strict):
             # The saved iteration has completed: continue with the next one.
