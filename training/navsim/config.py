@@ -8,6 +8,7 @@ Dotted overrides (``algorithm.learning_rate=1e-4``) go through the same checks.
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -153,6 +154,9 @@ class NavConfig:
 # Building dataclasses from plain data, strictly.
 
 
+_SCIENTIFIC = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
 def _convert(tp: Any, value: Any, where: str) -> Any:
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
@@ -170,7 +174,7 @@ def _convert(tp: Any, value: Any, where: str) -> Any:
         if origin is tuple and args and args[-1] is not Ellipsis:
             if len(value) != len(args):
                 raise ConfigError(f"{where}: expected {len(args)} values, got {len(value)}")
-            return tuple(_convert(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
+            return tuple(_convert(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value, strict=True)))
         return list(_convert(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
@@ -188,6 +192,8 @@ def _convert(tp: Any, value: Any, where: str) -> Any:
             raise ConfigError(f"{where}: expected an integer, got {value!r}")
         return value
     if tp is float:
+        if isinstance(value, str) and _SCIENTIFIC.fullmatch(value.strip()):
+            return float(value)  # PyYAML (YAML 1.1) reads 1e-4 without a dot as a string
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{where}: expected a number, got {value!r}")
         return float(value)

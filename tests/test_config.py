@@ -1,0 +1,171 @@
+"""The typed YAML config: strict keys, dotted overrides, type errors that name the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from navsim.config import DEFAULT_CONFIG, ConfigError, NavConfig, apply_override, load_config, to_dict
+from navsim.observations import ObservationConfigError
+from navsim.rewards import RewardConfigError
+
+
+def _write(tmp_path: Path, data: dict) -> Path:
+    path = tmp_path / "nav.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.fixture
+def base() -> dict:
+    return yaml.safe_load(DEFAULT_CONFIG.read_text())
+
+
+def test_repository_config_loads_with_design_values():
+    cfg = load_config()
+    assert isinstance(cfg, NavConfig)
+    assert cfg.env.room.num_obstacles == (4, 12) and isinstance(cfg.env.room.num_obstacles, tuple)
+    assert cfg.env.lidar.num_beams == 72 and cfg.env.lidar.max_range == 6.0
+    assert cfg.rewards["collision"].weight == -12.0
+    assert cfg.rewards["stuck"].params == {"window": 25, "min_move": 0.30}
+    assert cfg.observations.policy["action_prev"].enabled is False
+    assert cfg.algorithm.learning_rate == pytest.approx(3e-4)
+
+
+def test_round_trip_through_plain_data(tmp_path):
+    cfg = load_config()
+    again = load_config(_write(tmp_path, to_dict(cfg)))
+    assert again == cfg
+
+
+@pytest.mark.parametrize(
+    "path",
+    [("env", "room", "num_obstacle"), ("env", "lidar", "max_rnage"), ("algorithm", "learnig_rate"), ("enviroment",)],
+)
+def test_unknown_key_names_the_key_and_its_path(tmp_path, base, path):
+    node = base
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = 1
+    with pytest.raises(ConfigError) as err:
+        load_config(_write(tmp_path, base))
+    assert f"'{'.'.join(path)}'" in str(err.value)
+    assert "unknown key" in str(err.value)
+
+
+def test_unknown_key_lists_the_known_keys_of_its_section(tmp_path, base):
+    base["env"]["lidar"]["beams"] = 36
+    with pytest.raises(ConfigError, match="num_beams"):
+        load_config(_write(tmp_path, base))
+
+
+def test_dotted_overrides_apply_and_are_typed():
+    cfg = load_config(
+        overrides=[
+            "env.room.num_obstacles=[8,16]",
+            "env.lidar.max_range=4",
+            "algorithm.learning_rate=1e-4",
+            "runner.run_name=dense",
+            "rewards.collision.weight=-20",
+            "observations.policy.action_prev.enabled=true",
+        ]
+    )
+    assert cfg.env.room.num_obstacles == (8, 16)
+    assert cfg.env.lidar.max_range == 4.0 and isinstance(cfg.env.lidar.max_range, float)
+    assert cfg.algorithm.learning_rate == pytest.approx(1e-4)
+    assert cfg.runner.run_name == "dense"
+    assert cfg.rewards["collision"].weight == -20.0
+    assert cfg.observations.policy["action_prev"].enabled is True
+    # Values that were not overridden keep the file's values.
+    assert cfg.env.lidar.num_beams == 72 and cfg.rewards["goal"].weight == 15.0
+
+
+def test_later_override_wins():
+    cfg = load_config(overrides=["env.seed=3", "env.seed=5"])
+    assert cfg.env.seed == 5
+
+
+def test_override_of_unknown_key_names_it():
+    with pytest.raises(ConfigError, match=r"'env\.room\.sizee'"):
+        load_config(overrides=["env.room.sizee=4"])
+
+
+def test_override_without_equals_sign_is_an_error():
+    with pytest.raises(ConfigError, match="key.path=value"):
+        load_config(overrides=["env.seed"])
+
+
+def test_override_into_a_value_that_is_not_a_section():
+    data = {"env": {"seed": 1}}
+    with pytest.raises(ConfigError, match="not a section"):
+        apply_override(data, "env.seed.x=2")
+
+
+@pytest.mark.parametrize(
+    "override, key, expected",
+    [
+        ("env.num_envs=lots", "env.num_envs", "integer"),
+        ("env.num_envs=2.5", "env.num_envs", "integer"),
+        ("env.auto_reset=1", "env.auto_reset", "true/false"),
+        ("env.lidar.max_range=far", "env.lidar.max_range", "number"),
+        ("env.room.num_obstacles=[4]", "env.room.num_obstacles", "2 values"),
+        ("env.room.num_obstacles=[4,x]", "env.room.num_obstacles[1]", "integer"),
+        ("env.room=5", "env.room", "mapping"),
+        ("runner.run_name=[1]", "runner.run_name", "string"),
+        ("model.actor_hidden_dims=256", "model.actor_hidden_dims", "list"),
+    ],
+)
+def test_type_errors_name_the_key(override, key, expected):
+    with pytest.raises(ConfigError) as err:
+        load_config(overrides=[override])
+    msg = str(err.value)
+    assert key in msg and expected in msg, msg
+
+
+def test_bool_is_not_accepted_as_a_number():
+    with pytest.raises(ConfigError, match="env.seed"):
+        load_config(overrides=["env.seed=true"])
+
+
+@pytest.mark.parametrize(
+    "override, match",
+    [
+        ("env.room.num_obstacles=[9,30]", "num_obstacles"),
+        ("env.physics_substeps=0", "physics_substeps"),
+        ("env.control_period=0", "control_period"),
+        ("env.lidar.max_range=-1", "max_range"),
+    ],
+)
+def test_cross_field_validation(override, match):
+    with pytest.raises(ConfigError, match=match):
+        load_config(overrides=[override])
+
+
+def test_unknown_observation_and_reward_terms_are_errors():
+    with pytest.raises(ObservationConfigError, match="'lidar_raw'"):
+        load_config(overrides=["observations.policy.lidar_raw.enabled=true"])
+    with pytest.raises(ObservationConfigError, match=r"goal_polar.*distance_scal\b"):
+        load_config(overrides=["observations.policy.goal_polar.params.distance_scal=3"])
+    with pytest.raises(RewardConfigError, match="'progres'"):
+        load_config(overrides=["rewards.progres.weight=1"])
+    with pytest.raises(RewardConfigError, match=r"stuck.*windw"):
+        load_config(overrides=["rewards.stuck.params.windw=10"])
+
+
+def test_missing_file_is_an_error(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_scientific_notation_without_a_dot_is_a_number(tmp_path, base):
+    # PyYAML follows YAML 1.1, where "1e-4" (no dot) is a string; float fields accept it anyway.
+    path = tmp_path / "nav.yaml"
+    text = yaml.safe_dump(base).replace("learning_rate: 0.0003", "learning_rate: 1e-4")
+    assert "learning_rate: 1e-4" in text
+    path.write_text(text)
+    assert load_config(path).algorithm.learning_rate == pytest.approx(1e-4)
+    # A string field keeps the text, and a non-number still fails for a float field.
+    assert load_config(overrides=["runner.run_name=1e5"]).runner.run_name == "1e5"
+    with pytest.raises(ConfigError, match="algorithm.desired_kl"):
+        load_config(overrides=["algorithm.desired_kl=1e-x"])
