@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--num-obs", type=int, default=1024, help="recorded observations for the self-check (>= 1000)")
     p.add_argument("--num-envs", type=int, default=32, help="worlds rolled out to record observations")
     p.add_argument("--tol", type=float, default=1e-5, help="max |ONNX - torch| allowed on the recorded observations")
-    p.add_argument("--device", default="cpu", help="Warp device of the recording rollout (cpu, cuda:0)")
+    p.add_argument("--device", default=None, help="Warp device of the recording rollout (default: cuda if any)")
     args = p.parse_args(argv)
     if args.num_obs < 1000:
         p.error("--num-obs must be at least 1000")

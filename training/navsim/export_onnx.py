@@ -203,11 +203,12 @@ def export_bundle(
     num_obs: int = DEFAULT_NUM_OBS,
     num_envs: int = 32,
     tol: float = DEFAULT_TOL,
-    device: str = "cpu",
+    device: str | None = None,
     observations: torch.Tensor | None = None,
 ) -> Path:
     """Export ``checkpoint_path`` to ``out_dir``/policy.onnx + contract.json and self-check it.
 
+    ``device``: Warp device of the recording rollout (None: CUDA when Warp sees one, else CPU).
     ``observations``: recorded policy observations to check on instead of a fresh rollout (at
     least ``num_obs`` of them). Returns the ONNX path. Raises ExportError / ExportCheckError.
     """
@@ -221,7 +222,10 @@ def export_bundle(
     weights = actor_weights(actor, cfg.model.activation)
 
     if observations is None:
-        observations = record_observations(actor, cfg, num_obs, num_envs=num_envs, device=device)
+        from navsim.env import resolve_device
+
+        dev = resolve_device(device or "auto")
+        observations = record_observations(actor, cfg, num_obs, num_envs=num_envs, device=dev)
     if observations.shape[0] < num_obs or observations.shape[1] != spec.obs_dim:
         raise ExportError(f"need >= {num_obs} observations of width {spec.obs_dim}, got {tuple(observations.shape)}")
 

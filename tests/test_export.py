@@ -1,0 +1,248 @@
+"""Issue 4, part 1: checkpoint -> self-contained ONNX + contract, with the exporter's self-check.
+
+A tiny policy is trained once per test session (1 PPO iteration, 32 worlds, CPU) and exported
+through the command line, exactly as a user would; the other deploy tests reuse both through
+:func:`trained_checkpoint` and :func:`exported_bundle` (cached per process).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+from navdeploy.bundle import CONTRACT_FILE, FINGERPRINT_KEY, METADATA_KEY, ONNX_FILE, write_bundle
+from navdeploy.runtime import PolicyRuntime
+from navsim.config import load_config
+from navsim.export_onnx import (
+    ExportCheckError,
+    ExportError,
+    actor_mean,
+    actor_weights,
+    build_actor,
+    check_onnx,
+    export_bundle,
+    policy_spec_for,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+TRAIN_ENVS = 32
+TRAIN_OVERRIDES = ["runner.num_steps_per_env=16", "algorithm.num_mini_batches=2", "algorithm.num_learning_epochs=2"]
+
+
+@functools.cache
+def _workdir() -> Path:
+    return Path(tempfile.mkdtemp(prefix="nav_export_test_"))
+
+
+@functools.cache
+def trained_checkpoint() -> Path:
+    """A freshly trained checkpoint (1 PPO iteration on 32 CPU worlds), written by NavRunner."""
+    from navsim.env import NavEnv
+    from navsim.ppo_config import runner_cfg
+    from navsim.runner import NavRunner
+
+    torch.manual_seed(0)
+    cfg = load_config(overrides=TRAIN_OVERRIDES)
+    env = NavEnv(cfg, num_envs=TRAIN_ENVS, device="cpu", seed=3)
+    log_dir = _workdir() / "run"
+    runner = NavRunner(env, runner_cfg(cfg, env.obs_manager.obs_groups()), cfg, log_dir=str(log_dir), device="cpu")
+    runner.learn(1)
+    path = log_dir / "model_tiny.pt"
+    runner.save(str(path))
+    return path
+
+
+@functools.cache
+def exported_bundle() -> Path:
+    """The bundle of :func:`trained_checkpoint`, written by ``python deploy/export.py``."""
+    out = _workdir() / "bundle"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "deploy" / "export.py"),
+            "--checkpoint",
+            str(trained_checkpoint()),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+    )
+    assert proc.returncode == 0, f"export failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    assert "self-check: max |delta|" in proc.stdout
+    return out
+
+
+@pytest.fixture(scope="module")
+def bundle() -> Path:
+    return exported_bundle()
+
+
+@pytest.fixture(scope="module")
+def ckpt() -> dict:
+    return torch.load(trained_checkpoint(), map_location="cpu", weights_only=True)
+
+
+def test_cli_writes_one_self_contained_onnx_and_contract(bundle: Path) -> None:
+    names = sorted(p.name for p in bundle.iterdir())
+    assert names == sorted([ONNX_FILE, CONTRACT_FILE, "export_check.json"])
+    model = onnx.load(str(bundle / ONNX_FILE), load_external_data=False)
+    onnx.checker.check_model(model, full_check=True)
+    assert all(not onnx.external_data_helper.uses_external_data(t) for t in model.graph.initializer)
+    (inp,) = model.graph.input
+    (out,) = model.graph.output
+    assert inp.name == "obs" and [d.dim_value for d in inp.type.tensor_type.shape.dim][1] == 78
+    assert out.name == "action" and [d.dim_value for d in out.type.tensor_type.shape.dim][1] == 3
+    ops = [n.op_type for n in model.graph.node]
+    assert ops[:2] == ["Sub", "Div"], "the training normaliser must be the first thing in the graph"
+    assert "Clip" not in ops and "Tanh" not in ops and "Mul" not in ops, "no clip or scaling inside the ONNX model"
+
+
+def test_contract_in_metadata_equals_contract_file_and_says_everything(bundle: Path, ckpt: dict) -> None:
+    model = onnx.load(str(bundle / ONNX_FILE))
+    meta = {p.key: p.value for p in model.metadata_props}
+    embedded = json.loads(meta[METADATA_KEY])
+    beside = json.loads((bundle / CONTRACT_FILE).read_text())
+    assert embedded == beside
+    cfg = load_config(overrides=TRAIN_OVERRIDES)
+    spec = policy_spec_for(cfg)
+    assert beside["fingerprint"] == meta[FINGERPRINT_KEY] == spec.fingerprint()
+    terms = beside["observation"]["terms"]
+    assert [(t["name"], t["width"], t["slice"]) for t in terms] == [
+        ("lidar", 72, [0, 72]),
+        ("goal_polar", 3, [72, 75]),
+        ("vel_body", 2, [75, 77]),
+        ("omega", 1, [77, 78]),
+    ]
+    assert terms[1]["params"] == {"distance_scale": 5.0, "distance_clip": 2.0}
+    lidar = beside["lidar"]
+    assert lidar["num_beams"] == 72 and lidar["max_range"] == 6.0
+    assert lidar["fov"] == pytest.approx(2 * math.pi) and lidar["angle_min"] == pytest.approx(-math.pi)
+    assert lidar["angle_increment"] == pytest.approx(2 * math.pi / 72)
+    assert beside["v_max"] == 1.5 and beside["omega_max"] == 2.0
+    assert beside["action"]["order"] == ["linear.x", "linear.y", "angular.z"]
+    assert beside["action"]["limit_planar_speed"] is True and beside["action"]["clip"] == [-1.0, 1.0]
+    assert "BEFORE clip and scaling" in beside["action"]["onnx_output"]
+    assert beside["control_period"] == 0.1 and beside["goal_tolerance"] == 0.3
+    assert beside["onnx"]["normalizer_eps"] == 0.01
+    assert beside["source"]["iteration"] == ckpt["iter"]
+
+
+def test_self_check_ran_on_recorded_observations_within_tolerance(bundle: Path) -> None:
+    check = json.loads((bundle / "export_check.json").read_text())
+    assert check["num_obs"] >= 1000
+    assert check["max_abs_diff"] <= 1e-5
+    assert check["tol"] == 1e-5
+
+
+def test_onnx_is_normaliser_plus_mlp_and_outputs_the_raw_mean(bundle: Path, ckpt: dict) -> None:
+    """An independent numpy forward pass of the checkpoint equals onnxruntime; outputs are unclipped."""
+    sd = {k: v.numpy().astype(np.float64) for k, v in ckpt["actor_state_dict"].items()}
+    rng = np.random.default_rng(0)
+    mean, std = sd["obs_normalizer._mean"], sd["obs_normalizer._std"]
+    x = (mean + std * rng.normal(size=(2000, 78)) * 30.0).astype(np.float32)
+
+    def elu(z: np.ndarray) -> np.ndarray:
+        return np.where(z > 0, z, np.expm1(np.minimum(z, 0)))
+
+    h = (x.astype(np.float64) - mean) / (std + 0.01)
+    h = elu(h @ sd["mlp.0.weight"].T + sd["mlp.0.bias"])
+    h = elu(h @ sd["mlp.2.weight"].T + sd["mlp.2.bias"])
+    want = h @ sd["mlp.4.weight"].T + sd["mlp.4.bias"]
+    sess = ort.InferenceSession(str(bundle / ONNX_FILE), providers=["CPUExecutionProvider"])
+    got = sess.run(None, {"obs": x})[0]
+    assert np.abs(got - want).max() < 1e-4
+    assert np.abs(got).max() > 1.0, "extreme inputs must show the raw, unclipped action"
+    without_normaliser = elu(elu(x @ sd["mlp.0.weight"].T + sd["mlp.0.bias"]) @ sd["mlp.2.weight"].T + sd["mlp.2.bias"])
+    without_normaliser = without_normaliser @ sd["mlp.4.weight"].T + sd["mlp.4.bias"]
+    assert np.abs(got - without_normaliser).max() > 1e-2, "the normaliser must change the output"
+
+
+def test_fresh_export_round_trips_through_the_runtime(bundle: Path, ckpt: dict) -> None:
+    cfg = load_config(overrides=TRAIN_OVERRIDES)
+    actor = build_actor(ckpt["actor_state_dict"], cfg, 78)
+    rt = PolicyRuntime.load(bundle)
+    assert rt.contract.fingerprint == policy_spec_for(cfg).fingerprint()
+    assert (rt.contract.num_beams, rt.contract.max_range, rt.contract.control_period) == (72, 6.0, 0.1)
+    obs = torch.as_tensor(np.random.default_rng(1).uniform(0, 1, size=(64, 78)), dtype=torch.float32)
+    raw = rt.act(obs.numpy())
+    assert np.abs(raw - actor_mean(actor, obs).numpy()).max() <= 1e-5
+    for o in obs.numpy()[:8]:
+        cmd = rt.command(rt.act(o))
+        assert cmd.shape == (3,) and np.hypot(cmd[0], cmd[1]) <= 1.5 + 1e-6 and abs(cmd[2]) <= 2.0 + 1e-6
+
+
+def test_check_fails_with_the_numbers_when_onnx_drifts(ckpt: dict, tmp_path: Path) -> None:
+    cfg = load_config(overrides=TRAIN_OVERRIDES)
+    actor = build_actor(ckpt["actor_state_dict"], cfg, 78)
+    w = actor_weights(actor, "elu")
+    w_last, b_last = w.layers[-1]
+    drifted = type(w)(w.mean, w.std, w.eps, [*w.layers[:-1], (w_last, b_last + 1e-3)], w.activation)
+    from navdeploy.action import ActionScaling
+    from navdeploy.bundle import make_contract
+
+    contract = make_contract(policy_spec_for(cfg), ActionScaling(), 0.1, 0.3, w.eps)
+    path = write_bundle(tmp_path, drifted, contract)
+    obs = torch.rand(1000, 78)
+    with pytest.raises(ExportCheckError) as info:
+        check_onnx(path, actor, obs)
+    msg = str(info.value)
+    assert "1000 observations" in msg and "tol 1.0e-05" in msg
+    assert re.search(r"max \|delta\| (9\.99\de-04|1\.00\de-03)", msg), msg
+    # The same file passes with the honest weights.
+    path = write_bundle(tmp_path / "ok", w, contract)
+    assert check_onnx(path, actor, obs)["max_abs_diff"] <= 1e-5
+
+
+def test_checkpoint_without_config_needs_the_fallback(ckpt: dict, tmp_path: Path) -> None:
+    bare = {k: v for k, v in ckpt.items() if k != "infos"}
+    path = tmp_path / "bare.pt"
+    torch.save(bare, path)
+    with pytest.raises(ExportError, match="--config"):
+        export_bundle(path, tmp_path / "b0")
+    mean = ckpt["actor_state_dict"]["obs_normalizer._mean"]
+    std = ckpt["actor_state_dict"]["obs_normalizer._std"]
+    obs = mean + std * torch.randn(1024, 78, generator=torch.Generator().manual_seed(0))
+    cfg_yaml = tmp_path / "nav.yaml"
+    import yaml
+
+    data = yaml.safe_load((REPO / "conf" / "nav.yaml").read_text())
+    cfg_yaml.write_text(yaml.safe_dump(data))
+    onnx_path = export_bundle(path, tmp_path / "b1", config=cfg_yaml, observations=obs)
+    assert PolicyRuntime.load(onnx_path.parent).contract.fingerprint == policy_spec_for(load_config()).fingerprint()
+    # A fallback config that disagrees with the checkpoint's own is refused, naming the term.
+    data["observations"]["policy"]["goal_polar"]["params"]["distance_scale"] = 4.0
+    cfg_yaml.write_text(yaml.safe_dump(data))
+    with pytest.raises(ExportError, match="goal_polar"):
+        export_bundle(trained_checkpoint(), tmp_path / "b2", config=cfg_yaml, observations=obs)
+
+
+def test_untrained_normaliser_is_refused(ckpt: dict, tmp_path: Path) -> None:
+    sd = dict(ckpt["actor_state_dict"])
+    sd["obs_normalizer._mean"] = torch.zeros(1, 78)
+    sd["obs_normalizer._var"] = torch.ones(1, 78)
+    sd["obs_normalizer._std"] = torch.ones(1, 78)
+    sd["obs_normalizer.count"] = torch.tensor(0)
+    path = tmp_path / "untrained.pt"
+    torch.save({**ckpt, "actor_state_dict": sd}, path)
+    with pytest.raises(ExportError, match="normaliser is untouched"):
+        export_bundle(path, tmp_path / "b", observations=torch.zeros(1024, 78))
+
+
+def test_wrong_observation_width_is_refused(ckpt: dict, tmp_path: Path) -> None:
+    cfg = load_config(overrides=["observations.policy.action_prev.enabled=true"])
+    with pytest.raises(ExportError, match="81-dim"):
+        build_actor(ckpt["actor_state_dict"], cfg, policy_spec_for(cfg).obs_dim)
