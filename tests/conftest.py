@@ -58,9 +58,12 @@ def place_obstacle(rooms: RoomBatch, world: int, slot: int, xy: tuple[float, flo
     rooms.slot_yaw[world, slot] = yaw
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def obstacle_free_env(make_env) -> NavEnv:
-    """16 worlds, no obstacles, noise-free lidar, auto-reset on, no random episode lengths."""
+    """16 worlds, no obstacles, noise-free lidar, auto-reset on, no random episode lengths.
+
+    Shared by the tests of a module: each test installs its own rooms with ``env.reset``.
+    """
     env = make_env(SMALL_WORLDS, "env.init_at_random_ep_len=false", "env.lidar.noise_std=0.0")
     env.reset(empty_rooms(env))
     return env

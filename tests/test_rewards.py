@@ -1,0 +1,173 @@
+"""Reward terms against hand-computed values, the weighted manager, and the env's reward inputs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import empty_rooms, nav_config
+from navsim.config import RewardTermCfg
+from navsim.rewards import REWARD_TERMS, RewardConfigError, RewardManager, RewardState
+
+F, T = False, True
+
+
+def hand_state(**changes) -> RewardState:
+    """Three worlds with values chosen so every term has an easy hand-computed answer."""
+    values = dict(
+        goal_dist=torch.tensor([2.5, 2.2, 1.0]),
+        prev_goal_dist=torch.tensor([3.0, 2.0, 1.0]),
+        goal_cos=torch.tensor([1.0, -0.5, 0.8]),
+        v_forward=torch.tensor([0.75, 1.5, -3.0]),
+        action=torch.tensor([[1.0, 0.0, 0.0], [-0.5, -0.5, 0.2], [0.0, 0.0, 0.0]]),
+        prev_action=torch.tensor([[0.0, 0.0, 0.0], [0.5, 0.5, 0.2], [0.0, 0.0, 0.0]]),
+        surface_clearance=torch.tensor([0.3, 0.1, -0.05]),
+        displacement=torch.tensor([0.1, 0.5, 0.1]),
+        window_full=torch.tensor([T, T, F]),
+        success=torch.tensor([T, F, F]),
+        collision=torch.tensor([F, T, F]),
+        timeout=torch.tensor([F, F, T]),
+        out_of_bounds=torch.tensor([F, F, F]),
+        v_max=1.5,
+        gamma=0.99,
+    )
+    values.update(changes)
+    return RewardState(**values)
+
+
+# Unweighted values, worked out by hand from hand_state():
+EXPECTED = {
+    "goal": [1.0, 0.0, 0.0],  # success flags
+    "progress": [0.5, -0.2, 0.0],  # d_prev - d: 3.0-2.5, 2.0-2.2, 1.0-1.0
+    "face_goal": [0.5, -0.5, 0.8],  # cos * clip(|v|/1.5): 1*0.5, -0.5*1, 0.8*clip(2)=0.8
+    "time": [1.0, 1.0, 1.0],
+    "near_obstacle": [0.0, 0.6, 1.0],  # clip((0.25-c)/0.25): -0.2->0, 0.15/0.25, 0.3/0.25->1
+    "action_smooth": [1.0, 2.0, 0.0],  # |a-a'|^2: 1, (-1)^2+(-1)^2+0, 0
+    "backward": [0.0, 0.45, 0.05],  # max(0, -0.05 - a_x): a_x = 1, -0.5, (third set below: -0.1)
+    "stuck": [1.0, 0.0, 0.0],  # displacement < 0.3 and window full: T, (0.5 moved), (window not full)
+    "collision": [0.0, 1.0, 0.0],
+    "timeout": [0.0, 0.0, 1.0],
+    "out_of_bounds": [0.0, 0.0, 0.0],
+}
+
+
+def _state_for_backward() -> RewardState:
+    s = hand_state()
+    s.action = s.action.clone()
+    s.action[2, 0] = -0.1
+    return s
+
+
+@pytest.mark.parametrize("name", list(REWARD_TERMS))
+def test_each_term_matches_hand_computed_values(name):
+    tdef = REWARD_TERMS[name]
+    state = _state_for_backward() if name == "backward" else hand_state()
+    got = tdef.fn(state, dict(tdef.default_params))
+    assert got.shape == (3,)
+    assert torch.allclose(got, torch.tensor(EXPECTED[name]), atol=1e-6), (name, got)
+
+
+def test_every_registered_term_has_a_hand_case():
+    assert set(EXPECTED) == set(REWARD_TERMS)
+
+
+def test_progress_with_potential_discount():
+    got = REWARD_TERMS["progress"].fn(hand_state(), {"potential_discount": True})
+    # + (1 - 0.99) * d: 0.5 + 0.025, -0.2 + 0.022, 0 + 0.01
+    assert torch.allclose(got, torch.tensor([0.525, -0.178, 0.01]), atol=1e-6)
+
+
+def test_face_goal_standing_still_earns_nothing():
+    got = REWARD_TERMS["face_goal"].fn(hand_state(v_forward=torch.zeros(3)), {})
+    assert torch.equal(got, torch.zeros(3))
+
+
+def test_term_params_change_the_values():
+    near = REWARD_TERMS["near_obstacle"].fn(hand_state(), {"safe_dist": 0.5})
+    assert torch.allclose(near, torch.tensor([0.4, 0.8, 1.0]))  # (0.5-0.3)/0.5, 0.4/0.5, clip(1.1)
+    stuck = REWARD_TERMS["stuck"].fn(hand_state(), {"window": 25, "min_move": 0.6})
+    assert torch.equal(stuck, torch.tensor([1.0, 1.0, 0.0]))
+    back = REWARD_TERMS["backward"].fn(hand_state(), {"thresh": 0.5})
+    assert torch.allclose(back, torch.tensor([0.0, 1.0, 0.5]))
+
+
+def test_manager_weighted_sum_with_the_repository_weights():
+    cfg = nav_config()
+    manager = RewardManager(cfg.rewards, 3, "cpu")
+    total = manager.compute(hand_state())
+    # world 0: 15*1 + 2*0.5 + 0.05*0.5 - 0.02 - 0.02*1 - 0.03*1                     = 15.955
+    # world 1: 2*-0.2 + 0.05*-0.5 - 0.02 - 0.08*0.6 - 0.02*2 - 0.05*0.45 - 12       = -12.5555
+    # world 2: 0.05*0.8 - 0.02 - 0.08*1 - 4                                          = -4.06
+    assert torch.allclose(total, torch.tensor([15.955, -12.5555, -4.06]), atol=1e-5)
+    assert torch.allclose(manager.last_values["collision"], torch.tensor([0.0, -12.0, 0.0]))
+    assert list(manager.last_values) == list(REWARD_TERMS)  # registry order
+
+
+def test_manager_disables_terms_and_takes_params_from_config():
+    cfg = nav_config("rewards.time.enabled=false", "rewards.near_obstacle.params.safe_dist=0.5")
+    manager = RewardManager(cfg.rewards, 3, "cpu")
+    total = manager.compute(hand_state())
+    assert "time" not in manager.last_values
+    assert torch.allclose(manager.last_values["near_obstacle"], -0.08 * torch.tensor([0.4, 0.8, 1.0]))
+    # Versus the repository weights: +0.02 (no time term), near_obstacle -0.08 * (0.4, 0.2, 0.0) more.
+    expected = torch.tensor([15.955, -12.5555, -4.06]) + 0.02 - 0.08 * torch.tensor([0.4, 0.2, 0.0])
+    assert torch.allclose(total, expected, atol=1e-5)
+
+
+def test_manager_uses_registry_defaults_for_terms_missing_from_yaml():
+    manager = RewardManager({"goal": RewardTermCfg(weight=1.0)}, 3, "cpu")
+    manager.compute(hand_state())
+    assert torch.allclose(manager.last_values["goal"], torch.tensor([1.0, 0.0, 0.0]))
+    assert torch.allclose(manager.last_values["collision"], torch.tensor([0.0, -12.0, 0.0]))
+    assert manager.params("stuck") == {"window": 25, "min_move": 0.30}
+
+
+def test_episode_sums_pop_only_finished_worlds():
+    manager = RewardManager(nav_config().rewards, 3, "cpu")
+    manager.compute(hand_state())
+    manager.compute(hand_state())
+    done = torch.tensor([T, F, T])
+    sums = manager.pop_episode_sums(done)
+    assert torch.allclose(sums["time"], torch.tensor([-0.04, -0.04]))
+    assert torch.allclose(sums["goal"], torch.tensor([30.0, 0.0]))
+    after = manager.pop_episode_sums(torch.tensor([T, T, T]))
+    assert torch.allclose(after["time"], torch.tensor([0.0, -0.04, 0.0]))
+
+
+def test_unknown_reward_term_or_param_raises():
+    with pytest.raises(RewardConfigError, match="'colision'"):
+        RewardManager({"colision": RewardTermCfg(weight=-1.0)}, 1, "cpu")
+    with pytest.raises(RewardConfigError, match="safe"):
+        RewardManager({"near_obstacle": RewardTermCfg(weight=-1.0, params={"safe": 1.0})}, 1, "cpu")
+
+
+# ----------------------------------------------------------------------------------------------
+# The env's reward inputs: progress telescopes, the stuck window fires exactly after `window` steps.
+
+
+def test_env_progress_and_time_match_the_motion(make_env):
+    env = make_env(4, "env.init_at_random_ep_len=false", "env.lidar.noise_std=0.0")
+    env.reset(empty_rooms(env, start=(-2.0, 0.0, 0.0), goal=(2.0, 0.0)))
+    terms = env.reward_manager.last_values
+    total_progress = torch.zeros(env.num_envs)
+    for _ in range(5):
+        env.step(torch.tensor([1.0, 0.0, 0.0]).expand(env.num_envs, 3))
+        total_progress += terms["progress"]
+        assert torch.allclose(terms["time"], torch.full((env.num_envs,), -0.02))
+    travelled = env.qpos[:, 0] - (-2.0)
+    assert torch.allclose(total_progress, 2.0 * travelled, atol=1e-4)  # weight 2 * (d0 - d5)
+    assert (travelled > 0.6).all()
+    # Facing the goal at full speed: face_goal ~ 0.05 * cos(0) * 1.
+    assert torch.allclose(terms["face_goal"], torch.full((env.num_envs,), 0.05), atol=1e-3)
+
+
+def test_env_stuck_fires_after_the_window_when_not_moving(make_env):
+    env = make_env(2, "env.init_at_random_ep_len=false", "rewards.stuck.params.window=5", "env.lidar.noise_std=0.0")
+    assert env.stuck_window == 5
+    env.reset(empty_rooms(env))
+    actions = torch.tensor([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0]])  # world 0 stands, world 1 drives
+    fired = []
+    for _ in range(7):
+        env.step(actions)
+        fired.append(env.reward_manager.last_values["stuck"].tolist())
+    assert [f[0] for f in fired] == pytest.approx([0.0] * 4 + [-0.03] * 3)  # from step 5 = window on
+    assert all(f[1] == 0.0 for f in fired)
