@@ -1,0 +1,241 @@
+"""ROS 2 policy node: /scan + /odom + goal -> exported policy (deploy runtime) -> /cmd_vel.
+
+Publishes on a timer at the control period (default from the bundle's contract), never from a
+subscription callback, so a missing or stale sensor can never freeze the last command in place:
+every tick publishes either the clamped policy command or an explicit zero. State changes are
+logged once; a JSON status string (state, reason, distance to goal, last inference time) goes out
+each tick on the status topic.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+from geometry_msgs.msg import PoseStamped, Twist
+from nav_msgs.msg import Odometry
+from rclpy.node import Node
+from sensor_msgs.msg import LaserScan
+from std_msgs.msg import String
+
+from nav_policy.controller import FAULT_STATES, Limits, PolicyController, State, parse_goal_frames
+from nav_policy.ros_common import (
+    CMD_QOS,
+    GOAL_QOS,
+    ODOM_SUB_QOS,
+    SENSOR_QOS,
+    STATUS_QOS,
+    StartupError,
+    run_node,
+    stamp_to_sec,
+)
+
+
+def _import_runtime():
+    """navdeploy.runtime from the installed package, or from the repository's deploy/ folder."""
+    try:
+        from navdeploy import runtime  # noqa: F401
+    except ImportError:
+        repo_deploy = Path(__file__).resolve().parents[4] / "deploy"
+        if (repo_deploy / "navdeploy").is_dir():
+            sys.path.insert(0, str(repo_deploy))
+        from navdeploy import runtime  # noqa: F401
+    import navdeploy.runtime as rt_mod
+
+    return rt_mod
+
+
+def _scan_errors(rt_mod) -> tuple[type[BaseException], ...]:
+    errors = []
+    try:
+        from navdeploy.scan import ScanUnusable
+
+        errors.append(ScanUnusable)
+    except ImportError:
+        pass
+    for name in ("ScanUnusable", "ScanError"):
+        exc = getattr(rt_mod, name, None)
+        if isinstance(exc, type) and issubclass(exc, BaseException) and exc not in errors:
+            errors.append(exc)
+    return tuple(errors)
+
+
+class PolicyNode(Node):
+    def __init__(self, **kwargs) -> None:
+        super().__init__("policy_node", **kwargs)
+        p = self.declare_parameter
+        bundle = p("bundle_path", "").value
+        scan_topic = p("scan_topic", "/scan").value
+        odom_topic = p("odom_topic", "/odom").value
+        goal_topic = p("goal_topic", "/goal_pose").value
+        cmd_topic = p("cmd_vel_topic", "/cmd_vel").value
+        status_topic = p("status_topic", "/nav_policy/status").value
+        control_period = float(p("control_period", 0.0).value)  # 0: the bundle's
+        goal_tolerance = float(p("goal_tolerance", 0.0).value)  # 0: the bundle's
+        v_max = float(p("v_max", 0.0).value)  # 0: the bundle's; never above it
+        omega_max = float(p("omega_max", 0.0).value)
+        stale_timeout = float(p("stale_timeout", 0.5).value)
+        self.odom_frame = p("odom_frame", "odom").value
+        self.base_frame = p("base_frame", "base_link").value
+        goal_frames_text = p("static_goal_frames", "").value
+
+        if not bundle:
+            raise StartupError(
+                "parameter 'bundle_path' is empty: point it at a folder with policy.onnx + contract.json"
+            )
+        bundle = os.path.expanduser(bundle)
+        if not os.path.isdir(bundle):
+            raise StartupError(f"bundle_path '{bundle}' is not a directory (expected policy.onnx + contract.json)")
+        rt_mod = _import_runtime()
+        try:
+            self.runtime = rt_mod.PolicyRuntime.load(bundle)
+        except Exception as exc:
+            raise StartupError(f"cannot load bundle '{bundle}': {type(exc).__name__}: {exc}") from exc
+        self.ScanInput = rt_mod.ScanInput
+        c = self.runtime.contract
+        c_period, c_tol = float(c.control_period), float(c.goal_tolerance)
+        c_v, c_w = float(c.v_max), float(c.omega_max)
+        planar = bool(c.scaling.limit_planar_speed)
+
+        def pick(name: str, value: float, default: float, cap: bool) -> float:
+            if not math.isfinite(value) or value < 0:
+                raise StartupError(f"parameter '{name}' must be >= 0 (0 = take the bundle's {default}), got {value}")
+            if value == 0:
+                return default
+            if cap and value > default:
+                self.get_logger().warn(f"{name}={value} exceeds the bundle's {default}; using {default}")
+                return default
+            return value
+
+        self.control_period = pick("control_period", control_period, c_period, cap=False)
+        tol = pick("goal_tolerance", goal_tolerance, c_tol, cap=False)
+        limits = Limits(pick("v_max", v_max, c_v, cap=True), pick("omega_max", omega_max, c_w, cap=True), planar)
+        if stale_timeout <= 0:
+            raise StartupError(f"parameter 'stale_timeout' must be > 0, got {stale_timeout}")
+        try:
+            goal_frames = parse_goal_frames(goal_frames_text)
+        except ValueError as exc:
+            raise StartupError(f"parameter 'static_goal_frames': {exc}") from exc
+        self.ctrl = PolicyController(
+            runtime=self.runtime,
+            limits=limits,
+            goal_tolerance=tol,
+            stale_timeout=stale_timeout,
+            odom_frame=self.odom_frame,
+            goal_frames=goal_frames,
+            scan_errors=_scan_errors(rt_mod),
+        )
+        self.state: State | None = None
+        self._odom_problem: str | None = None
+        self._scan_problem: str | None = None
+        self._scan_frame_seen: str | None = None
+
+        self.cmd_pub = self.create_publisher(Twist, cmd_topic, CMD_QOS)
+        self.status_pub = self.create_publisher(String, status_topic, STATUS_QOS)
+        self.create_subscription(LaserScan, scan_topic, self.on_scan, SENSOR_QOS)
+        self.create_subscription(Odometry, odom_topic, self.on_odom, ODOM_SUB_QOS)
+        self.create_subscription(PoseStamped, goal_topic, self.on_goal, GOAL_QOS)
+        self.timer = self.create_timer(self.control_period, self.on_tick)
+        self.get_logger().info(
+            f"bundle {bundle} (fingerprint {getattr(c, 'fingerprint', '?')}); period {self.control_period} s, "
+            f"goal tolerance {tol} m, limits v {limits.v_max} m/s w {limits.omega_max} rad/s, "
+            f"stale timeout {stale_timeout} s; {scan_topic} + {odom_topic} + {goal_topic} -> {cmd_topic}"
+        )
+
+    # ------------------------------------------------------------------ inputs
+    def _now(self) -> float:
+        return self.get_clock().now().nanoseconds * 1e-9
+
+    def _stamp_or_now(self, header) -> float:
+        t = stamp_to_sec(header.stamp)
+        return t if t > 0 else self._now()
+
+    def on_scan(self, msg: LaserScan) -> None:
+        try:
+            scan = self.ScanInput.from_msg(msg)
+        except Exception as exc:  # the runtime may validate on construction
+            self._report_scan_problem(f"scan unusable: {exc}")
+            self.ctrl.set_scan_unusable(f"scan unusable: {exc}")
+            return
+        self._scan_problem = None
+        if self._scan_frame_seen != msg.header.frame_id:
+            self._scan_frame_seen = msg.header.frame_id
+            self.get_logger().info(
+                f"scan frame '{msg.header.frame_id}', {len(msg.ranges)} beams, "
+                f"angle_min {msg.angle_min:.4f} increment {msg.angle_increment:.5f}"
+            )
+        self.ctrl.set_scan(scan, self._stamp_or_now(msg.header))
+
+    def _report_scan_problem(self, text: str) -> None:
+        if text != self._scan_problem:
+            self._scan_problem = text
+            self.get_logger().warn(text)
+
+    def on_odom(self, msg: Odometry) -> None:
+        p, q, t = msg.pose.pose.position, msg.pose.pose.orientation, msg.twist.twist
+        problem = self.ctrl.set_odom(
+            (p.x, p.y),
+            (q.x, q.y, q.z, q.w),
+            (t.linear.x, t.linear.y, t.angular.z),
+            self._stamp_or_now(msg.header),
+            msg.header.frame_id,
+        )
+        if problem != self._odom_problem:
+            self._odom_problem = problem
+            if problem:
+                self.get_logger().warn(f"odometry unusable: {problem}")
+
+    def on_goal(self, msg: PoseStamped) -> None:
+        ok, text = self.ctrl.set_goal(msg.pose.position.x, msg.pose.position.y, msg.header.frame_id)
+        (self.get_logger().info if ok else self.get_logger().error)(text)
+
+    # ------------------------------------------------------------------ control
+    def on_tick(self) -> None:
+        try:
+            res = self.ctrl.tick(self._now())
+            cmd, state, reason = res.cmd, res.state, res.reason
+        except Exception as exc:  # never let a tick die without a zero command
+            cmd, state, reason = np.zeros(3), State.ERROR, f"tick failed: {type(exc).__name__}: {exc}"
+            res = None
+        if not np.all(np.isfinite(cmd)):
+            cmd, state, reason = np.zeros(3), State.ERROR, "non-finite command replaced by zero"
+        self._publish(cmd)
+        if state != self.state:
+            self.state = state
+            log = self.get_logger()
+            if state == State.ERROR:
+                log.error(f"state -> {state.value}: {reason}")
+            elif state in FAULT_STATES:
+                log.warn(f"state -> {state.value}: {reason} (publishing zero)")
+            else:
+                log.info(f"state -> {state.value}: {reason}")
+        status = {
+            "state": state.value,
+            "reason": reason,
+            "distance_to_goal": None if res is None or res.distance is None else round(res.distance, 4),
+            "inference_ms": None if res is None or res.inference_ms is None else round(res.inference_ms, 4),
+            "last_inference_ms": None if self.ctrl.last_inference_ms is None else round(self.ctrl.last_inference_ms, 4),
+            "cmd": [round(float(v), 5) for v in cmd],
+        }
+        self.status_pub.publish(String(data=json.dumps(status)))
+
+    def _publish(self, cmd: np.ndarray) -> None:
+        msg = Twist()
+        msg.linear.x, msg.linear.y, msg.angular.z = (float(v) for v in cmd)
+        self.cmd_pub.publish(msg)
+
+    def close(self) -> None:
+        """Last word on shutdown: stop the robot."""
+        self._publish(np.zeros(3))
+
+
+def main(args=None) -> int:
+    return run_node(PolicyNode)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

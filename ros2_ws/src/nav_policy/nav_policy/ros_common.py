@@ -1,0 +1,92 @@
+"""Small pieces shared by the nodes: QoS profiles, time conversion, a signal-safe spin loop."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable
+
+import rclpy
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+
+# Lidar drivers publish best effort; a best-effort subscription also matches reliable publishers.
+SENSOR_QOS = qos_profile_sensor_data
+# Odometry: best effort on the subscriber side so that either kind of publisher matches.
+ODOM_SUB_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=5, reliability=ReliabilityPolicy.BEST_EFFORT)
+# Goals (RViz / Nav2 publish reliable, volatile) must not be dropped.
+GOAL_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE)
+# Goal publisher of the sim: transient local, so a policy node that starts late still gets it.
+GOAL_LATCHED_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST,
+    depth=1,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+)
+CMD_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE)
+STATUS_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE)
+EVENT_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST,
+    depth=100,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+)
+
+
+def stamp_to_sec(stamp) -> float:
+    return float(stamp.sec) + 1e-9 * float(stamp.nanosec)
+
+
+def sec_to_stamp(t: float, msg_stamp) -> None:
+    ns = int(round(t * 1e9))
+    msg_stamp.sec = ns // 1_000_000_000
+    msg_stamp.nanosec = ns % 1_000_000_000
+
+
+def ns_to_stamp(ns: int, msg_stamp) -> None:
+    msg_stamp.sec = ns // 1_000_000_000
+    msg_stamp.nanosec = ns % 1_000_000_000
+
+
+def run_node(
+    make_node: Callable[[], Node], loop: Callable[[Node, SingleThreadedExecutor, threading.Event], None] | None = None
+) -> int:
+    """Init rclpy without its signal handlers, build the node, spin until SIGINT/SIGTERM.
+
+    Our own handlers only set a flag, so the node can still publish (a final zero command) before
+    the context goes down. ``loop`` replaces the plain spin loop (the sim node drives its own).
+    """
+    stop = threading.Event()
+    rclpy.init(signal_handler_options=rclpy.signals.SignalHandlerOptions.NO)
+    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
+    node = None
+    code = 0
+    try:
+        try:
+            node = make_node()
+        except StartupError as exc:
+            print(f"[nav_policy] startup failed: {exc}", flush=True)
+            return 2
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        if loop is not None:
+            loop(node, executor, stop)
+        else:
+            while not stop.is_set() and rclpy.ok():
+                executor.spin_once(timeout_sec=0.1)
+        close = getattr(node, "close", None)
+        if close is not None:
+            close()
+    finally:
+        if node is not None:
+            node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
+        for s, h in previous.items():
+            signal.signal(s, h)
+    return code
+
+
+class StartupError(RuntimeError):
+    """Configuration that makes a node unable to start (missing bundle, bad parameter)."""

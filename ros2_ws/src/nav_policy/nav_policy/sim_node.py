@@ -1,0 +1,298 @@
+"""ROS 2 simulation node: one C MuJoCo training world that closes the loop with the policy node.
+
+Each control period it publishes ``/scan`` (the training beams, best effort like a lidar driver),
+``/odom`` (odom -> base_link, body-frame twist) and ``/clock`` (simulated time: run the policy
+node with ``use_sim_time``), then applies the latest ``/cmd_vel`` as the training env applies an
+action and runs ``physics_substeps`` physics steps.
+
+Pacing: ``real_time_factor`` 1 is real time, 10 ten times faster, 0 as fast as the CPU allows. In
+``lockstep`` mode the sim instead waits, after each ``/clock`` tick, for the one ``/cmd_vel`` the
+policy's timer publishes for it (up to ``lockstep_timeout`` wall seconds): the fastest setting that
+still gives each command exactly one control period, as in training.
+
+Episodes: the room of episode ``k`` is the training generator's room for ``seed + k``. The sim
+publishes the episode's goal on the goal topic (transient local), or with ``publish_goal: false``
+takes goals from that topic. It ends an episode on reaching the goal, a collision (any contact of
+the robot shell), leaving the room, or the episode time limit, and reports each outcome as a JSON
+string on the episode topic and in its log. After ``num_episodes`` (0 = endless) it exits when
+``exit_when_done`` is set.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import rclpy
+import rclpy.duration
+from geometry_msgs.msg import PoseStamped, Twist
+from nav_msgs.msg import Odometry
+from rclpy.node import Node
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import LaserScan
+from std_msgs.msg import String
+
+from nav_policy.ros_common import (
+    CMD_QOS,
+    EVENT_QOS,
+    GOAL_LATCHED_QOS,
+    GOAL_QOS,
+    SENSOR_QOS,
+    StartupError,
+    ns_to_stamp,
+    run_node,
+)
+
+
+def _import_navsim():
+    try:
+        import navsim  # noqa: F401
+    except ImportError:
+        repo_training = Path(__file__).resolve().parents[4] / "training"
+        if (repo_training / "navsim").is_dir():
+            sys.path.insert(0, str(repo_training))
+    from navsim.config import load_config
+
+    from nav_policy.sim_world import SimWorld
+
+    return load_config, SimWorld
+
+
+class SimNode(Node):
+    def __init__(self, **kwargs) -> None:
+        super().__init__("sim_node", **kwargs)
+        p = self.declare_parameter
+        self.seed = int(p("seed", 0).value)
+        self.num_episodes = int(p("num_episodes", 0).value)
+        self.exit_when_done = bool(p("exit_when_done", True).value)
+        config_path = p("config_path", "").value
+        self.lockstep = bool(p("lockstep", False).value)
+        self.rtf = float(p("real_time_factor", 1.0).value)
+        self.lockstep_timeout = float(p("lockstep_timeout", 1.0).value)
+        self.wait_for_policy = float(p("wait_for_policy_timeout", 30.0).value)
+        noise_std = float(p("noise_std", -1.0).value)
+        episode_length_s = float(p("episode_length_s", 0.0).value)
+        self.publish_goal = bool(p("publish_goal", True).value)
+        self.cmd_timeout = float(p("cmd_timeout", 0.5).value)
+        self.start_time = float(p("start_time", 1.0).value)
+        scan_topic = p("scan_topic", "/scan").value
+        odom_topic = p("odom_topic", "/odom").value
+        cmd_topic = p("cmd_vel_topic", "/cmd_vel").value
+        goal_topic = p("goal_topic", "/goal_pose").value
+        episode_topic = p("episode_topic", "/sim/episode").value
+        self.odom_frame = p("odom_frame", "odom").value
+        self.base_frame = p("base_frame", "base_link").value
+        self.scan_frame = p("scan_frame", "base_link").value
+
+        load_config, SimWorld = _import_navsim()
+        try:
+            cfg = load_config(config_path or None)
+        except Exception as exc:
+            raise StartupError(f"cannot load the simulator config '{config_path or 'default'}': {exc}") from exc
+        if episode_length_s > 0:
+            cfg.env.episode_length_s = episode_length_s
+        self.world = SimWorld(cfg, noise_std=noise_std)
+        self.period_ns = int(round(self.world.control_period * 1e9))
+        self.t_ns = int(round(self.start_time * 1e9))
+
+        self.scan_pub = self.create_publisher(LaserScan, scan_topic, SENSOR_QOS)
+        self.odom_pub = self.create_publisher(Odometry, odom_topic, 10)
+        self.clock_pub = self.create_publisher(Clock, "/clock", 10)
+        self.episode_pub = self.create_publisher(String, episode_topic, EVENT_QOS)
+        self.goal_pub = self.create_publisher(PoseStamped, goal_topic, GOAL_LATCHED_QOS) if self.publish_goal else None
+        self.cmd_sub = self.create_subscription(Twist, cmd_topic, self.on_cmd, CMD_QOS)
+        if not self.publish_goal:
+            self.create_subscription(PoseStamped, goal_topic, self.on_goal, GOAL_QOS)
+        self.cmd = np.zeros(3)
+        self.cmd_count = 0
+        self.cmd_t_ns = -1
+        self.ext_goal: np.ndarray | None = None
+        self.episode = 0
+        self.results: list[dict] = []
+        self.done = False
+        self._warned: set[str] = set()
+        self._start_episode()
+        self.get_logger().info(
+            f"sim: seed {self.seed}, {self.world.num_beams} beams, max range {self.world.max_range} m, "
+            f"period {self.world.control_period} s x {self.world.substeps} substeps, episode limit "
+            f"{self.world.max_steps} steps, {'lockstep' if self.lockstep else f'real-time factor {self.rtf}'}"
+        )
+
+    # ------------------------------------------------------------------ callbacks
+    def on_cmd(self, msg: Twist) -> None:
+        cmd = np.array([msg.linear.x, msg.linear.y, msg.angular.z], dtype=np.float64)
+        if not np.all(np.isfinite(cmd)):
+            self._warn_once("nonfinite_cmd", f"non-finite /cmd_vel {cmd.tolist()} ignored (zero applied)")
+            cmd = np.zeros(3)
+        self.cmd = cmd
+        self.cmd_count += 1
+        self.cmd_t_ns = self.t_ns
+
+    def on_goal(self, msg: PoseStamped) -> None:
+        if msg.header.frame_id != self.odom_frame:
+            self.get_logger().error(
+                f"goal in frame '{msg.header.frame_id}' ignored (the sim's frame is '{self.odom_frame}')"
+            )
+            return
+        self.ext_goal = np.array([msg.pose.position.x, msg.pose.position.y])
+        self.get_logger().info(f"external goal ({self.ext_goal[0]:.2f}, {self.ext_goal[1]:.2f})")
+
+    def _warn_once(self, key: str, text: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            self.get_logger().warn(text)
+
+    # ------------------------------------------------------------------ episodes
+    def _start_episode(self) -> None:
+        room_seed = self.seed + self.episode
+        self.room = self.world.make_room(room_seed)
+        self.world.reset(self.room)
+        self.cmd = np.zeros(3)
+        self.get_logger().info(
+            f"episode {self.episode} (room seed {room_seed}): start ({self.room.start[0]:.2f}, "
+            f"{self.room.start[1]:.2f}, {self.room.start[2]:.2f}), goal ({self.room.goal[0]:.2f}, "
+            f"{self.room.goal[1]:.2f}), {int(self.room.slot_active.sum())} obstacles"
+        )
+        if self.goal_pub is not None:
+            msg = PoseStamped()
+            msg.header.frame_id = self.odom_frame
+            ns_to_stamp(self.t_ns, msg.header.stamp)
+            msg.pose.position.x, msg.pose.position.y = (float(v) for v in self.room.goal)
+            msg.pose.orientation.w = 1.0
+            self.goal_pub.publish(msg)
+
+    def _goal(self) -> np.ndarray | None:
+        return self.room.goal if self.publish_goal else self.ext_goal
+
+    def _finish_episode(self, outcome: str) -> None:
+        goal = self._goal()
+        result = {
+            "episode": self.episode,
+            "seed": self.room.seed,
+            "outcome": outcome,
+            "steps": self.world.steps,
+            "sim_time_s": round(self.world.steps * self.world.control_period, 3),
+            "final_distance": round(self.world.goal_distance(goal), 4),
+            "start": [round(float(v), 4) for v in self.room.start],
+            "goal": [round(float(v), 4) for v in goal],
+            "final_pose": [round(float(v), 4) for v in self.world.pose()],
+        }
+        self.results.append(result)
+        self.episode_pub.publish(String(data=json.dumps(result)))
+        log = self.get_logger().info if outcome == "reached" else self.get_logger().warn
+        log(f"episode {self.episode} (seed {self.room.seed}): {outcome} after {result['sim_time_s']} s")
+        self.episode += 1
+        if self.num_episodes > 0 and self.episode >= self.num_episodes:
+            self.done = True
+            ok = sum(r["outcome"] == "reached" for r in self.results)
+            self.get_logger().info(f"all {self.num_episodes} episodes done: {ok} reached")
+        else:
+            self._start_episode()
+
+    # ------------------------------------------------------------------ publishing
+    def publish_state(self) -> None:
+        w = self.world
+        scan = LaserScan()
+        ns_to_stamp(self.t_ns, scan.header.stamp)
+        scan.header.frame_id = self.scan_frame
+        scan.angle_min = -np.pi
+        scan.angle_increment = 2.0 * np.pi / w.num_beams
+        scan.angle_max = scan.angle_min + (w.num_beams - 1) * scan.angle_increment
+        scan.time_increment = 0.0
+        scan.scan_time = w.control_period
+        scan.range_min = 0.0
+        scan.range_max = w.max_range
+        scan.ranges = w.scan().astype(np.float32).tolist()
+        odom = Odometry()
+        odom.header.stamp = scan.header.stamp
+        odom.header.frame_id = self.odom_frame
+        odom.child_frame_id = self.base_frame
+        x, y, yaw = w.pose()
+        odom.pose.pose.position.x, odom.pose.pose.position.y = float(x), float(y)
+        odom.pose.pose.orientation.z = float(np.sin(yaw / 2.0))
+        odom.pose.pose.orientation.w = float(np.cos(yaw / 2.0))
+        vx, vy, wz = w.body_twist()
+        odom.twist.twist.linear.x, odom.twist.twist.linear.y = float(vx), float(vy)
+        odom.twist.twist.angular.z = float(wz)
+        self.scan_pub.publish(scan)
+        self.odom_pub.publish(odom)
+        clock = Clock()
+        ns_to_stamp(self.t_ns, clock.clock)
+        self.clock_pub.publish(clock)
+
+    def advance(self) -> None:
+        stale = self.cmd_t_ns < 0 or (self.t_ns - self.cmd_t_ns) > self.cmd_timeout * 1e9
+        cmd = np.zeros(3) if stale else self.cmd
+        if self._goal() is None:
+            cmd = np.zeros(3)
+        self.world.step(cmd)
+        self.t_ns += self.period_ns
+        goal = self._goal()
+        outcome = self.world.outcome(goal) if goal is not None else None
+        if outcome is None and goal is None and self.world.steps >= self.world.max_steps:
+            outcome = "timeout"
+        if outcome is not None:
+            self._finish_episode(outcome)
+
+    # ------------------------------------------------------------------ main loop
+    def wait_for_peers(self, executor, stop) -> None:
+        """Wait (wall time) until someone subscribes to the scan and publishes /cmd_vel."""
+        if self.wait_for_policy <= 0:
+            return
+        deadline = time.monotonic() + self.wait_for_policy
+        while not stop.is_set() and time.monotonic() < deadline:
+            if self.scan_pub.get_subscription_count() > 0 and self.cmd_sub.get_publisher_count() > 0:
+                self.get_logger().info("policy node connected (scan subscriber and cmd_vel publisher seen)")
+                return
+            executor.spin_once(timeout_sec=0.05)
+        self.get_logger().warn(f"no policy node after {self.wait_for_policy} s; running anyway")
+
+    def run(self, executor, stop) -> None:
+        self.wait_for_peers(executor, stop)
+        wall0 = time.monotonic()
+        k = 0
+        while not stop.is_set() and rclpy.ok() and not self.done:
+            self.publish_state()
+            k += 1
+            if self.lockstep:
+                before = self.cmd_count
+                deadline = time.monotonic() + self.lockstep_timeout
+                while self.cmd_count == before and not stop.is_set():
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        self._warn_once(
+                            "lockstep",
+                            f"no /cmd_vel within {self.lockstep_timeout} s of a clock tick; stepping on (logged once)",
+                        )
+                        break
+                    executor.spin_once(timeout_sec=min(left, 0.1))
+            elif self.rtf > 0:
+                target = wall0 + k * self.world.control_period / self.rtf
+                while not stop.is_set():
+                    left = target - time.monotonic()
+                    if left <= 0:
+                        break
+                    executor.spin_once(timeout_sec=left)
+            else:
+                executor.spin_once(timeout_sec=0.0)
+            self.advance()
+        # Let reliable subscribers get the last episode reports before the process goes away.
+        self.episode_pub.wait_for_all_acked(rclpy.duration.Duration(seconds=2.0))
+        if self.done and not self.exit_when_done:
+            while not stop.is_set() and rclpy.ok():  # stay up (robot stopped) until told to go
+                executor.spin_once(timeout_sec=0.1)
+
+
+def _loop(node: SimNode, executor, stop) -> None:
+    node.run(executor, stop)
+
+
+def main(args=None) -> int:
+    return run_node(SimNode, loop=_loop)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,545 @@
+"""Helpers of the ROS 2 tests: loopback-only DDS, private domain ids, processes, launch stand-in.
+
+- :class:`DomainLease` picks a ROS_DOMAIN_ID no other test process on this machine holds (a file
+  lock per id), so concurrent test runs never hear each other.
+- :func:`ros_env` is the environment of every spawned node: that domain, Fast DDS on a UDPv4
+  transport bound to 127.0.0.1 with the built-in transports (and shared memory) off, and
+  ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST as well.
+- :class:`Proc` runs a node with its output in a log file; ``stop()`` sends SIGTERM, then SIGKILL.
+- :class:`TestNode` is an rclpy node of the test process in its own context on the same domain,
+  with ``spin_until`` that waits on conditions (discovery counts, messages), never on sleeps.
+- :func:`record_launch` runs a launch file's ``generate_launch_description()`` against a recording
+  stand-in of the ``launch`` / ``launch_ros`` API and returns the nodes it would start, with
+  parameters and remappings resolved; :func:`node_command` turns one into the command line that
+  launch_ros would run (parameter dicts become a params file, as launch_ros does).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import importlib.metadata
+import json
+import math
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import types
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+PKG_SRC = REPO / "ros2_ws" / "src" / "nav_policy"
+FIXTURE_BUNDLE = REPO / "tests" / "fixtures" / "bundle"
+LOCK_DIR = Path(tempfile.gettempdir()) / "nav_policy_ros_domains"
+
+FASTDDS_LOOPBACK_XML = """<?xml version="1.0" encoding="UTF-8" ?>
+<dds xmlns="http://www.eprosima.com">
+  <profiles>
+    <transport_descriptors>
+      <transport_descriptor>
+        <transport_id>udp_loopback</transport_id>
+        <type>UDPv4</type>
+        <interfaceWhiteList><address>127.0.0.1</address></interfaceWhiteList>
+      </transport_descriptor>
+    </transport_descriptors>
+    <participant profile_name="nav_policy_loopback" is_default_profile="true">
+      <rtps>
+        <userTransports><transport_id>udp_loopback</transport_id></userTransports>
+        <useBuiltinTransports>false</useBuiltinTransports>
+      </rtps>
+    </participant>
+  </profiles>
+</dds>
+"""
+
+
+def fastdds_profile() -> Path:
+    path = LOCK_DIR / "fastdds_loopback.xml"
+    LOCK_DIR.mkdir(parents=True, exist_ok=True)
+    if not path.is_file() or path.read_text() != FASTDDS_LOOPBACK_XML:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(FASTDDS_LOOPBACK_XML)
+        tmp.replace(path)
+    return path
+
+
+def loopback_settings() -> dict[str, str]:
+    profile = str(fastdds_profile())
+    return {
+        "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
+        "FASTDDS_DEFAULT_PROFILES_FILE": profile,
+        "RMW_IMPLEMENTATION": "rmw_fastrtps_cpp",
+    }
+
+
+# The test process's own participants follow the same rules (read when the first one is created).
+os.environ.update(loopback_settings())
+
+
+def require_ros() -> None:
+    """Fail loudly, saying how to install, when the ROS 2 wheels are missing."""
+    try:
+        import rclpy  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise AssertionError(
+            f"rclpy is not importable ({exc}). Install the ROS 2 wheels: pip install ros-rclpy "
+            "ros-rmw-fastrtps-cpp ros-sensor-msgs ros-geometry-msgs ros-nav-msgs ros-std-msgs "
+            "(or run scripts/setup.sh)"
+        ) from exc
+
+
+def entry_point_script(name: str) -> Path:
+    """The console script of ``nav_policy`` called ``name`` (fails saying how to install)."""
+    eps = {ep.name: ep for ep in importlib.metadata.entry_points(group="console_scripts")}
+    ep = eps.get(name)
+    assert ep is not None and ep.dist is not None and ep.dist.name == "nav_policy", (
+        f"console script '{name}' of nav_policy is not installed: pip install --no-deps -e ros2_ws/src/nav_policy "
+        "(scripts/setup.sh does it)"
+    )
+    path = Path(sys.prefix) / "bin" / name
+    if not path.is_file():
+        found = shutil.which(name)
+        assert found, f"console script '{name}' not found in {sys.prefix}/bin nor on PATH"
+        path = Path(found)
+    return path
+
+
+class DomainLease:
+    """Hold a ROS_DOMAIN_ID exclusively among processes of this machine (file lock per id)."""
+
+    def __init__(self, lo: int = 20, hi: int = 200) -> None:
+        LOCK_DIR.mkdir(parents=True, exist_ok=True)
+        ids = list(range(lo, hi))
+        random.SystemRandom().shuffle(ids)
+        for d in ids:
+            f = open(LOCK_DIR / f"domain_{d}.lock", "w")  # noqa: SIM115 - held until release
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                f.close()
+                continue
+            self.domain_id, self._file = d, f
+            return
+        raise RuntimeError("no free ROS_DOMAIN_ID between {lo} and {hi}")
+
+    def release(self) -> None:
+        if self._file is not None:
+            fcntl.flock(self._file, fcntl.LOCK_UN)
+            self._file.close()
+            self._file = None
+
+
+def ros_env(domain_id: int, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(loopback_settings())
+    env["ROS_DOMAIN_ID"] = str(domain_id)
+    env["PYTHONUNBUFFERED"] = "1"
+    env["RCUTILS_COLORIZED_OUTPUT"] = "0"
+    env.pop("ROS_LOCALHOST_ONLY", None)
+    if extra:
+        env.update(extra)
+    return env
+
+
+class Proc:
+    """A spawned node; output to ``log``; SIGTERM then SIGKILL on stop."""
+
+    def __init__(self, cmd: list[str], env: dict[str, str], log: Path) -> None:
+        self.cmd, self.log_path = cmd, log
+        self._log = open(log, "w")  # noqa: SIM115
+        self.popen = subprocess.Popen(
+            cmd, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def output(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self, timeout: float = 5.0) -> int:
+        if self.popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.popen.pid, signal.SIGTERM)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.popen.pid, signal.SIGKILL)  # the group this test created
+                self.popen.wait(5)
+        self._log.close()
+        return self.popen.returncode
+
+
+@contextlib.contextmanager
+def processes() -> Iterator[list[Proc]]:
+    """A list to put Procs in; all are stopped (SIGTERM -> SIGKILL) on exit, whatever happens."""
+    procs: list[Proc] = []
+    try:
+        yield procs
+    finally:
+        for p in procs:
+            p.stop()
+
+
+class TestNode:
+    """An rclpy node of the test process in its own context on ``domain_id``."""
+
+    def __init__(self, domain_id: int, name: str = "nav_policy_test") -> None:
+        require_ros()
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
+
+        self.rclpy = rclpy
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context, domain_id=domain_id)
+        self.node = rclpy.create_node(name, context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+
+    def spin_until(self, cond: Callable[[], bool], timeout: float, what: str = "", procs: list[Proc] = ()) -> None:
+        deadline = time.monotonic() + timeout
+        while not cond():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                logs = "\n".join(f"--- {p.cmd[0]} (alive={p.alive()}):\n{p.output()[-3000:]}" for p in procs)
+                raise AssertionError(f"timed out after {timeout} s waiting for {what}\n{logs}")
+            for p in procs:
+                if not p.alive():
+                    raise AssertionError(
+                        f"{p.cmd[0]} exited ({p.popen.returncode}) while waiting for {what}:\n{p.output()[-4000:]}"
+                    )
+            self.executor.spin_once(timeout_sec=min(left, 0.05))
+
+    def spin_for(self, seconds: float) -> None:
+        """Process callbacks for a while (used to collect messages over a known period)."""
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            self.executor.spin_once(timeout_sec=min(left, 0.05))
+
+    def close(self) -> None:
+        self.executor.shutdown()
+        self.node.destroy_node()
+        self.rclpy.shutdown(context=self.context)
+
+
+# ----------------------------------------------------------------------------------------------
+# Bundles
+
+
+def fixture_bundle() -> Path:
+    """The lead's trained bundle fixture (tests/fixtures/bundle); fails loudly when absent."""
+    ok = (FIXTURE_BUNDLE / "policy.onnx").is_file() and (FIXTURE_BUNDLE / "contract.json").is_file()
+    assert ok, (
+        f"trained bundle fixture missing: {FIXTURE_BUNDLE} needs policy.onnx + contract.json "
+        "(train: python training/train.py; export: python deploy/export.py --checkpoint PATH --out tests/fixtures/bundle)"
+    )
+    return FIXTURE_BUNDLE
+
+
+def write_goal_seeking_bundle(out: Path) -> Path:
+    """A hand-made bundle whose 'policy' drives straight at the goal (body frame), no learning.
+
+    A linear layer reads goal_polar's sin/cos and outputs vx = 2 cos, vy = 2 sin (the runtime clips
+    to [-1, 1] and scales), so the robot side can be tested without a trained network.
+    """
+    from navdeploy.action import ActionScaling
+    from navdeploy.bundle import MlpWeights, make_contract, write_bundle
+    from navdeploy.runtime import policy_spec_from_config
+    from navsim.config import load_config, to_dict
+
+    cfg = load_config()
+    data = to_dict(cfg)
+    spec = policy_spec_from_config(data)
+    sl = spec.slices()["goal_polar"]
+    w = np.zeros((3, spec.obs_dim), dtype=np.float32)
+    w[0, sl.start + 2] = 2.0  # cos -> forward
+    w[1, sl.start + 1] = 2.0  # sin -> left
+    weights = MlpWeights(
+        mean=np.zeros(spec.obs_dim, dtype=np.float32),
+        std=np.ones(spec.obs_dim, dtype=np.float32),
+        eps=0.0,
+        layers=[(w, np.zeros(3, dtype=np.float32))],
+        activation="identity",
+    )
+    r = cfg.env.robot
+    contract = make_contract(
+        spec,
+        ActionScaling(r.v_max, r.omega_max, r.limit_planar_speed),
+        cfg.env.control_period,
+        cfg.env.goal_tolerance,
+        0.0,
+        extra={"source": {"kind": "hand-made goal-seeking test policy"}},
+    )
+    write_bundle(out, weights, contract)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Launch stand-in
+
+
+class _Sub:
+    """Base of the recorded substitutions."""
+
+
+@dataclass
+class LaunchConfiguration(_Sub):
+    variable_name: str
+    default: Any = None
+
+
+@dataclass
+class EnvironmentVariable(_Sub):
+    name: str
+    default_value: Any = ""
+
+
+@dataclass
+class ParameterValue:
+    value: Any
+    value_type: Any = None
+
+
+@dataclass
+class DeclareLaunchArgument:
+    name: str
+    default_value: Any = None
+    description: str = ""
+    choices: Any = None
+
+
+@dataclass
+class Node:
+    package: str | None = None
+    executable: str | None = None
+    name: str | None = None
+    namespace: str | None = None
+    parameters: list[Any] = field(default_factory=list)
+    remappings: list[tuple[Any, Any]] = field(default_factory=list)
+    arguments: list[Any] = field(default_factory=list)
+    output: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class LaunchDescription:
+    def __init__(self, entities: list[Any] | None = None) -> None:
+        self.entities = list(entities or [])
+
+    def add_action(self, action: Any) -> None:
+        self.entities.append(action)
+
+
+def _node_ctor(*args: Any, **kwargs: Any) -> Node:
+    known = {f for f in Node.__dataclass_fields__ if f != "extra"}
+    extra = {k: kwargs.pop(k) for k in list(kwargs) if k not in known}
+    return Node(*args, **kwargs, extra=extra)
+
+
+def _fake_modules() -> dict[str, types.ModuleType]:
+    mods = {}
+    for name in (
+        "launch",
+        "launch.actions",
+        "launch.substitutions",
+        "launch_ros",
+        "launch_ros.actions",
+        "launch_ros.parameter_descriptions",
+    ):
+        mods[name] = types.ModuleType(name)
+    mods["launch"].LaunchDescription = LaunchDescription
+    mods["launch.actions"].DeclareLaunchArgument = DeclareLaunchArgument
+    mods["launch.substitutions"].LaunchConfiguration = LaunchConfiguration
+    mods["launch.substitutions"].EnvironmentVariable = EnvironmentVariable
+    mods["launch_ros.actions"].Node = _node_ctor
+    mods["launch_ros.parameter_descriptions"].ParameterValue = ParameterValue
+    mods["launch"].actions = mods["launch.actions"]
+    mods["launch"].substitutions = mods["launch.substitutions"]
+    mods["launch_ros"].actions = mods["launch_ros.actions"]
+    mods["launch_ros"].parameter_descriptions = mods["launch_ros.parameter_descriptions"]
+    return mods
+
+
+@dataclass
+class RecordedNode:
+    package: str
+    executable: str
+    name: str
+    param_files: list[Path]
+    params: dict[str, Any]  # the dict entries, resolved and typed
+    remappings: list[tuple[str, str]]
+
+
+@dataclass
+class RecordedLaunch:
+    arguments: dict[str, DeclareLaunchArgument]
+    nodes: list[RecordedNode]
+
+
+def _resolve(value: Any, args: dict[str, str]) -> Any:
+    if isinstance(value, LaunchConfiguration):
+        if value.variable_name not in args:
+            raise KeyError(f"launch configuration '{value.variable_name}' is neither declared nor given")
+        return args[value.variable_name]
+    if isinstance(value, EnvironmentVariable):
+        return os.environ.get(value.name, _resolve(value.default_value, args))
+    if isinstance(value, list | tuple):
+        return "".join(str(_resolve(v, args)) for v in value)
+    return value
+
+
+def _typed(value: Any, args: dict[str, str]) -> Any:
+    """What launch_ros does with a parameter value: substitutions are YAML-parsed unless typed."""
+    if isinstance(value, ParameterValue):
+        text = _resolve(value.value, args)
+        if value.value_type is str:
+            return str(text)
+        parsed = yaml.safe_load(str(text)) if isinstance(text, str) else text
+        if value.value_type is float and isinstance(parsed, int):
+            parsed = float(parsed)
+        if value.value_type is not None and not isinstance(parsed, value.value_type):
+            raise TypeError(f"parameter value {text!r} is not a {value.value_type.__name__}")
+        return parsed
+    if isinstance(value, _Sub | list | tuple):
+        text = _resolve(value, args)
+        return yaml.safe_load(text) if isinstance(text, str) else text
+    return value
+
+
+def record_launch(
+    path: Path, overrides: dict[str, str] | None = None, ament_prefix: Path | None = None
+) -> RecordedLaunch:
+    """Run ``generate_launch_description()`` of ``path`` against the recording stand-in.
+
+    ``overrides`` play the ``name:=value`` launch arguments; undeclared ones are an error, as with
+    ``ros2 launch``. ``ament_prefix`` is put on AMENT_PREFIX_PATH while the file runs.
+    """
+    mods = _fake_modules()
+    saved_mods = {k: sys.modules.get(k) for k in mods}
+    saved_env = os.environ.get("AMENT_PREFIX_PATH")
+    try:
+        sys.modules.update(mods)
+        if ament_prefix is not None:
+            os.environ["AMENT_PREFIX_PATH"] = str(ament_prefix)
+        ns: dict[str, Any] = {"__file__": str(path), "__name__": "launch_file"}
+        exec(compile(Path(path).read_text(), str(path), "exec"), ns)
+        ld = ns["generate_launch_description"]()
+    finally:
+        for k, v in saved_mods.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
+        if saved_env is None:
+            os.environ.pop("AMENT_PREFIX_PATH", None)
+        else:
+            os.environ["AMENT_PREFIX_PATH"] = saved_env
+    assert isinstance(ld, LaunchDescription), f"{path}: generate_launch_description() returned {type(ld)}"
+    declared = {a.name: a for a in ld.entities if isinstance(a, DeclareLaunchArgument)}
+    overrides = dict(overrides or {})
+    unknown = sorted(set(overrides) - set(declared))
+    assert not unknown, f"{path}: launch argument(s) {unknown} not declared (declared: {sorted(declared)})"
+    args: dict[str, str] = {}
+    for name, decl in declared.items():
+        args[name] = overrides[name] if name in overrides else str(_resolve(decl.default_value, args))
+    nodes = []
+    for ent in ld.entities:
+        if not isinstance(ent, Node):
+            continue
+        files, params = [], {}
+        for entry in ent.parameters:
+            if isinstance(entry, dict):
+                params.update({k: _typed(v, args) for k, v in entry.items()})
+            else:
+                files.append(Path(str(_resolve(entry, args))))
+        remaps = [(str(_resolve(a, args)), str(_resolve(b, args))) for a, b in ent.remappings]
+        nodes.append(RecordedNode(ent.package, ent.executable, ent.name, files, params, remaps))
+    return RecordedLaunch(declared, nodes)
+
+
+def node_command(node: RecordedNode, workdir: Path) -> list[str]:
+    """The command line launch_ros would run for ``node`` (dict parameters via a params file)."""
+    cmd = [str(entry_point_script(node.executable)), "--ros-args"]
+    if node.name:
+        cmd += ["-r", f"__node:={node.name}"]
+    for f in node.param_files:
+        cmd += ["--params-file", str(f)]
+    if node.params:
+        pfile = workdir / f"{node.name or node.executable}_launch_params.yaml"
+        pfile.write_text(yaml.safe_dump({"/**": {"ros__parameters": node.params}}))
+        cmd += ["--params-file", str(pfile)]
+    for a, b in node.remappings:
+        cmd += ["-r", f"{a}:={b}"]
+    return cmd
+
+
+def install_share_prefix(workdir: Path) -> Path:
+    """Build the package's wheel (no network) and lay its data files out as an install prefix.
+
+    Returns the prefix: <prefix>/share/ament_index/... and <prefix>/share/nav_policy/... exactly as
+    a regular (non-editable) pip install or colcon places them.
+    """
+    import zipfile
+
+    wheel_dir = workdir / "wheel"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(wheel_dir),
+            str(PKG_SRC),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, f"pip wheel of nav_policy failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+    (wheel,) = wheel_dir.glob("nav_policy-*.whl")
+    prefix = workdir / "prefix"
+    with zipfile.ZipFile(wheel) as z:
+        for info in z.infolist():
+            parts = Path(info.filename).parts
+            if len(parts) > 2 and parts[0].endswith(".data") and parts[1] == "data":
+                target = prefix.joinpath(*parts[2:])
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(z.read(info))
+            elif parts[-1] == "entry_points.txt":
+                (workdir / "entry_points.txt").write_bytes(z.read(info))
+    return prefix
+
+
+def json_messages(msgs: list[Any]) -> list[dict[str, Any]]:
+    return [json.loads(m.data) for m in msgs]
+
+
+def finite_within(cmd: tuple[float, float, float], v_max: float, w_max: float, tol: float = 1e-6) -> bool:
+    vx, vy, wz = cmd
+    return (
+        all(math.isfinite(v) for v in cmd)
+        and abs(vx) <= v_max + tol
+        and abs(vy) <= v_max + tol
+        and math.hypot(vx, vy) <= v_max + tol
+        and abs(wz) <= w_max + tol
+    )
