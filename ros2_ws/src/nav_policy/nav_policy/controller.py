@@ -12,13 +12,13 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
 
 
-class State(str, Enum):
+class State(StrEnum):
     WAITING_INPUT = "waiting_input"  # no scan or odometry received yet
     NO_GOAL = "no_goal"
     DRIVING = "driving"

@@ -133,12 +133,13 @@ class PolicyNode(Node):
         self._odom_problem: str | None = None
         self._scan_problem: str | None = None
         self._scan_frame_seen: str | None = None
+        self._callback_error: str | None = None
 
         self.cmd_pub = self.create_publisher(Twist, cmd_topic, CMD_QOS)
         self.status_pub = self.create_publisher(String, status_topic, STATUS_QOS)
-        self.create_subscription(LaserScan, scan_topic, self.on_scan, SENSOR_QOS)
-        self.create_subscription(Odometry, odom_topic, self.on_odom, ODOM_SUB_QOS)
-        self.create_subscription(PoseStamped, goal_topic, self.on_goal, GOAL_QOS)
+        self.create_subscription(LaserScan, scan_topic, self._guard(self.on_scan, "scan"), SENSOR_QOS)
+        self.create_subscription(Odometry, odom_topic, self._guard(self.on_odom, "odom"), ODOM_SUB_QOS)
+        self.create_subscription(PoseStamped, goal_topic, self._guard(self.on_goal, "goal"), GOAL_QOS)
         self.timer = self.create_timer(self.control_period, self.on_tick)
         self.get_logger().info(
             f"bundle {bundle} (fingerprint {getattr(c, 'fingerprint', '?')}); period {self.control_period} s, "
@@ -147,6 +148,26 @@ class PolicyNode(Node):
         )
 
     # ------------------------------------------------------------------ inputs
+    def _guard(self, fn, what: str):
+        """A callback that never takes the node down: on an exception the input counts as unusable."""
+
+        def cb(msg) -> None:
+            try:
+                fn(msg)
+            except Exception as exc:
+                text = f"{what} message could not be handled: {type(exc).__name__}: {exc}"
+                if what == "scan":
+                    self.ctrl.set_scan_unusable(text)
+                elif what == "odom":
+                    self.ctrl.odom, self.ctrl.odom_error = None, text
+                else:
+                    self.ctrl.clear_goal()
+                if text != self._callback_error:
+                    self._callback_error = text
+                    self.get_logger().error(text + " (publishing zero)")
+
+        return cb
+
     def _now(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9
 
@@ -191,7 +212,10 @@ class PolicyNode(Node):
 
     def on_goal(self, msg: PoseStamped) -> None:
         ok, text = self.ctrl.set_goal(msg.pose.position.x, msg.pose.position.y, msg.header.frame_id)
-        (self.get_logger().info if ok else self.get_logger().error)(text)
+        if ok:
+            self.get_logger().info(text)
+        else:
+            self.get_logger().error(text)
 
     # ------------------------------------------------------------------ control
     def on_tick(self) -> None:

@@ -182,8 +182,11 @@ class SimNode(Node):
         }
         self.results.append(result)
         self.episode_pub.publish(String(data=json.dumps(result)))
-        log = self.get_logger().info if outcome == "reached" else self.get_logger().warn
-        log(f"episode {self.episode} (seed {self.room.seed}): {outcome} after {result['sim_time_s']} s")
+        text = f"episode {self.episode} (seed {self.room.seed}): {outcome} after {result['sim_time_s']} s"
+        if outcome == "reached":
+            self.get_logger().info(text)
+        else:
+            self.get_logger().warn(text)
         self.episode += 1
         if self.num_episodes > 0 and self.episode >= self.num_episodes:
             self.done = True

@@ -1,0 +1,271 @@
+"""The policy node process against everything a real robot throws at it (real rclpy, loopback).
+
+One ``policy_node`` process (the console entry point) runs for the module, with a hand-made
+goal-seeking bundle, on wall time. The test process publishes scans, odometry and goals and
+watches /cmd_vel and the status topic. For each bad input the node must stay up, publish only
+finite commands within the limits, and publish zero where the input is unusable; for inputs it
+can use (other beam counts, a 270 degree field of view, partly invalid readings) it must drive.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import ros_helpers as h
+
+STALE = 0.3  # [s] the node's stale_timeout in this module
+V_MAX, W_MAX = 1.0, 1.5  # configured limits, below the bundle's 1.5 / 2.0: clamping is exercised
+
+
+class Rig:
+    def __init__(self, tmp: Path) -> None:
+        h.require_ros()
+        from geometry_msgs.msg import PoseStamped, Twist
+        from nav_msgs.msg import Odometry
+        from sensor_msgs.msg import LaserScan
+        from std_msgs.msg import String
+
+        from nav_policy.ros_common import GOAL_QOS, SENSOR_QOS
+
+        self.LaserScan, self.Odometry, self.PoseStamped = LaserScan, Odometry, PoseStamped
+        self.lease = h.DomainLease()
+        bundle = h.write_goal_seeking_bundle(tmp / "bundle")
+        cmd = [
+            str(h.entry_point_script("policy_node")),
+            "--ros-args",
+            "--params-file",
+            str(h.PKG_SRC / "config" / "policy.yaml"),
+            "-p",
+            f"bundle_path:={bundle}",
+            "-p",
+            f"stale_timeout:={STALE}",
+            "-p",
+            f"v_max:={V_MAX}",
+            "-p",
+            f"omega_max:={W_MAX}",
+            "-p",
+            "static_goal_frames:=map_fixed 1.0 0.0 0.0",
+        ]
+        self.proc = h.Proc(cmd, h.ros_env(self.lease.domain_id), tmp / "policy_node.log")
+        self.tn = h.TestNode(self.lease.domain_id)
+        n = self.tn.node
+        self.scan_pub = n.create_publisher(LaserScan, "/scan", SENSOR_QOS)
+        self.odom_pub = n.create_publisher(Odometry, "/odom", 10)
+        self.goal_pub = n.create_publisher(PoseStamped, "/goal_pose", GOAL_QOS)
+        self.cmds: list[tuple[float, float, float]] = []
+        self.all_cmds: list[tuple[float, float, float]] = []
+        self.status: list[dict] = []
+        n.create_subscription(Twist, "/cmd_vel", self._on_cmd, 50)
+        n.create_subscription(String, "/nav_policy/status", lambda m: self.status.append(json.loads(m.data)), 50)
+        self.tn.spin_until(
+            lambda: (
+                self.scan_pub.get_subscription_count() > 0
+                and self.goal_pub.get_subscription_count() > 0
+                and len(self.status) > 0
+            ),
+            30,
+            "the policy node to connect",
+            [self.proc],
+        )
+
+    def _on_cmd(self, m) -> None:
+        c = (m.linear.x, m.linear.y, m.angular.z)
+        self.cmds.append(c)
+        self.all_cmds.append(c)
+
+    def close(self) -> None:
+        self.tn.close()
+        self.proc.stop()
+        self.lease.release()
+
+    # -------------------------------------------------------------- messages
+    def stamp(self, msg) -> None:
+        msg.header.stamp = self.tn.node.get_clock().now().to_msg()
+
+    def scan(self, ranges, angle_min=-math.pi, angle_increment=None, range_min=0.05, range_max=6.0):
+        m = self.LaserScan()
+        self.stamp(m)
+        m.header.frame_id = "base_link"
+        n = len(ranges)
+        m.angle_min = float(angle_min)
+        m.angle_increment = float(2 * math.pi / max(n, 1) if angle_increment is None else angle_increment)
+        m.angle_max = float(angle_min + max(n - 1, 0) * m.angle_increment)
+        m.range_min, m.range_max = float(range_min), float(range_max)
+        m.ranges = [float(r) for r in ranges]
+        return m
+
+    def odom(self, q=(0.0, 0.0, 0.0, 1.0), frame="odom"):
+        m = self.Odometry()
+        self.stamp(m)
+        m.header.frame_id, m.child_frame_id = frame, "base_link"
+        o = m.pose.pose.orientation
+        o.x, o.y, o.z, o.w = q
+        return m
+
+    def goal(self, x=3.0, y=0.0, frame="odom") -> None:
+        m = self.PoseStamped()
+        self.stamp(m)
+        m.header.frame_id = frame
+        m.pose.position.x, m.pose.position.y = x, y
+        m.pose.orientation.w = 1.0
+        self.goal_pub.publish(m)
+
+    # -------------------------------------------------------------- driving the node
+    def run(self, state: str, scan=lambda r: r.scan([3.0] * 72), odom=lambda r: r.odom(), n_after: int = 3):
+        """Publish inputs (callables; None = stay silent) at 20 Hz until the node reports ``state``
+        twice in a row, then collect ``n_after`` more commands; returns (commands, last status)."""
+        deadline = time.monotonic() + 8.0
+        seen = 0
+        while True:
+            assert self.proc.alive(), f"policy node died:\n{self.proc.output()[-4000:]}"
+            assert time.monotonic() < deadline, (
+                f"no '{state}' status; last: {self.status[-3:]}\n{self.proc.output()[-3000:]}"
+            )
+            if scan is not None:
+                self.scan_pub.publish(scan(self))
+            if odom is not None:
+                self.odom_pub.publish(odom(self))
+            n_status = len(self.status)
+            self.tn.spin_for(0.05)
+            for st in self.status[n_status:]:
+                seen = seen + 1 if st["state"] == state else 0
+                if seen == 2 and self.cmds is not None:
+                    self.cmds = []  # only commands published once the state has settled
+            if seen >= 2 and len(self.cmds) >= n_after:
+                return list(self.cmds), self.status[-1]
+
+
+@pytest.fixture(scope="module")
+def rig(tmp_path_factory):
+    r = Rig(tmp_path_factory.mktemp("ros_bad_input"))
+    yield r
+    r.close()
+
+
+@pytest.fixture(autouse=True)
+def valid_goal(rig: Rig):
+    """Each test starts from a known goal 3 m ahead (and the node driving towards it)."""
+    rig.goal(3.0, 0.0)
+    rig.run("driving")
+    yield
+    for c in rig.all_cmds:
+        assert h.finite_within(c, V_MAX, W_MAX), f"command outside limits or not finite: {c}"
+
+
+def assert_zero(cmds) -> None:
+    assert cmds and all(c == (0.0, 0.0, 0.0) for c in cmds), cmds
+
+
+def assert_driving(cmds) -> None:
+    assert cmds and all(h.finite_within(c, V_MAX, W_MAX) for c in cmds), cmds
+    assert all(c[0] > 0.5 for c in cmds), f"expected forward motion towards the goal ahead: {cmds}"
+
+
+@pytest.mark.parametrize("beams", [360, 720, 1081])
+def test_other_beam_counts_are_resampled_and_drive(rig: Rig, beams: int) -> None:
+    inc = 2 * math.pi / beams if beams != 1081 else math.radians(270) / 1080  # 1081: a 270 deg scanner
+    start = -math.pi if beams != 1081 else -math.radians(135)
+    cmds, st = rig.run("driving", scan=lambda r: r.scan([2.5] * beams, angle_min=start, angle_increment=inc))
+    assert_driving(cmds)
+    assert st["inference_ms"] is not None and st["distance_to_goal"] == pytest.approx(3.0, abs=1e-3)
+
+
+def test_270_degree_field_of_view(rig: Rig) -> None:
+    n = 540
+    cmds, _ = rig.run(
+        "driving",
+        scan=lambda r: r.scan([2.0] * n, angle_min=-math.radians(135), angle_increment=math.radians(270) / (n - 1)),
+    )
+    assert_driving(cmds)
+
+
+def test_commands_are_clamped_to_configured_limits(rig: Rig) -> None:
+    cmds, _ = rig.run("driving")
+    # the bundle would command 1.5 m/s forward; the node is configured to 1.0
+    assert all(c[0] == pytest.approx(V_MAX, abs=1e-6) for c in cmds), cmds
+
+
+def test_nan_inf_negative_readings_mixed_in_still_drive(rig: Rig) -> None:
+    ranges = np.full(72, 2.0)
+    ranges[::4], ranges[1::4], ranges[2::4] = np.nan, np.inf, -1.0
+    cmds, _ = rig.run("driving", scan=lambda r: r.scan(ranges.tolist()))
+    assert_driving(cmds)
+
+
+@pytest.mark.parametrize("value", [np.nan, -1.0])
+def test_all_invalid_readings_give_zero(rig: Rig, value: float) -> None:
+    cmds, st = rig.run("bad_scan", scan=lambda r: r.scan([value] * 72))
+    assert_zero(cmds)
+    assert "unusable" in st["reason"]
+
+
+def test_all_inf_readings_mean_free_space(rig: Rig) -> None:
+    cmds, _ = rig.run("driving", scan=lambda r: r.scan([math.inf] * 72))
+    assert_driving(cmds)
+
+
+def test_scan_with_zero_beams(rig: Rig) -> None:
+    cmds, st = rig.run("bad_scan", scan=lambda r: r.scan([], angle_increment=0.0))
+    assert_zero(cmds)
+    assert "no readings" in st["reason"]
+
+
+def test_odometry_with_nan_quaternion(rig: Rig) -> None:
+    cmds, st = rig.run("bad_odom", odom=lambda r: r.odom(q=(0.0, 0.0, math.nan, math.nan)))
+    assert_zero(cmds)
+    assert "quaternion" in st["reason"]
+    assert "odometry unusable" in rig.proc.output()
+
+
+def test_stale_scan(rig: Rig) -> None:
+    cmds, st = rig.run("stale_scan", scan=None)
+    assert_zero(cmds)
+    assert "old" in st["reason"]
+
+
+def test_stale_odometry(rig: Rig) -> None:
+    cmds, _ = rig.run("stale_odom", odom=None)
+    assert_zero(cmds)
+
+
+def test_no_input_at_all(rig: Rig) -> None:
+    cmds, _ = rig.run("stale_scan", scan=None, odom=None)
+    assert_zero(cmds)
+
+
+def test_goal_in_foreign_frame_is_rejected(rig: Rig) -> None:
+    rig.goal(3.0, 0.0, frame="map")
+    cmds, st = rig.run("no_goal")
+    assert_zero(cmds)
+    log = rig.proc.output()
+    assert "goal rejected: frame 'map'" in log and "no static transform" in log
+
+
+def test_goal_in_configured_static_frame_is_accepted(rig: Rig) -> None:
+    rig.goal(2.0, 0.0, frame="map_fixed")  # map_fixed sits 1 m ahead of odom: goal 3 m ahead
+    cmds, st = rig.run("driving")
+    assert_driving(cmds)
+    assert st["distance_to_goal"] == pytest.approx(3.0, abs=1e-3)
+
+
+def test_goal_reached_gives_zero(rig: Rig) -> None:
+    rig.goal(0.1, 0.0)
+    cmds, _ = rig.run("goal_reached")
+    assert_zero(cmds)
+
+
+def test_state_changes_logged_once_and_node_alive(rig: Rig) -> None:
+    rig.run("stale_scan", scan=None)
+    before = rig.proc.output().count("state -> stale_scan")
+    n_status = len(rig.status)
+    rig.tn.spin_for(1.0)  # about ten more ticks in the same state
+    assert len(rig.status) - n_status >= 5
+    assert all(st["state"] == "stale_scan" for st in rig.status[n_status:])
+    assert rig.proc.output().count("state -> stale_scan") == before, "a state must be logged once, not every tick"
+    rig.run("driving")
+    assert rig.proc.alive()
