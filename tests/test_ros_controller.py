@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import math
+
 import numpy as np
 import pytest
 import ros_helpers as h
-from navdeploy.runtime import PolicyRuntime, ScanInput, ScanUnusable
-
 from nav_policy.controller import (
     Limits,
     PolicyController,
@@ -16,6 +15,7 @@ from nav_policy.controller import (
     parse_goal_frames,
     yaw_from_quaternion,
 )
+from navdeploy.runtime import PolicyRuntime, ScanInput, ScanUnusable
 
 
 @pytest.fixture(scope="module")
