@@ -7,10 +7,12 @@ through the command line, exactly as a user would; the other deploy tests reuse 
 
 from __future__ import annotations
 
+import atexit
 import functools
 import json
 import math
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -42,7 +44,9 @@ TRAIN_OVERRIDES = ["runner.num_steps_per_env=16", "algorithm.num_mini_batches=2"
 
 @functools.cache
 def _workdir() -> Path:
-    return Path(tempfile.mkdtemp(prefix="nav_export_test_"))
+    path = Path(tempfile.mkdtemp(prefix="nav_export_test_"))
+    atexit.register(shutil.rmtree, path, True)
+    return path
 
 
 @functools.cache

@@ -84,6 +84,7 @@ def test_runtime_observation_equals_the_training_observation(rollout: dict[str, 
     assert int(rollout["num_goals"]) >= NUM_ENVS  # several rooms
     assert np.unique(sim[:, :72], axis=0).shape[0] == sim.shape[0]  # every state is a different scan
     delta = np.abs(sim.astype(np.float64) - rt)
+    print(f"\nparity: {sim.shape[0]} states, max |obs delta| {delta.max():.3e}")
     assert delta.max() <= TOL, f"max |obs delta| {delta.max():.3e} at {np.unravel_index(delta.argmax(), delta.shape)}"
     # The lidar block is bit-exact: the training beams pass through the resampler unchanged.
     assert np.array_equal(sim[:, :72], rt[:, :72])
@@ -99,6 +100,7 @@ def test_runtime_command_equals_the_simulators_applied_command(rollout: dict[str
     live = ~np.isnan(ctrl[:, 0])
     assert live.sum() >= 200
     d_ctrl = np.abs(ctrl[live] - rt[live]).max()
+    print(f"\nparity: max |cmd delta| vs action_to_command {d_sim:.3e}, vs body-frame ctrl {d_ctrl:.3e} ({live.sum()})")
     assert d_ctrl <= TOL, f"max |command delta| vs env ctrl in the body frame: {d_ctrl:.3e}"
     assert np.abs(rt).max() > 0.1  # the policy does command motion: not a trivial zero match
     assert np.all(np.hypot(rt[:, 0], rt[:, 1]) <= 1.5 + 1e-6) and np.all(np.abs(rt[:, 2]) <= 2.0 + 1e-6)
