@@ -1,0 +1,248 @@
+"""The ament_python package, its launch files, and the node graphs they start (real rclpy).
+
+``ros2 launch`` does not exist on these machines (no launch / launch_ros on PyPI), so each launch
+file's ``generate_launch_description()`` runs against a recording stand-in of the launch API
+(tests/ros_helpers.py). From the recording we check that every executable is a console entry point
+of the package, every parameter file exists and parses, every parameter is one the node declares,
+and every remapped topic is one the node uses; then we start that very node graph as processes
+(the command lines launch_ros would run) and check that it works: robot.launch.py with remapped
+topics, and sim.launch.py as the closed loop with the trained bundle fixture.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import ros_helpers as h
+import yaml
+
+LAUNCH_FILES = ("sim.launch.py", "robot.launch.py")
+CLOSED_LOOP_SEED = 100  # rooms seed .. seed + 4 (not the training stream)
+CLOSED_LOOP_EPISODES = 5
+
+
+@pytest.fixture(scope="module")
+def install(tmp_path_factory) -> Path:
+    """The package's data files laid out as a pip/colcon install prefix (built from the wheel)."""
+    return h.install_share_prefix(tmp_path_factory.mktemp("nav_policy_install"))
+
+
+# --------------------------------------------------------------------------- package
+
+
+def test_package_xml_format3_with_the_imported_dependencies() -> None:
+    root = ET.parse(h.PKG_SRC / "package.xml").getroot()
+    assert root.tag == "package" and root.get("format") == "3"
+    assert root.findtext("name") == "nav_policy"
+    assert root.find("export/build_type").text == "ament_python"
+    assert root.findtext("buildtool_depend") == "ament_python"
+    deps = {e.text for e in root if e.tag in ("depend", "exec_depend")}
+    sources = "\n".join(p.read_text() for p in (h.PKG_SRC / "nav_policy").glob("*.py"))
+    used = set(re.findall(r"^\s*(?:from|import) (\w+)\.(?:msg|srv)\b", sources, re.M))
+    used |= {"rclpy", "launch", "launch_ros", "ament_index_python"}
+    assert used <= deps, f"imported but not declared in package.xml: {sorted(used - deps)}"
+    assert {"python3-numpy", "python3-yaml"} <= deps
+
+
+def test_install_layout_marker_share_and_entry_points(install: Path) -> None:
+    assert (install / "share/ament_index/resource_index/packages/nav_policy").is_file()
+    share = install / "share/nav_policy"
+    assert (share / "package.xml").is_file()
+    for name in ("policy.yaml", "sim.yaml"):
+        assert (share / "config" / name).is_file()
+    for name in LAUNCH_FILES:
+        installed = share / "launch" / name
+        assert installed.read_text() == (h.REPO / "launch" / name).read_text(), f"{name}: share copy differs"
+    eps = (install.parent / "entry_points.txt").read_text()
+    assert "policy_node = nav_policy.policy_node:main" in eps and "sim_node = nav_policy.sim_node:main" in eps
+    # colcon installs the scripts where ros2 run / launch_ros look for them
+    cfg = (h.PKG_SRC / "setup.cfg").read_text()
+    assert "install_scripts=$base/lib/nav_policy" in cfg and "script_dir=$base/lib/nav_policy" in cfg
+
+
+# --------------------------------------------------------------------------- launch recordings
+
+
+def _topic_params(files: list[Path]) -> dict[str, str]:
+    out = {}
+    for f in files:
+        for section in yaml.safe_load(f.read_text()).values():
+            out.update({k: v for k, v in section["ros__parameters"].items() if k.endswith("_topic")})
+    return out
+
+
+@pytest.mark.parametrize("name", LAUNCH_FILES)
+def test_launch_file_nodes_are_entry_points_with_parsable_params_and_known_topics(install: Path, name: str) -> None:
+    rec = h.record_launch(install / "share/nav_policy/launch" / name, {"bundle": "/some/bundle"}, ament_prefix=install)
+    assert rec.nodes, f"{name} starts no node"
+    eps = (install.parent / "entry_points.txt").read_text()
+    for node in rec.nodes:
+        assert node.package == "nav_policy"
+        assert re.search(rf"^{node.executable} = nav_policy\.", eps, re.M), f"{node.executable} is no entry point"
+        h.entry_point_script(node.executable)  # and installed in this environment
+        assert node.param_files, f"{node.name}: no parameter file"
+        for f in node.param_files:
+            assert f.is_file(), f"{name}: parameter file {f} does not exist"
+            assert f.is_relative_to(install), f"{f} is not the installed copy"
+            data = yaml.safe_load(f.read_text())
+            assert isinstance(data, dict) and data, f"{f}: empty"
+            for key, section in data.items():
+                assert key in ("/**", node.name) and isinstance(section.get("ros__parameters"), dict), f"{f}: {key}"
+        assert node.params.get("bundle_path", "/some/bundle") == "/some/bundle"
+        topics = set(_topic_params(node.param_files).values()) | {"/clock"}
+        for src, _ in node.remappings:
+            assert src in topics, f"{name}: remapping of '{src}', which {node.executable} does not use ({topics})"
+    if name == "robot.launch.py":
+        (node,) = rec.nodes
+        assert {s for s, _ in node.remappings} == {"/scan", "/odom", "/goal_pose", "/cmd_vel"}
+        assert {"scan", "odom", "goal", "cmd_vel", "params_file", "bundle"} <= set(rec.arguments)
+    else:
+        assert {n.executable for n in rec.nodes} == {"sim_node", "policy_node"}
+        assert {"bundle", "seed", "use_sim_time"} <= set(rec.arguments)
+        policy = next(n for n in rec.nodes if n.executable == "policy_node")
+        sim = next(n for n in rec.nodes if n.executable == "sim_node")
+        assert policy.params["use_sim_time"] is True and sim.params["seed"] == 0
+        rec2 = h.record_launch(
+            install / "share/nav_policy/launch" / name, {"seed": "7", "use_sim_time": "false"}, ament_prefix=install
+        )
+        assert next(n for n in rec2.nodes if n.executable == "sim_node").params["seed"] == 7
+        assert next(n for n in rec2.nodes if n.executable == "policy_node").params["use_sim_time"] is False
+
+
+def test_undeclared_launch_argument_is_an_error(install: Path) -> None:
+    with pytest.raises(AssertionError, match="not declared"):
+        h.record_launch(install / "share/nav_policy/launch/robot.launch.py", {"sacn": "/x"}, ament_prefix=install)
+
+
+# --------------------------------------------------------------------------- running graphs
+
+
+def _declared_parameters(tn: h.TestNode, node_name: str, procs) -> set[str]:
+    from rcl_interfaces.srv import ListParameters
+
+    client = tn.node.create_client(ListParameters, f"/{node_name}/list_parameters")
+    tn.spin_until(client.service_is_ready, 30, f"/{node_name}/list_parameters", procs)
+    fut = client.call_async(ListParameters.Request())
+    tn.spin_until(fut.done, 10, f"{node_name} parameter list", procs)
+    tn.node.destroy_client(client)
+    return set(fut.result().result.names)
+
+
+def _check_params_declared(tn, rec_node: h.RecordedNode, procs) -> None:
+    declared = _declared_parameters(tn, rec_node.name, procs)
+    given = set(rec_node.params)
+    for f in rec_node.param_files:
+        for section in yaml.safe_load(f.read_text()).values():
+            given |= set(section["ros__parameters"])
+    assert given <= declared, f"{rec_node.name}: parameters not declared by the node: {sorted(given - declared)}"
+
+
+def test_robot_launch_graph_runs_with_remapped_topics(install: Path, tmp_path: Path) -> None:
+    from geometry_msgs.msg import PoseStamped, Twist
+    from nav_msgs.msg import Odometry
+    from nav_policy.ros_common import GOAL_QOS, SENSOR_QOS
+    from sensor_msgs.msg import LaserScan
+
+    bundle = h.write_goal_seeking_bundle(tmp_path / "bundle")
+    remap = {"scan": "/robot1/lidar", "odom": "/robot1/odom", "goal": "/robot1/goal", "cmd_vel": "/robot1/cmd"}
+    rec = h.record_launch(
+        install / "share/nav_policy/launch/robot.launch.py", {"bundle": str(bundle), **remap}, ament_prefix=install
+    )
+    (node,) = rec.nodes
+    lease = h.DomainLease()
+    try:
+        with h.processes() as procs:
+            procs.append(h.Proc(h.node_command(node, tmp_path), h.ros_env(lease.domain_id), tmp_path / "policy.log"))
+            tn = h.TestNode(lease.domain_id)
+            try:
+                n = tn.node
+                scan_pub = n.create_publisher(LaserScan, remap["scan"], SENSOR_QOS)
+                odom_pub = n.create_publisher(Odometry, remap["odom"], 10)
+                goal_pub = n.create_publisher(PoseStamped, remap["goal"], GOAL_QOS)
+                cmds = []
+                n.create_subscription(Twist, remap["cmd_vel"], lambda m: cmds.append(m.linear.x), 10)
+                tn.spin_until(
+                    lambda: scan_pub.get_subscription_count() and odom_pub.get_subscription_count() and cmds,
+                    30,
+                    "the policy node on the remapped topics",
+                    procs,
+                )
+                _check_params_declared(tn, node, procs)
+                tn.spin_until(lambda: node.name in n.get_node_names(), 10, "the node in the graph", procs)
+                names = {t for t, _ in n.get_subscriber_names_and_types_by_node(node.name, "/")}
+                assert {remap["scan"], remap["odom"], remap["goal"]} <= names, names
+                assert not names & {"/scan", "/odom", "/goal_pose"}
+                goal = PoseStamped()
+                goal.header.frame_id = "odom"
+                goal.pose.position.x = 2.0
+                tn.spin_until(lambda: goal_pub.get_subscription_count() > 0, 10, "goal subscriber", procs)
+                goal_pub.publish(goal)
+
+                def moving() -> bool:
+                    now = n.get_clock().now().to_msg()
+                    s = LaserScan(angle_min=-3.14159265, angle_increment=0.0872664626, range_min=0.1, range_max=6.0)
+                    s.header.stamp, s.header.frame_id, s.ranges = now, "base_link", [3.0] * 72
+                    o = Odometry()
+                    o.header.stamp, o.header.frame_id = now, "odom"
+                    o.pose.pose.orientation.w = 1.0
+                    scan_pub.publish(s)
+                    odom_pub.publish(o)
+                    return bool(cmds) and cmds[-1] > 1.0
+
+                tn.spin_until(moving, 20, "a forward command on the remapped cmd_vel", procs)
+            finally:
+                tn.close()
+    finally:
+        lease.release()
+
+
+def test_sim_launch_closed_loop_reaches_goals(install: Path, tmp_path: Path) -> None:
+    """Sim node + policy node from sim.launch.py, with the trained bundle fixture, five rooms."""
+    from nav_policy.ros_common import EVENT_QOS
+    from std_msgs.msg import String
+
+    bundle = h.fixture_bundle()
+    args = {
+        "bundle": str(bundle),
+        "seed": str(CLOSED_LOOP_SEED),
+        "num_episodes": str(CLOSED_LOOP_EPISODES),
+        "lockstep": "true",
+    }
+    rec = h.record_launch(install / "share/nav_policy/launch/sim.launch.py", args, ament_prefix=install)
+    lease = h.DomainLease()
+    try:
+        with h.processes() as procs:
+            tn = h.TestNode(lease.domain_id)
+            try:
+                episodes = []
+                tn.node.create_subscription(
+                    String, "/sim/episode", lambda m: episodes.append(json.loads(m.data)), EVENT_QOS
+                )
+                for node in rec.nodes:
+                    cmd = h.node_command(node, tmp_path)
+                    procs.append(h.Proc(cmd, h.ros_env(lease.domain_id), tmp_path / f"{node.name}.log"))
+                for node in rec.nodes:
+                    _check_params_declared(tn, node, procs)
+                sim = next(p for p, n in zip(procs, rec.nodes, strict=True) if n.executable == "sim_node")
+                tn.spin_until(
+                    lambda: len(episodes) >= CLOSED_LOOP_EPISODES,
+                    240,
+                    "five episodes",
+                    [p for p in procs if p is not sim],
+                )
+                assert sim.popen.wait(30) == 0, sim.output()[-3000:]
+            finally:
+                tn.close()
+            logs = "\n".join(p.output()[-2500:] for p in procs)
+    finally:
+        lease.release()
+    outcomes = [e["outcome"] for e in episodes]
+    print("closed loop:", json.dumps(episodes, indent=None))
+    assert [e["seed"] for e in episodes] == list(range(CLOSED_LOOP_SEED, CLOSED_LOOP_SEED + CLOSED_LOOP_EPISODES))
+    assert "collided" not in outcomes, f"collision in the closed loop: {episodes}\n{logs}"
+    assert outcomes.count("reached") >= 4, f"goal reached in {outcomes.count('reached')}/5: {episodes}\n{logs}"
+    assert all(e["sim_time_s"] <= 30.0 for e in episodes)
