@@ -109,7 +109,7 @@ def compare_specs(expected: PolicySpec, actual: PolicySpec) -> list[str]:
     a_names = [t.name for t in actual.terms]
     if e_names != a_names:
         diffs.append(f"term order/names: bundle {e_names} vs runtime {a_names}")
-    for te, ta in zip(expected.terms, actual.terms):
+    for te, ta in zip(expected.terms, actual.terms, strict=False):
         if te.name != ta.name:
             continue
         for key in ("width", "params", "version"):
