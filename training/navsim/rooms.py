@@ -62,6 +62,7 @@ class RoomGeometry:
         half_ext[nc:] = torch.as_tensor(sizes.box_half, dtype=torch.float32)
         self.half_ext = half_ext  # cylinder: (r, 0); box: (hx, hy)
         self.bound_r = torch.as_tensor(sizes.bounding_radius(), dtype=torch.float32, device=device)
+        self.bound_r_host = [float(r) for r in sizes.bounding_radius()]  # no device reads while generating
 
     def nearest(self, rooms: RoomBatch, points: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Signed distance from points (n, P, 2) to the nearest surface, and the unit vector
@@ -142,7 +143,7 @@ def generate_rooms(n: int, cfg: EnvCfg, geom: RoomGeometry, gen: torch.Generator
     yaw = _uniform(gen, (n, S), -torch.pi, torch.pi, device) * geom.is_box
     active = torch.zeros(n, S, dtype=torch.bool, device=device)
     for j in range(S):
-        rj = float(geom.bound_r[j])
+        rj = geom.bound_r_host[j]
         lim = half - room.wall_margin - rj
         cand = _uniform(gen, (n, CANDIDATES, 2), -lim, lim, device)
         gap = (cand[:, :, None, :] - pos[:, None, :, :]).norm(dim=-1)  # (n, C, S)
