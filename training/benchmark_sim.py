@@ -1,0 +1,306 @@
+"""Throughput of the batched simulator: NavEnv.step (MuJoCo Warp + lidar) against C MuJoCo.
+
+    python training/benchmark_sim.py                          # 64, 1024 and 4096 worlds
+    python training/benchmark_sim.py --num-envs 4096 --steps 30 --json /tmp/bench.json
+
+For each world count N it measures, on the same rooms:
+
+* ``env``: env-steps/s of ``NavEnv.step`` with random actions: physics substeps, collision
+  check, the lidar, rewards, observations and auto-resets, i.e. what training pays per step.
+  The physics and the lidar are also timed alone (``physics``, ``lidar`` columns).
+* ``reference``: C MuJoCo on the very same rooms and start poses: ``mujoco.rollout`` of the
+  physics substeps for all N worlds (one MjModel per world, so each world has its own layout; the
+  rollout runs on as many threads as the machine has cores) plus ``mujoco.mj_multiRay`` for the
+  72 beams of every world at every control step (a Python loop over worlds, single-threaded:
+  the call is too short for threads to pay off). The reference does physics and rays only: no
+  resets, rewards or observations.
+
+Warm-up steps (Warp kernel compilation or cache loading, first allocations) are run before the
+clock starts. Progress goes to stderr; the result table to stdout; ``--json`` writes the numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+for _p in (ROOT / "training", ROOT / "deploy"):
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
+
+import mujoco  # noqa: E402
+import torch  # noqa: E402
+from mujoco import rollout  # noqa: E402
+from navdeploy.action import action_to_command  # noqa: E402
+from navsim.config import load_config  # noqa: E402
+from navsim.robot import LIDAR_HEIGHT, OBSTACLE_HALF_HEIGHT, PARK_Z  # noqa: E402
+
+DEFAULT_NUM_ENVS = (64, 1024, 4096)
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _sync(env) -> None:
+    if env.device.type == "cuda":
+        torch.cuda.synchronize(env.device)
+
+
+def bench_warp(env, steps: int, warmup: int, seed: int) -> dict[str, float]:
+    """env-steps/s of NavEnv.step, and of its physics and lidar alone."""
+    n = env.num_envs
+    gen = torch.Generator(device=env.device).manual_seed(seed)
+    actions = [torch.rand(n, 3, generator=gen, device=env.device) * 2 - 1 for _ in range(steps + warmup)]
+    for k in range(warmup):
+        env.step(actions[k])
+    _sync(env)
+    log(f"  [warp N={n}] timing {steps} steps of NavEnv.step")
+    t0 = time.perf_counter()
+    for k in range(steps):
+        env.step(actions[warmup + k])
+        if (k + 1) % max(1, steps // 4) == 0:
+            log(f"    step {k + 1}/{steps}")
+    _sync(env)
+    t_env = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        env._simulate()
+    _sync(env)
+    t_phys = time.perf_counter() - t0
+    pose = env.pose()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        env.lidar.scan(pose)
+    _sync(env)
+    t_lidar = time.perf_counter() - t0
+    return {
+        "env_steps_per_s": n * steps / t_env,
+        "physics_steps_per_s": n * steps / t_phys,
+        "lidar_steps_per_s": n * steps / t_lidar,
+    }
+
+
+class CReference:
+    """C MuJoCo on the rooms of ``env``: rollout for the physics, mj_multiRay for the lidar."""
+
+    def __init__(self, env, nthread: int) -> None:
+        ecfg = env.env_cfg
+        self.n = env.num_envs
+        self.nthread = nthread
+        self.substeps = ecfg.physics_substeps
+        self.scaling = env.scaling
+        self.max_range = float(ecfg.lidar.max_range)
+        self.num_beams = ecfg.lidar.num_beams
+        base = mujoco.MjModel.from_xml_string(env.mjcf)
+        slots = env.slot_ids.cpu().numpy()
+        # Without this the compiler's "same frame as the body" flag makes mj_kinematics ignore
+        # geom_quat of these static geoms: boxes would keep yaw 0.
+        base.geom_sameframe[slots] = 0
+        self.base_body = base.body("base").id
+        rooms = env.rooms
+        pos = rooms.slot_pos.cpu().double().numpy()
+        yaw = rooms.slot_yaw.cpu().double().numpy()
+        active = rooms.slot_active.cpu().numpy()
+        z = np.where(active, OBSTACLE_HALF_HEIGHT, PARK_Z)
+        xpos = np.concatenate([pos, z[..., None]], axis=-1)  # (n, S, 3)
+        quat = np.stack([np.cos(yaw / 2), np.zeros_like(yaw), np.zeros_like(yaw), np.sin(yaw / 2)], axis=-1)
+        c, s = np.cos(yaw), np.sin(yaw)
+        zero, one = np.zeros_like(c), np.ones_like(c)
+        xmat = np.stack([c, -s, zero, s, c, zero, zero, zero, one], axis=-1)  # (n, S, 9)
+        self.models = []
+        for i in range(self.n):
+            m = copy.copy(base)
+            m.geom_pos[slots] = xpos[i]
+            m.geom_quat[slots] = quat[i]
+            self.models.append(m)
+        self.datas = [mujoco.MjData(base) for _ in range(nthread)]
+        # Rays: one MjData whose slot geom poses are rewritten per world (walls come from mj_forward).
+        self.ray_data = mujoco.MjData(base)
+        mujoco.mj_forward(base, self.ray_data)
+        self.slots, self.slot_xpos, self.slot_xmat = slots, xpos, xmat
+        self.spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
+        nstate = mujoco.mj_stateSize(base, self.spec)
+        self.state = np.zeros((self.n, nstate))
+        self.out_state = np.zeros((self.n, self.substeps, nstate))
+        self.out_sensor = np.zeros((self.n, self.substeps, base.nsensordata))
+        data = mujoco.MjData(base)
+        start = rooms.start.cpu().double().numpy()
+        for i in range(self.n):
+            data.qpos[:3] = start[i]
+            data.qvel[:] = 0
+            mujoco.mj_getState(base, data, self.state[i], self.spec)
+        qpos_adr = 1  # FULLPHYSICS state: [time, qpos, qvel, act, ...]
+        self.qpos_slice = slice(qpos_adr, qpos_adr + base.nq)
+        ang = -math.pi + np.arange(self.num_beams) * (2 * math.pi / self.num_beams)
+        self.beam_cos, self.beam_sin = np.cos(ang), np.sin(ang)
+        self.dist = np.zeros((self.n, self.num_beams))
+        self.geomid = np.zeros(self.num_beams, dtype=np.int32)
+        self.runner = rollout.Rollout(nthread=nthread)
+
+    def close(self) -> None:
+        self.runner.close()
+
+    def physics(self, actions: np.ndarray) -> None:
+        qpos = self.state[:, self.qpos_slice]
+        cmd = action_to_command(actions, self.scaling)
+        c, s = np.cos(qpos[:, 2]), np.sin(qpos[:, 2])
+        ctrl = np.stack([c * cmd[:, 0] - s * cmd[:, 1], s * cmd[:, 0] + c * cmd[:, 1], cmd[:, 2]], axis=-1)
+        control = np.ascontiguousarray(np.repeat(ctrl[:, None, :], self.substeps, axis=1))
+        self.runner.rollout(
+            self.models,
+            self.datas,
+            self.state,
+            control,
+            nstep=self.substeps,
+            state=self.out_state,
+            sensordata=self.out_sensor,
+            skip_checks=True,  # outputs preallocated, inputs contiguous float64
+        )
+        self.state = np.ascontiguousarray(self.out_state[:, -1])
+
+    def rays(self) -> np.ndarray:
+        qpos = self.state[:, self.qpos_slice]
+        c, s = np.cos(qpos[:, 2:3]), np.sin(qpos[:, 2:3])
+        vec = np.zeros((self.n, self.num_beams, 3))
+        vec[..., 0] = c * self.beam_cos - s * self.beam_sin
+        vec[..., 1] = s * self.beam_cos + c * self.beam_sin
+        vec = vec.reshape(self.n, -1)
+        pnt = np.stack([qpos[:, 0], qpos[:, 1], np.full(self.n, LIDAR_HEIGHT)], axis=-1)
+        rd, slots = self.ray_data, self.slots
+        for i in range(self.n):
+            rd.geom_xpos[slots] = self.slot_xpos[i]
+            rd.geom_xmat[slots] = self.slot_xmat[i]
+            mujoco.mj_multiRay(
+                self.models[i],
+                rd,
+                pnt[i],
+                vec[i],
+                None,
+                1,
+                self.base_body,
+                self.geomid,
+                self.dist[i],
+                None,
+                self.num_beams,
+                self.max_range,
+            )
+        return np.where(self.dist < 0, self.max_range, self.dist)
+
+
+def bench_reference(env, steps: int, warmup: int, nthread: int, seed: int) -> dict[str, float]:
+    n = env.num_envs
+    log(f"  [C MuJoCo N={n}] building {n} per-world models")
+    ref = CReference(env, nthread)
+    rng = np.random.default_rng(seed)
+    actions = [rng.uniform(-1, 1, (n, 3)) for _ in range(steps + warmup)]
+    try:
+        for k in range(warmup):
+            ref.physics(actions[k])
+            ref.rays()
+        log(f"  [C MuJoCo N={n}] timing {steps} steps (rollout on {nthread} threads + mj_multiRay)")
+        t_phys = t_rays = 0.0
+        for k in range(steps):
+            t0 = time.perf_counter()
+            ref.physics(actions[warmup + k])
+            t1 = time.perf_counter()
+            ref.rays()
+            t_rays += time.perf_counter() - t1
+            t_phys += t1 - t0
+            if (k + 1) % max(1, steps // 4) == 0:
+                log(f"    step {k + 1}/{steps}")
+    finally:
+        ref.close()
+    return {
+        "reference_env_steps_per_s": n * steps / (t_phys + t_rays),
+        "reference_physics_steps_per_s": n * steps / t_phys,
+        "reference_rays_steps_per_s": n * steps / t_rays,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--num-envs", type=int, action="append", help="world count (repeatable)")
+    parser.add_argument("--steps", type=int, default=20, help="timed control steps per world count")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (kernel compile/load)")
+    parser.add_argument("--device", default=None, help="Warp device (default: env.device of the config)")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="threads of the C rollout")
+    parser.add_argument("--torch-threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    parser.add_argument("--no-reference", action="store_true", help="skip the C MuJoCo reference")
+    parser.add_argument("--config", default=None, help="config YAML (default conf/nav.yaml)")
+    parser.add_argument("--json", default=None, help="write the results here")
+    parser.add_argument("overrides", nargs="*", help="dotted config overrides, e.g. env.room.num_obstacles=[8,16]")
+    args = parser.parse_args(argv)
+    counts = args.num_envs or list(DEFAULT_NUM_ENVS)
+    if args.torch_threads:
+        torch.set_num_threads(args.torch_threads)
+
+    from navsim.env import NavEnv, resolve_device
+
+    cfg = load_config(args.config, args.overrides)
+    device = resolve_device(args.device or cfg.env.device)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    log(
+        f"benchmark: device {device}, {os.cpu_count()} cores, torch threads {torch.get_num_threads()}, "
+        f"C rollout threads {args.threads}, {args.steps} timed steps, load average {load:.2f}"
+    )
+    results: dict[str, dict[str, float]] = {}
+    for n in counts:
+        log(f"[N={n}] building NavEnv and warming up ({args.warmup} steps)")
+        t0 = time.perf_counter()
+        env = NavEnv(cfg, num_envs=n, device=device, seed=cfg.env.seed)
+        env.randomize_episode_lengths()
+        log(f"  built in {time.perf_counter() - t0:.1f} s")
+        row = bench_warp(env, args.steps, args.warmup, seed=n)
+        if not args.no_reference:
+            env.reset()  # the reference starts from the same rooms and start poses
+            row.update(bench_reference(env, args.steps, args.warmup, args.threads, seed=n))
+            row["ratio_env_to_reference"] = row["env_steps_per_s"] / row["reference_env_steps_per_s"]
+        results[str(n)] = row
+        del env
+
+    print(f"\nenv-steps/s on {device} (72-beam lidar included), {args.steps} timed steps per row")
+    header = f"{'worlds':>7} {'NavEnv.step':>12} {'physics':>10} {'lidar':>10}"
+    if not args.no_reference:
+        header += f" {'C ref':>10} {'C physics':>10} {'C rays':>10} {'env/C':>7}"
+    print(header)
+    for n, r in results.items():
+        line = (
+            f"{n:>7} {r['env_steps_per_s']:>12,.0f} {r['physics_steps_per_s']:>10,.0f} {r['lidar_steps_per_s']:>10,.0f}"
+        )
+        if not args.no_reference:
+            line += (
+                f" {r['reference_env_steps_per_s']:>10,.0f} {r['reference_physics_steps_per_s']:>10,.0f}"
+                f" {r['reference_rays_steps_per_s']:>10,.0f} {r['ratio_env_to_reference']:>7.2f}"
+            )
+        print(line)
+    if not args.no_reference:
+        print(f"C ref: mujoco.rollout on {args.threads} threads + mj_multiRay (1 thread); physics and rays only")
+    if args.json:
+        payload = {
+            "device": device,
+            "cpu_count": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(),
+            "reference_rollout_threads": None if args.no_reference else args.threads,
+            "steps": args.steps,
+            "warmup": args.warmup,
+            "load_average_at_start": load,
+            "results": results,
+        }
+        Path(args.json).write_text(json.dumps(payload, indent=2) + "\n")
+        log(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
