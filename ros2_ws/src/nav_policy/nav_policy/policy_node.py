@@ -219,8 +219,9 @@ class PolicyNode(Node):
 
     # ------------------------------------------------------------------ control
     def on_tick(self) -> None:
+        now = self._now()
         try:
-            res = self.ctrl.tick(self._now())
+            res = self.ctrl.tick(now)
             cmd, state, reason = res.cmd, res.state, res.reason
         except Exception as exc:  # never let a tick die without a zero command
             cmd, state, reason = np.zeros(3), State.ERROR, f"tick failed: {type(exc).__name__}: {exc}"
@@ -244,6 +245,7 @@ class PolicyNode(Node):
             "inference_ms": None if res is None or res.inference_ms is None else round(res.inference_ms, 4),
             "last_inference_ms": None if self.ctrl.last_inference_ms is None else round(self.ctrl.last_inference_ms, 4),
             "cmd": [round(float(v), 5) for v in cmd],
+            "scan_age_s": None if self.ctrl.scan is None else round(now - self.ctrl.scan.stamp, 4),
         }
         self.status_pub.publish(String(data=json.dumps(status)))
 

@@ -71,7 +71,7 @@ class SimNode(Node):
         config_path = p("config_path", "").value
         self.lockstep = bool(p("lockstep", False).value)
         self.rtf = float(p("real_time_factor", 1.0).value)
-        self.lockstep_timeout = float(p("lockstep_timeout", 1.0).value)
+        self.lockstep_timeout = float(p("lockstep_timeout", 2.0).value)
         self.wait_for_policy = float(p("wait_for_policy_timeout", 30.0).value)
         noise_std = float(p("noise_std", -1.0).value)
         episode_length_s = float(p("episode_length_s", 0.0).value)

@@ -48,10 +48,12 @@ class SimWorld:
         self.goal_tolerance = float(e.goal_tolerance)
         self.max_steps = int(round(e.episode_length_s / e.control_period))
         self.half = e.room.size / 2.0
-        self.model = mujoco.MjModel.from_xml_string(build_mjcf(e))
+        self.spec = mujoco.MjSpec.from_string(build_mjcf(e))
+        self.model = self.spec.compile()
         self.data = mujoco.MjData(self.model)
         ids = geom_ids(self.model)
         self.slot_ids = ids["slots"]
+        self.slot_names = [self.model.geom(int(g)).name for g in self.slot_ids]
         self.shell_id = int(ids["shell"][0])
         self.robot_body = int(self.model.body("base").id)
         self.geometry = RoomGeometry(e, slot_sizes(e), "cpu")
@@ -81,18 +83,27 @@ class SimWorld:
         )
 
     def reset(self, room: Room) -> None:
+        """Build the world of ``room``: obstacles placed in the model, robot at the start pose.
+
+        The obstacles are static geoms of the world body. C MuJoCo precomputes the world body's
+        bounding volumes when it compiles, so writing ``model.geom_pos`` afterwards moves what the
+        rays see but not what collides (and the compiler's "same frame" flag drops a written yaw).
+        The model is therefore recompiled for each room (about 6 ms) from the same MJCF.
+        """
         self.room = room
-        m, d = self.model, self.data
-        for k, gid in enumerate(self.slot_ids):
+        for k, name in enumerate(self.slot_names):
+            g = self.spec.geom(name)
             if room.slot_active[k]:
-                m.geom_pos[gid] = (room.slot_pos[k, 0], room.slot_pos[k, 1], OBSTACLE_HALF_HEIGHT)
+                g.pos = [float(room.slot_pos[k, 0]), float(room.slot_pos[k, 1]), OBSTACLE_HALF_HEIGHT]
             else:
-                m.geom_pos[gid] = (0.0, 0.0, PARK_Z)
+                g.pos = [0.0, 0.0, PARK_Z]
             half_yaw = 0.5 * float(room.slot_yaw[k])
-            m.geom_quat[gid] = (math.cos(half_yaw), 0.0, 0.0, math.sin(half_yaw))
-        mujoco.mj_resetData(m, d)
+            g.quat = [math.cos(half_yaw), 0.0, 0.0, math.sin(half_yaw)]
+        self.model = self.spec.compile()
+        self.data = mujoco.MjData(self.model)
+        m, d = self.model, self.data
         d.qpos[:3] = room.start
-        mujoco.mj_forward(m, d)  # static geoms take their new model poses here
+        mujoco.mj_forward(m, d)
         self.rng = np.random.default_rng(room.seed + 7919)
         self.steps = 0
         self.collided = False

@@ -1,0 +1,155 @@
+"""The sim node's C MuJoCo world against the training env (MuJoCo Warp): same rooms, same scans,
+same response to commands, same episode judgement. No ROS needed here."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from nav_policy.sim_world import SimWorld
+from navsim.config import load_config
+from navsim.rooms import RoomBatch
+
+SEEDS = [0, 1, 2, 3]
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return load_config(overrides=["env.lidar.noise_std=0.0", "env.init_at_random_ep_len=false", "env.auto_reset=false"])
+
+
+@pytest.fixture(scope="module")
+def world(cfg) -> SimWorld:
+    return SimWorld(cfg)
+
+
+def _batch(rooms) -> RoomBatch:
+    def t(name, dtype=torch.float32):
+        return torch.tensor(np.stack([getattr(r, name) for r in rooms]), dtype=dtype)
+
+    return RoomBatch(t("slot_pos"), t("slot_yaw"), t("slot_active", torch.bool), t("start"), t("goal"))
+
+
+@pytest.fixture(scope="module")
+def env_and_rooms(make_env, world):
+    rooms = [world.make_room(s) for s in SEEDS]
+    env = make_env(len(SEEDS), "env.lidar.noise_std=0.0", "env.init_at_random_ep_len=false", "env.auto_reset=false")
+    return env, rooms
+
+
+def test_seed_selects_a_fixed_valid_room(world: SimWorld) -> None:
+    a, b, c = world.make_room(5), world.make_room(5), world.make_room(6)
+    assert np.array_equal(a.slot_pos, b.slot_pos) and np.array_equal(a.goal, b.goal)
+    assert not np.array_equal(a.goal, c.goal)
+    lo, hi = world.env_cfg.room.goal_distance
+    assert lo - 1e-6 <= np.linalg.norm(a.goal - a.start[:2]) <= hi + 1e-6
+    world.reset(a)
+    assert world.pose() == pytest.approx(a.start)
+    ids = world.slot_ids
+    placed = world.data.geom_xpos[ids[a.slot_active]][:, :2]
+    assert np.allclose(placed, a.slot_pos[a.slot_active])
+    assert np.all(world.data.geom_xpos[ids[~a.slot_active]][:, 2] < -50)
+    for k in np.flatnonzero(a.slot_active):  # boxes keep their yaw (geom_sameframe cleared)
+        c, s = math.cos(a.slot_yaw[k]), math.sin(a.slot_yaw[k])
+        assert np.allclose(world.data.geom_xmat[ids[k]].reshape(3, 3)[:2, :2], [[c, -s], [s, c]], atol=1e-9)
+    assert np.any(np.abs(a.slot_yaw[a.slot_active]) > 0.1)
+
+
+def test_scan_matches_the_training_lidar(env_and_rooms, world: SimWorld) -> None:
+    env, rooms = env_and_rooms
+    env.reset(_batch(rooms))
+    warp_scan = env.scan.cpu().numpy()
+    for i, room in enumerate(rooms):
+        world.reset(room)
+        ours = world.scan(noise=False)
+        assert ours.shape == (world.num_beams,)
+        assert np.abs(ours - warp_scan[i]).max() < 2e-3, f"room {room.seed}"
+
+
+def test_commands_move_the_robot_as_in_training(env_and_rooms, world: SimWorld) -> None:
+    """Identical body-frame commands (incl. turning, so the body->world rotation matters) give
+    identical trajectories in both simulators while nothing is hit."""
+    env, rooms = env_and_rooms
+    env.reset(_batch(rooms))
+    scaling = env.scaling
+    raw = torch.tensor([[0.3, 0.2, 0.5]]).expand(len(rooms), 3)
+    cmd = np.array([0.3 * scaling.v_max, 0.2 * scaling.v_max, 0.5 * scaling.omega_max])
+    steps = 5
+    for _ in range(steps):
+        env.step(raw)
+    warp_pose = env.pose().cpu().numpy()
+    warp_twist = env.body_twist().cpu().numpy()
+    for i, room in enumerate(rooms):
+        if env.last_info.collision[i]:
+            continue
+        world.reset(room)
+        for _ in range(steps):
+            world.step(cmd)
+        assert world.pose() == pytest.approx(warp_pose[i], abs=2e-3), f"room {room.seed}"
+        assert world.body_twist() == pytest.approx(warp_twist[i], abs=2e-2)
+        assert math.hypot(*(world.pose()[:2] - room.start[:2])) > 0.2
+
+
+def test_episode_outcomes(world: SimWorld) -> None:
+    room = world.make_room(0)
+    world.reset(room)
+    # drive straight at the nearest obstacle surface: a collision (and it beats everything else)
+    active = np.flatnonzero(room.slot_active)
+    target = room.slot_pos[active[np.argmin(np.linalg.norm(room.slot_pos[active] - room.start[:2], axis=1))]]
+    for _ in range(200):
+        p = world.pose()
+        d = target - p[:2]
+        c, s = math.cos(p[2]), math.sin(p[2])
+        world.step(np.array([c * d[0] + s * d[1], -s * d[0] + c * d[1], 0.0]) * 1.5 / max(np.linalg.norm(d), 1e-6))
+        if world.outcome() is not None:
+            break
+    assert world.outcome() == "collided"
+    world.reset(room)
+    assert world.outcome() is None
+    world.data.qpos[:2] = room.goal + np.array([0.1, 0.0])
+    world.step(np.zeros(3))
+    assert world.outcome() == "reached"
+    world.reset(room)
+    for _ in range(world.max_steps):
+        world.step(np.zeros(3))
+    assert world.outcome() == "timeout"
+
+
+def test_policy_episodes_end_alike_in_both_simulators(make_env, cfg) -> None:
+    """The trained bundle, noise off, six rooms: the sim node's world (scans -> deploy runtime ->
+    command) and the training env (policy observations -> same ONNX actions) end every episode
+    the same way on the same step."""
+    import ros_helpers as h
+    from navdeploy.runtime import PolicyRuntime, ScanInput
+
+    rt = PolicyRuntime.load(h.fixture_bundle())
+    seeds = list(range(101, 107))
+    limit = 60
+    world = SimWorld(cfg)
+    rooms = [world.make_room(s) for s in seeds]
+    env = make_env(len(seeds), "env.lidar.noise_std=0.0", "env.init_at_random_ep_len=false", "env.auto_reset=false")
+    env.reset(_batch(rooms))
+    warp: list[tuple[str, int] | None] = [None] * len(seeds)
+    for t in range(1, limit + 1):
+        env.step(torch.as_tensor(rt.act(env.get_observations()["policy"].cpu().numpy())))
+        info = env.last_info
+        for i in range(len(seeds)):
+            if warp[i] is None:
+                if bool(info.collision[i]):
+                    warp[i] = ("collided", t)
+                elif bool(info.success[i]):
+                    warp[i] = ("reached", t)
+        if all(warp):
+            break
+    ours: list[tuple[str, int] | None] = []
+    for room in rooms:
+        world.reset(room)
+        rt.reset()
+        while world.outcome() is None and world.steps < limit:
+            scan = ScanInput.training_beams(world.scan(noise=False), world.num_beams, world.max_range)
+            world.step(rt.step(scan, pose=world.pose(), twist=world.body_twist(), goal=room.goal))
+        ours.append((world.outcome(), world.steps) if world.outcome() else None)
+    assert ours == warp
+    assert {o for o, _ in filter(None, ours)} >= {"reached"}
