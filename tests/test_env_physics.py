@@ -144,3 +144,32 @@ def test_each_world_collides_only_with_its_own_obstacles(make_env):
         if env.last_info.collision[3]:
             break
     assert env.last_info.collision[3] and not env.last_info.collision[1]
+
+
+def test_warp_trajectories_match_c_mujoco_rollout_on_the_same_rooms(make_env):
+    """The benchmark's C MuJoCo reference (rollout + mj_multiRay) reproduces NavEnv worlds."""
+    import numpy as np
+    from benchmark_sim import CReference
+
+    env = make_env(16, "env.init_at_random_ep_len=false", "env.auto_reset=false", "env.lidar.noise_std=0.0", seed=5)
+    ref = CReference(env, nthread=2)
+    rng = np.random.default_rng(0)
+    collided = np.zeros(env.num_envs, dtype=bool)
+    try:
+        for _ in range(10):
+            action = rng.uniform(-1, 1, (env.num_envs, 3))
+            env.step(torch.tensor(action, dtype=torch.float32))
+            ref.physics(action)
+            collided |= env.last_info.collision.numpy()
+        ranges = ref.rays()
+    finally:
+        ref.close()
+    free = ~collided
+    assert free.sum() >= 8
+    pose_c = ref.state[:, ref.qpos_slice]
+    moved = np.linalg.norm(pose_c[:, :2] - env.rooms.start[:, :2].numpy(), axis=1)
+    assert (moved[free] > 0.05).all()
+    assert np.abs(pose_c - env.qpos.double().numpy())[free].max() < 1e-4
+    assert np.abs(ranges - env.scan_clean.double().numpy())[free].max() < 1e-3
+    if collided.any():  # contacts resolve slightly differently, but C MuJoCo also stops there
+        assert np.abs(pose_c[:, :2] - env.qpos[:, :2].double().numpy())[collided].max() < 0.02

@@ -10,7 +10,8 @@ For each world count N it measures, on the same rooms:
   The physics and the lidar are also timed alone (``physics``, ``lidar`` columns).
 * ``reference``: C MuJoCo on the very same rooms and start poses: ``mujoco.rollout`` of the
   physics substeps for all N worlds (one MjModel per world, so each world has its own layout; the
-  rollout runs on as many threads as the machine has cores) plus ``mujoco.mj_multiRay`` for the
+  rollout runs on as many threads as the machine has cores; midphase off so that the moved
+  static obstacles collide) plus ``mujoco.mj_multiRay`` for the
   72 beams of every world at every control step (a Python loop over worlds, single-threaded:
   the call is too short for threads to pay off). The reference does physics and rays only: no
   resets, rewards or observations.
@@ -107,6 +108,10 @@ class CReference:
         # Without this the compiler's "same frame as the body" flag makes mj_kinematics ignore
         # geom_quat of these static geoms: boxes would keep yaw 0.
         base.geom_sameframe[slots] = 0
+        # The static midphase BVH of the world body is built at compile time, with the slots
+        # parked; moved obstacles would never collide. Without the midphase, every robot/world
+        # geom pair goes through the per-step bounding checks (cheap: 20 geoms).
+        base.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_MIDPHASE
         self.base_body = base.body("base").id
         rooms = env.rooms
         pos = rooms.slot_pos.cpu().double().numpy()
@@ -195,7 +200,7 @@ class CReference:
                 self.num_beams,
                 self.max_range,
             )
-        return np.where(self.dist < 0, self.max_range, self.dist)
+        return np.where((self.dist < 0) | (self.dist > self.max_range), self.max_range, self.dist)
 
 
 def bench_reference(env, steps: int, warmup: int, nthread: int, seed: int) -> dict[str, float]:
