@@ -113,7 +113,7 @@ def main() -> int:
             lambda: (
                 scan_pub.get_subscription_count() > 0
                 and goal_pub.get_subscription_count() > 0
-                and clock_pub.get_subscription_count() > 0
+                and (clock_pub.get_subscription_count() > 0 or not sim_time)
             ),
             60,
             "policy node",
@@ -169,11 +169,10 @@ def main() -> int:
             period = 1.0 / args.scan_rate
             deadline = time.perf_counter()
             start_idx = None
-            while len(lat) < args.messages:
+            while start_idx is None or len(arrivals) - start_idx < args.messages:
                 deadline += period
                 scan.ranges = (2.0 + rng.random(args.beams)).astype(np.float32).tolist()
-                now_msg = n.get_clock().now().to_msg()
-                scan.header.stamp = odom.header.stamp = now_msg
+                scan.header.stamp = odom.header.stamp = n.get_clock().now().to_msg()
                 sent.append(time.perf_counter())
                 scan_pub.publish(scan)
                 odom_pub.publish(odom)
@@ -181,15 +180,13 @@ def main() -> int:
                     tn.executor.spin_once(timeout_sec=left)
                 if start_idx is None and len(arrivals) > args.warmup:
                     start_idx = len(arrivals)
-                if start_idx is not None:
-                    lat = []
-                    sent_arr = np.asarray(sent)
-                    for a in arrivals[start_idx:]:
-                        # newest scan sent at least ~0 before the command left (one-way DDS hop ignored)
-                        i = np.searchsorted(sent_arr, a) - 1
-                        if i >= 0:
-                            lat.append((a - sent_arr[i]) * 1e3)
                 assert proc.alive(), proc.output()[-3000:]
+            sent_arr = np.asarray(sent)
+            for a in arrivals[start_idx : start_idx + args.messages]:
+                # the newest scan published before the command arrived: the scan age the robot acts on
+                i = int(np.searchsorted(sent_arr, a)) - 1
+                if i >= 0:
+                    lat.append((a - sent_arr[i]) * 1e3)
         mem = proc_memory(proc.pid)
         inf = [s["inference_ms"] for s in status if s.get("inference_ms") is not None]
         tn.close()
