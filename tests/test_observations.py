@@ -199,3 +199,13 @@ def test_env_privileged_terms_match_the_room_geometry(make_env):
     assert priv[:, 73].tolist() == [0.0, 0.0]
     assert torch.allclose(priv[0, 74:76], torch.tensor([1.0, 0.0]), atol=1e-6)  # ahead
     assert torch.allclose(priv[1, 74:76], torch.tensor([0.0, -1.0]), atol=1e-6)  # to the right
+
+
+def test_runner_config_refuses_privileged_actor_inputs():
+    from navsim.ppo_config import runner_cfg
+
+    cfg = nav_config()
+    good = runner_cfg(cfg, manager().obs_groups())
+    assert good["obs_groups"] == {"actor": ["policy"], "critic": ["policy", "privileged"]}
+    with pytest.raises(ObservationConfigError, match="privileged"):
+        runner_cfg(cfg, {"actor": ["policy", "privileged"], "critic": ["policy", "privileged"]})
