@@ -194,6 +194,12 @@ def test_robot_launch_graph_runs_with_remapped_topics(install: Path, tmp_path: P
                     return bool(cmds) and cmds[-1] > 1.0
 
                 tn.spin_until(moving, 20, "a forward command on the remapped cmd_vel", procs)
+                # SIGTERM: the node's last word is a zero command, and it exits cleanly
+                n_before = len(cmds)
+                procs[0].popen.send_signal(15)
+                tn.spin_until(lambda: procs[0].popen.poll() is not None, 10, "the node to exit on SIGTERM")
+                tn.spin_until(lambda: len(cmds) > n_before and cmds[-1] == 0.0, 5, "the final zero command")
+                assert procs[0].popen.returncode == 0, procs[0].output()[-2000:]
             finally:
                 tn.close()
     finally:

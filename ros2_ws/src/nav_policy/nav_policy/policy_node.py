@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 from geometry_msgs.msg import PoseStamped, Twist
 from nav_msgs.msg import Odometry
+from rclpy.duration import Duration
 from rclpy.node import Node
 from sensor_msgs.msg import LaserScan
 from std_msgs.msg import String
@@ -255,8 +256,9 @@ class PolicyNode(Node):
         self.cmd_pub.publish(msg)
 
     def close(self) -> None:
-        """Last word on shutdown: stop the robot."""
+        """Last word on shutdown: stop the robot (and give reliable subscribers time to get it)."""
         self._publish(np.zeros(3))
+        self.cmd_pub.wait_for_all_acked(Duration(seconds=0.5))
 
 
 def main(args=None) -> int:
