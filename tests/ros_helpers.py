@@ -498,23 +498,15 @@ def install_share_prefix(workdir: Path) -> Path:
     import zipfile
 
     wheel_dir = workdir / "wheel"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-q",
-            "-w",
-            str(wheel_dir),
-            str(PKG_SRC),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    # Build from a copy (symlinks resolved, as colcon's copy does): no build/ or egg-info left in
+    # the source tree, and no stale build/lib from an earlier build ends up in the wheel.
+    src = workdir / "src"
+    shutil.copytree(PKG_SRC, src, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    base = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheel_dir), str(src)]
+    # Offline with the venv's setuptools first; an isolated build (fetches setuptools) otherwise.
+    proc = subprocess.run([*base, "--no-build-isolation"], capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        proc = subprocess.run(base, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f"pip wheel of nav_policy failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
     (wheel,) = wheel_dir.glob("nav_policy-*.whl")
     prefix = workdir / "prefix"
