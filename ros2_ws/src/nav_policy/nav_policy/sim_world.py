@@ -3,9 +3,9 @@
 The MJCF comes from ``navsim.robot.build_mjcf`` and the rooms from ``navsim.rooms.generate_rooms``
 (the training code), so the sim node drives the very robot, room and obstacle pool the policy was
 trained in. Commands are applied as the training env applies them: a body-frame [vx, vy, wz]
-rotated by the current yaw into the world-frame ``vx``/``vy`` actuators, ``wz`` direct, then
-``physics_substeps`` physics steps per control period. The lidar casts the training beams
-(``navsim.lidar.beam_angles``) from the robot centre with ``mj_multiRay``; no return reads
+held for ``physics_substeps`` physics steps per control period, rotated by the current yaw into
+the world-frame ``vx``/``vy`` actuators before each substep, ``wz`` direct. The lidar casts the
+training beams (``navsim.lidar.beam_angles``) from the robot centre with ``mj_multiRay``; no return reads
 ``max_range``; Gaussian noise as in training, clipped to [0, max_range].
 """
 
@@ -119,9 +119,11 @@ class SimWorld:
         self.data.ctrl[2] = wz
 
     def step(self, cmd: np.ndarray) -> None:
-        """One control period: apply ``cmd``, run the physics substeps, check contacts each substep."""
-        self.apply_command(cmd)
+        """One control period holding ``cmd``: before every physics substep the body-frame command
+        is rotated at the current yaw (a held Twist drives an arc, as in the training env);
+        contacts are checked after every substep."""
         for _ in range(self.substeps):
+            self.apply_command(cmd)
             mujoco.mj_step(self.model, self.data)
             self.collided |= self._shell_contact()
         self.steps += 1
