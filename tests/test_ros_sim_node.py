@@ -82,3 +82,60 @@ def test_sim_node_publishes_training_scan_odom_clock_goal_and_reports_timeouts(t
 
 def h_sec(stamp) -> float:
     return stamp.sec + 1e-9 * stamp.nanosec
+
+
+def test_sim_node_takes_goals_from_the_topic_when_not_publishing_its_own() -> None:
+    """publish_goal: false, in-process: a goal in the odom frame becomes the episode's goal, one in
+    another frame is ignored, and reaching it ends the episode as 'reached'."""
+    h.require_ros()
+    import numpy as np
+    import rclpy
+    from geometry_msgs.msg import PoseStamped, Twist
+    from nav_policy.sim_node import SimNode
+    from rclpy.parameter import Parameter
+
+    lease = h.DomainLease()
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx, domain_id=lease.domain_id)
+    try:
+        node = SimNode(
+            context=ctx,
+            parameter_overrides=[
+                Parameter("publish_goal", value=False),
+                Parameter("seed", value=5),
+                Parameter("num_episodes", value=1),
+                Parameter("noise_std", value=0.0),
+            ],
+        )
+        try:
+            assert node.goal_pub is None and node._goal() is None
+            node.advance()
+            assert node.world.steps == 1 and not node.results  # no goal yet: nothing to judge
+            start = node.room.start
+            msg = PoseStamped()
+            msg.header.frame_id = "map"
+            msg.pose.position.x, msg.pose.position.y = float(start[0]), float(start[1])
+            node.on_goal(msg)
+            assert node._goal() is None
+            msg.header.frame_id = "odom"
+            msg.pose.position.x = float(start[0] + 0.5)
+            node.on_goal(msg)
+            assert np.allclose(node._goal(), [start[0] + 0.5, start[1]])
+            # drive straight at it in the body frame until the episode ends
+            for _ in range(30):
+                if node.done:
+                    break
+                x, y, yaw = node.world.pose()
+                dx, dy = node._goal()[0] - x, node._goal()[1] - y
+                c, s = np.cos(yaw), np.sin(yaw)
+                t = Twist()
+                t.linear.x, t.linear.y = c * dx + s * dy, -s * dx + c * dy  # reaches it in ~1 s
+                node.on_cmd(t)
+                node.advance()
+            assert node.done and node.results[0]["outcome"] == "reached", node.results
+            assert node.results[0]["goal"] == [round(float(start[0] + 0.5), 4), round(float(start[1]), 4)]
+        finally:
+            node.destroy_node()
+    finally:
+        rclpy.shutdown(context=ctx)
+        lease.release()
