@@ -135,6 +135,7 @@ class PolicyNode(Node):
         self._scan_problem: str | None = None
         self._scan_frame_seen: str | None = None
         self._callback_error: str | None = None
+        self._odom_child_seen: str | None = None
 
         self.cmd_pub = self.create_publisher(Twist, cmd_topic, CMD_QOS)
         self.status_pub = self.create_publisher(String, status_topic, STATUS_QOS)
@@ -190,6 +191,11 @@ class PolicyNode(Node):
                 f"scan frame '{msg.header.frame_id}', {len(msg.ranges)} beams, "
                 f"angle_min {msg.angle_min:.4f} increment {msg.angle_increment:.5f}"
             )
+            if msg.header.frame_id and msg.header.frame_id != self.base_frame:
+                self.get_logger().warn(
+                    f"scan frame '{msg.header.frame_id}' is not '{self.base_frame}': the policy was trained "
+                    f"with the lidar at the centre of {self.base_frame}, facing forward"
+                )
         self.ctrl.set_scan(scan, self._stamp_or_now(msg.header))
 
     def _report_scan_problem(self, text: str) -> None:
@@ -206,6 +212,12 @@ class PolicyNode(Node):
             self._stamp_or_now(msg.header),
             msg.header.frame_id,
         )
+        child = msg.child_frame_id
+        if child and child != self.base_frame and child != self._odom_child_seen:
+            self._odom_child_seen = child
+            self.get_logger().warn(
+                f"odometry child frame '{child}' is not '{self.base_frame}': its twist is taken as {self.base_frame}'s"
+            )
         if problem != self._odom_problem:
             self._odom_problem = problem
             if problem:
