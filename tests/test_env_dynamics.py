@@ -44,9 +44,14 @@ def test_collision_takes_priority_over_success(env_no_reset):
     assert terms["goal"][:3].tolist() == [0.0, 15.0, 0.0]
     assert terms["collision"][:3].tolist() == [-12.0, 0.0, -12.0]
     assert not extras["time_outs"].any()
-    ep = extras["episode"]
-    assert ep["Episode_Termination/success"].tolist() == [0.0, 1.0, 0.0]  # the 3 finished episodes
-    assert ep["Episode_Termination/collision"].tolist() == [1.0, 0.0, 1.0]
+    ended = dones.bool()
+    reasons = extras["termination"]
+    assert reasons["success"][ended].tolist() == [False, True, False]  # the 3 finished episodes
+    assert reasons["collision"][ended].tolist() == [True, False, True]
+    stats = env.pop_episode_stats()
+    assert stats["episodes"] == 3
+    assert stats["Episode_Termination/success"] == pytest.approx(1 / 3)
+    assert stats["Episode_Termination/collision"] == pytest.approx(2 / 3)
     assert rewards[0] < -11 and rewards[1] > 14
 
 
@@ -59,10 +64,12 @@ def test_truncation_sets_time_outs_and_termination_does_not(env):
     assert time_outs.dtype == torch.bool
     assert time_outs.tolist() == [True] + [False] * (N - 1)
     assert dones.tolist() == [1, 1, 0, 1] + [0] * (N - 4)
-    ep = extras["episode"]  # worlds 0, 1, 3 finished, in world order
-    assert ep["Episode_Termination/timeout"].tolist() == [1.0, 0.0, 0.0]
-    assert ep["Episode_Termination/collision"].tolist() == [0.0, 1.0, 1.0]
-    assert ep["Episode/length_s"].tolist() == pytest.approx([30.0, 30.0, 0.1])
+    ended = dones.bool()  # worlds 0, 1, 3 finished, in world order
+    reasons = extras["termination"]
+    assert reasons["timeout"][ended].tolist() == [True, False, False]
+    assert reasons["collision"][ended].tolist() == [False, True, True]
+    assert extras["episode_length_s"][ended].tolist() == pytest.approx([30.0, 30.0, 0.1])
+    assert not extras["episode_length_s"][~ended].any()
     # Only the truncated world pays the timeout penalty.
     assert env.reward_manager.last_values["timeout"].tolist() == [-4.0] + [0.0] * (N - 1)
 
@@ -90,7 +97,9 @@ def test_auto_reset_restarts_only_finished_worlds(env):
     for name in ("slot_pos", "slot_active", "start", "goal"):
         assert torch.equal(getattr(env.rooms, name)[others], getattr(before_rooms, name)[others])
     assert (env.episode_length_buf[others] > 0).all()
-    assert (env.pose()[others, 0] > before_pose[others, 0]).all()
+    moved = env.pose()[others, :2] - before_pose[others, :2]
+    heading = torch.stack([torch.cos(before_pose[others, 2]), torch.sin(before_pose[others, 2])], dim=-1)
+    assert ((moved * heading).sum(dim=-1) > 0.02).all()  # each drove forward along its own heading
     # The observation of world 5 already belongs to the new episode (goal bearing of the new room).
     d = torch.linalg.norm(env.rooms.goal[5] - env.rooms.start[5, :2])
     assert obs["policy"][5, 72] == pytest.approx(min(float(d) / 5.0, 2.0), abs=1e-5)

@@ -126,10 +126,10 @@ def test_episode_sums_pop_only_finished_worlds():
     manager.compute(hand_state())
     manager.compute(hand_state())
     done = torch.tensor([T, F, T])
-    sums = manager.pop_episode_sums(done)
-    assert torch.allclose(sums["time"], torch.tensor([-0.04, -0.04]))
-    assert torch.allclose(sums["goal"], torch.tensor([30.0, 0.0]))
-    after = manager.pop_episode_sums(torch.tensor([T, T, T]))
+    sums = manager.close_episodes(done)
+    assert torch.allclose(sums["time"], torch.tensor([-0.04, 0.0, -0.04]))
+    assert torch.allclose(sums["goal"], torch.tensor([30.0, 0.0, 0.0]))
+    after = manager.close_episodes(torch.tensor([T, T, T]))
     assert torch.allclose(after["time"], torch.tensor([0.0, -0.04, 0.0]))
 
 

@@ -137,8 +137,8 @@ class CReference:
         self.spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
         nstate = mujoco.mj_stateSize(base, self.spec)
         self.state = np.zeros((self.n, nstate))
-        self.out_state = np.zeros((self.n, self.substeps, nstate))
-        self.out_sensor = np.zeros((self.n, self.substeps, base.nsensordata))
+        self.out_state = np.zeros((self.n, 1, nstate))
+        self.out_sensor = np.zeros((self.n, 1, base.nsensordata))
         data = mujoco.MjData(base)
         start = rooms.start.cpu().double().numpy()
         for i in range(self.n):
@@ -157,22 +157,24 @@ class CReference:
         self.runner.close()
 
     def physics(self, actions: np.ndarray) -> None:
-        qpos = self.state[:, self.qpos_slice]
+        """One control step: the body-frame command is rotated into the world-frame actuators at
+        the current yaw before every substep, as NavEnv does (a held Twist drives an arc)."""
         cmd = action_to_command(actions, self.scaling)
-        c, s = np.cos(qpos[:, 2]), np.sin(qpos[:, 2])
-        ctrl = np.stack([c * cmd[:, 0] - s * cmd[:, 1], s * cmd[:, 0] + c * cmd[:, 1], cmd[:, 2]], axis=-1)
-        control = np.ascontiguousarray(np.repeat(ctrl[:, None, :], self.substeps, axis=1))
-        self.runner.rollout(
-            self.models,
-            self.datas,
-            self.state,
-            control,
-            nstep=self.substeps,
-            state=self.out_state,
-            sensordata=self.out_sensor,
-            skip_checks=True,  # outputs preallocated, inputs contiguous float64
-        )
-        self.state = np.ascontiguousarray(self.out_state[:, -1])
+        for _ in range(self.substeps):
+            qpos = self.state[:, self.qpos_slice]
+            c, s = np.cos(qpos[:, 2]), np.sin(qpos[:, 2])
+            ctrl = np.stack([c * cmd[:, 0] - s * cmd[:, 1], s * cmd[:, 0] + c * cmd[:, 1], cmd[:, 2]], axis=-1)
+            self.runner.rollout(
+                self.models,
+                self.datas,
+                self.state,
+                np.ascontiguousarray(ctrl[:, None, :]),
+                nstep=1,
+                state=self.out_state,
+                sensordata=self.out_sensor,
+                skip_checks=True,  # outputs preallocated, inputs contiguous float64
+            )
+            self.state = np.ascontiguousarray(self.out_state[:, 0])
 
     def rays(self) -> np.ndarray:
         qpos = self.state[:, self.qpos_slice]

@@ -87,7 +87,7 @@ class ObservationsCfg:
 
 @dataclass
 class RewardTermCfg:
-    weight: float = 0.0
+    weight: float | None = None  # None: the registry's default weight
     enabled: bool = True
     params: dict[str, Any] = field(default_factory=dict)
 

@@ -29,6 +29,19 @@ from navsim.rooms import RoomBatch, RoomGeometry, generate_rooms
 TERMINATION_REASONS = ("success", "collision", "timeout", "out_of_bounds")
 
 
+@wp.kernel
+def _body_command_to_ctrl(cmd: wp.array2d[wp.float32], qpos: wp.array2d[wp.float32], ctrl: wp.array2d[wp.float32]):
+    """Rotate the body-frame (vx, vy) command into the world-frame jx / jy actuators at the current
+    yaw; wz drives jz directly. Run before every physics substep, so a held body-frame command
+    drives an arc, as a real base holding a Twist does."""
+    w = wp.tid()
+    c = wp.cos(qpos[w, 2])
+    s = wp.sin(qpos[w, 2])
+    ctrl[w, 0] = c * cmd[w, 0] - s * cmd[w, 1]
+    ctrl[w, 1] = s * cmd[w, 0] + c * cmd[w, 1]
+    ctrl[w, 2] = cmd[w, 2]
+
+
 def resolve_device(name: str) -> str:
     """'auto' -> 'cuda:0' when Warp sees a CUDA device, else 'cpu'."""
     if name == "auto":
@@ -109,6 +122,8 @@ class NavEnv:
             self.device,
         )
         self._graph = None
+        self.command = torch.zeros(self.num_envs, 3, device=self.device)  # body-frame [vx, vy, wz]
+        self._command_wp = wp.from_torch(self.command)
 
         # Rooms, managers, buffers.
         self.geometry = RoomGeometry(ecfg, self.sizes, self.device)
@@ -127,8 +142,10 @@ class NavEnv:
         self.prev_action = torch.zeros(n, 3, device=self.device)
         self.prev_goal_dist = torch.zeros(n, device=self.device)
         self.pos_window = torch.zeros(n, self.stuck_window, 2, device=self.device)
-        self.spare_size = max(64, n // 4)
-        self.spare_refill = max(8, self.spare_size // 8)
+        # Spare rooms: worlds that finish take the next ones; a slice is regenerated every step,
+        # sized well above the usual completion rate (~1/30 of the worlds per step).
+        self.spare_size = max(64, n // 2)
+        self.spare_refill = max(16, n // 16)
         self._spare_ptr = 0
         self._spare_head = torch.zeros((), dtype=torch.long, device=self.device)
         self.rooms: RoomBatch = generate_rooms(n, ecfg, self.geometry, self.gen)
@@ -137,7 +154,9 @@ class NavEnv:
         self.last_info: StepInfo | None = None
         self.scan = torch.full((n, self.dims.num_beams), self.dims.max_range, device=self.device)
         self.scan_clean = self.scan.clone()
-        self.outcome_counts = torch.zeros(len(TERMINATION_REASONS) + 1, device=self.device)
+        stat_keys = [f"Episode_Reward/{t.name}" for t, _, _ in self.reward_manager.terms]
+        stat_keys += [f"Episode_Termination/{r}" for r in TERMINATION_REASONS] + ["Episode/length_s", "episodes"]
+        self._stats = {k: torch.zeros((), device=self.device) for k in stat_keys}
         self.reset()
 
     # ------------------------------------------------------------------------------------------
@@ -148,12 +167,7 @@ class NavEnv:
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict[str, Any]]:
         action = clip_action(actions.to(self.device).float())
-        cmd = action_to_command(actions.to(self.device).float(), self.scaling)
-        yaw = self.qpos[:, 2]
-        c, s = torch.cos(yaw), torch.sin(yaw)
-        self.ctrl[:, 0] = c * cmd[:, 0] - s * cmd[:, 1]
-        self.ctrl[:, 1] = s * cmd[:, 0] + c * cmd[:, 1]
-        self.ctrl[:, 2] = cmd[:, 2]
+        self.command.copy_(action_to_command(actions.to(self.device).float(), self.scaling))
         self._simulate()
         self.episode_length_buf += 1
 
@@ -198,9 +212,11 @@ class NavEnv:
         self.prev_action = action
         self.last_info = StepInfo(pose, success, collision, time_outs, out_of_bounds)
 
+        reasons = {"success": success, "collision": collision, "timeout": time_outs, "out_of_bounds": out_of_bounds}
         extras: dict[str, Any] = {
             "time_outs": time_outs,
-            "episode": self._episode_log(dones, success, collision, time_outs, out_of_bounds),
+            "termination": reasons,
+            "episode_length_s": self._close_episodes(dones, reasons),
         }
         if self.auto_reset:
             self._reset_where(dones, fresh=True)
@@ -215,6 +231,8 @@ class NavEnv:
         """Reset every world (with ``rooms`` when given, else the current ones)."""
         if rooms is not None:
             self.rooms = rooms
+        for value in self._stats.values():
+            value.zero_()
         all_worlds = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
         self._reset_where(all_worlds, fresh=False)
         self._observe(contact=torch.zeros(self.num_envs, dtype=torch.bool, device=self.device))
@@ -241,17 +259,26 @@ class NavEnv:
     # ------------------------------------------------------------------------------------------
     # Internals
 
+    def _substeps(self) -> None:
+        for _ in range(self.env_cfg.physics_substeps):
+            wp.launch(
+                _body_command_to_ctrl,
+                dim=self.num_envs,
+                inputs=[self._command_wp, self.d.qpos],
+                outputs=[self.d.ctrl],
+                device=self.wp_device,
+            )
+            mjw.step(self.m, self.d)
+
     def _simulate(self) -> None:
         if self.wp_device.is_cuda:
             if self._graph is None:
                 with wp.ScopedCapture(device=self.wp_device) as capture:
-                    for _ in range(self.env_cfg.physics_substeps):
-                        mjw.step(self.m, self.d)
+                    self._substeps()
                 self._graph = capture.graph
             wp.capture_launch(self._graph)
         else:
-            for _ in range(self.env_cfg.physics_substeps):
-                mjw.step(self.m, self.d)
+            self._substeps()
 
     def _collided(self) -> torch.Tensor:
         """Per-world flag: a physics contact of the robot shell with penetration >= 0."""
@@ -288,6 +315,7 @@ class NavEnv:
         self.qvel.copy_(torch.where(m1, torch.zeros_like(self.qvel), self.qvel))
         self.qacc_warmstart.copy_(torch.where(m1, torch.zeros_like(self.qacc_warmstart), self.qacc_warmstart))
         self.ctrl.copy_(torch.where(m1, torch.zeros_like(self.ctrl), self.ctrl))
+        self.command.copy_(torch.where(m1, torch.zeros_like(self.command), self.command))
         self.episode_length_buf.masked_fill_(mask, 0)
         self.prev_action.masked_fill_(m1, 0.0)
         start_xy = self.rooms.start[:, :2]
@@ -333,29 +361,29 @@ class NavEnv:
         ctx = self._context(pose, twist, self.prev_action)
         self.obs_buf = self.obs_manager.compute(ctx, truth)
 
-    def _episode_log(
-        self,
-        dones: torch.Tensor,
-        success: torch.Tensor,
-        collision: torch.Tensor,
-        timeout: torch.Tensor,
-        oob: torch.Tensor,
-    ) -> dict[str, torch.Tensor]:
-        """Values of the episodes that end this step, keyed for rsl_rl's logger (mean over them)."""
-        log: dict[str, torch.Tensor] = {}
-        for name, sums in self.reward_manager.pop_episode_sums(dones).items():
-            log[f"Episode_Reward/{name}"] = sums
-        log["Episode_Termination/success"] = success[dones].float()
-        log["Episode_Termination/collision"] = collision[dones].float()
-        log["Episode_Termination/timeout"] = timeout[dones].float()
-        log["Episode_Termination/out_of_bounds"] = oob[dones].float()
-        log["Episode/length_s"] = self.episode_length_buf[dones].float() * self.env_cfg.control_period
-        counts = torch.stack([success.sum(), collision.sum(), timeout.sum(), oob.sum(), dones.sum()])
-        self.outcome_counts += counts.float()
-        return log
+    def _close_episodes(self, dones: torch.Tensor, reasons: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Accumulate on the device what the episodes ending now add to the logs; return their
+        lengths in seconds ((N,), zero for worlds still running)."""
+        done_f = dones.float()
+        length_s = self.episode_length_buf.float() * self.env_cfg.control_period * done_f
+        for name, sums in self.reward_manager.close_episodes(dones).items():
+            self._stats[f"Episode_Reward/{name}"] += sums.sum()
+        for name, flag in reasons.items():
+            self._stats[f"Episode_Termination/{name}"] += (flag & dones).float().sum()
+        self._stats["Episode/length_s"] += length_s.sum()
+        self._stats["episodes"] += done_f.sum()
+        return length_s
 
-    def pop_outcome_counts(self) -> dict[str, float]:
-        """Finished-episode counts per reason since the last call (for progress lines)."""
-        values = self.outcome_counts.tolist()
-        self.outcome_counts.zero_()
-        return dict(zip((*TERMINATION_REASONS, "episodes"), values, strict=True))
+    def pop_episode_stats(self) -> dict[str, float]:
+        """Means over the episodes that ended since the last call (one device read), then reset.
+
+        Keys: ``Episode_Reward/<term>``, ``Episode_Termination/<reason>`` (rates),
+        ``Episode/length_s``, and ``episodes`` (the count).
+        """
+        keys = list(self._stats)
+        values = torch.stack([self._stats[k] for k in keys]).tolist()
+        for v in self._stats.values():
+            v.zero_()
+        stats = dict(zip(keys, values, strict=True))
+        n = stats["episodes"]
+        return {k: (v / n if n and k != "episodes" else v) for k, v in stats.items()}

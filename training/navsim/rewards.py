@@ -133,7 +133,7 @@ class RewardManager:
             term = rewards_cfg.get(name)
             if term is not None and not term.enabled:
                 continue
-            weight = term.weight if term is not None else tdef.default_weight
+            weight = term.weight if term is not None and term.weight is not None else tdef.default_weight
             params = {**tdef.default_params, **(dict(term.params) if term is not None else {})}
             self.terms.append((tdef, float(weight), params))
         self.episode_sums = {t.name: torch.zeros(num_envs, device=device) for t, _, _ in self.terms}
@@ -154,10 +154,13 @@ class RewardManager:
             total = total + value
         return total
 
-    def pop_episode_sums(self, done: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Per-term sums of the finished episodes (as (num_done,) tensors), then zero them."""
+    def close_episodes(self, done: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Per-term sums of the episodes ending now ((N,), zero elsewhere); their sums restart at 0.
+
+        Pure masking, no boolean indexing: nothing here waits for the device.
+        """
         out = {}
         for name, sums in self.episode_sums.items():
-            out[name] = sums[done]
+            out[name] = torch.where(done, sums, torch.zeros_like(sums))
             sums.masked_fill_(done, 0.0)
         return out

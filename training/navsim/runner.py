@@ -87,16 +87,21 @@ class NavRunner(OnPolicyRunner):
         self.logger.log = log  # type: ignore[method-assign]
 
     def _progress(self, it: int, collect_time: float, learn_time: float) -> None:
-        counts = self.env.pop_outcome_counts() if hasattr(self.env, "pop_outcome_counts") else {}
-        n_ep = counts.get("episodes", 0.0)
+        stats = self.env.pop_episode_stats()
+        n_ep = stats["episodes"]
+        writer = self.logger.writer
+        if writer is not None and n_ep:
+            for key, value in stats.items():
+                if key != "episodes":
+                    writer.add_scalar(key, value, it)
         steps = self.cfg["num_steps_per_env"] * self.env.num_envs
         self._env_steps += steps
         done_its = it - self._start_it + 1
         elapsed = time.time() - self._t0
         eta = elapsed / done_its * (self._total_it - it - 1)
         sps = steps / max(collect_time + learn_time, 1e-9)
-        succ = f"{100 * counts['success'] / n_ep:5.1f}%" if n_ep else "  n/a"
-        coll = f"{100 * counts['collision'] / n_ep:5.1f}%" if n_ep else "  n/a"
+        succ = f"{100 * stats['Episode_Termination/success']:5.1f}%" if n_ep else "  n/a"
+        coll = f"{100 * stats['Episode_Termination/collision']:5.1f}%" if n_ep else "  n/a"
         line = (
             f"it {it + 1:>5}/{self._total_it} | steps {self._env_steps / 1e6:7.2f}M | {sps:7.0f} steps/s "
             f"(collect {collect_time:4.1f}s, learn {learn_time:4.1f}s) | success {succ} collision {coll} "
