@@ -139,14 +139,16 @@ class PolicyNode(Node):
 
         self.cmd_pub = self.create_publisher(Twist, cmd_topic, CMD_QOS)
         self.status_pub = self.create_publisher(String, status_topic, STATUS_QOS)
-        self.create_subscription(LaserScan, scan_topic, self._guard(self.on_scan, "scan"), SENSOR_QOS)
-        self.create_subscription(Odometry, odom_topic, self._guard(self.on_odom, "odom"), ODOM_SUB_QOS)
-        self.create_subscription(PoseStamped, goal_topic, self._guard(self.on_goal, "goal"), GOAL_QOS)
+        subs = [
+            self.create_subscription(LaserScan, scan_topic, self._guard(self.on_scan, "scan"), SENSOR_QOS),
+            self.create_subscription(Odometry, odom_topic, self._guard(self.on_odom, "odom"), ODOM_SUB_QOS),
+            self.create_subscription(PoseStamped, goal_topic, self._guard(self.on_goal, "goal"), GOAL_QOS),
+        ]
         self.timer = self.create_timer(self.control_period, self.on_tick)
         self.get_logger().info(
             f"bundle {bundle} (fingerprint {getattr(c, 'fingerprint', '?')}); period {self.control_period} s, "
             f"goal tolerance {tol} m, limits v {limits.v_max} m/s w {limits.omega_max} rad/s, "
-            f"stale timeout {stale_timeout} s; {scan_topic} + {odom_topic} + {goal_topic} -> {cmd_topic}"
+            f"stale timeout {stale_timeout} s; {' + '.join(x.topic_name for x in subs)} -> {self.cmd_pub.topic_name}"
         )
 
     # ------------------------------------------------------------------ inputs
