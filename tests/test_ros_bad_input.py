@@ -44,7 +44,7 @@ class Rig:
             "-p",
             f"stale_timeout:={STALE}",
             "-p",
-            f"v_max:={V_MAX}",
+            f"v_max:={int(V_MAX)}",  # an integer for a float parameter must be accepted
             "-p",
             f"omega_max:={W_MAX}",
             "-p",

@@ -31,6 +31,7 @@ from nav_policy.ros_common import (
     SENSOR_QOS,
     STATUS_QOS,
     StartupError,
+    declare_number,
     run_node,
     stamp_to_sec,
 )
@@ -75,11 +76,11 @@ class PolicyNode(Node):
         goal_topic = p("goal_topic", "/goal_pose").value
         cmd_topic = p("cmd_vel_topic", "/cmd_vel").value
         status_topic = p("status_topic", "/nav_policy/status").value
-        control_period = float(p("control_period", 0.0).value)  # 0: the bundle's
-        goal_tolerance = float(p("goal_tolerance", 0.0).value)  # 0: the bundle's
-        v_max = float(p("v_max", 0.0).value)  # 0: the bundle's; never above it
-        omega_max = float(p("omega_max", 0.0).value)
-        stale_timeout = float(p("stale_timeout", 0.5).value)
+        control_period = declare_number(self, "control_period", 0.0)  # 0: the bundle's
+        goal_tolerance = declare_number(self, "goal_tolerance", 0.0)  # 0: the bundle's
+        v_max = declare_number(self, "v_max", 0.0)  # 0: the bundle's; never above it
+        omega_max = declare_number(self, "omega_max", 0.0)
+        stale_timeout = declare_number(self, "stale_timeout", 0.5)
         self.odom_frame = p("odom_frame", "odom").value
         self.base_frame = p("base_frame", "base_link").value
         goal_frames_text = p("static_goal_frames", "").value

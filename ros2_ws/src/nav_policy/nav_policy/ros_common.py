@@ -90,3 +90,14 @@ def run_node(
 
 class StartupError(RuntimeError):
     """Configuration that makes a node unable to start (missing bundle, bad parameter)."""
+
+
+def declare_number(node: Node, name: str, default: float) -> float:
+    """Declare a float parameter that also accepts an integer from YAML or the command line
+    (``v_max: 1`` would otherwise abort the node with a type error); returns it as float."""
+    from rcl_interfaces.msg import ParameterDescriptor
+
+    value = node.declare_parameter(name, default, ParameterDescriptor(dynamic_typing=True)).value
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise StartupError(f"parameter '{name}' must be a number, got {value!r}")
+    return float(value)

@@ -42,6 +42,7 @@ from nav_policy.ros_common import (
     GOAL_QOS,
     SENSOR_QOS,
     StartupError,
+    declare_number,
     ns_to_stamp,
     run_node,
 )
@@ -70,14 +71,14 @@ class SimNode(Node):
         self.exit_when_done = bool(p("exit_when_done", True).value)
         config_path = p("config_path", "").value
         self.lockstep = bool(p("lockstep", False).value)
-        self.rtf = float(p("real_time_factor", 1.0).value)
-        self.lockstep_timeout = float(p("lockstep_timeout", 2.0).value)
-        self.wait_for_policy = float(p("wait_for_policy_timeout", 30.0).value)
-        noise_std = float(p("noise_std", -1.0).value)
-        episode_length_s = float(p("episode_length_s", 0.0).value)
+        self.rtf = declare_number(self, "real_time_factor", 1.0)
+        self.lockstep_timeout = declare_number(self, "lockstep_timeout", 2.0)
+        self.wait_for_policy = declare_number(self, "wait_for_policy_timeout", 30.0)
+        noise_std = declare_number(self, "noise_std", -1.0)
+        episode_length_s = declare_number(self, "episode_length_s", 0.0)
         self.publish_goal = bool(p("publish_goal", True).value)
-        self.cmd_timeout = float(p("cmd_timeout", 0.5).value)
-        self.start_time = float(p("start_time", 1.0).value)
+        self.cmd_timeout = declare_number(self, "cmd_timeout", 0.5)
+        self.start_time = declare_number(self, "start_time", 1.0)
         scan_topic = p("scan_topic", "/scan").value
         odom_topic = p("odom_topic", "/odom").value
         cmd_topic = p("cmd_vel_topic", "/cmd_vel").value
