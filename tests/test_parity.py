@@ -5,7 +5,7 @@ simulator's beams (the noisy scan the policy saw), the odometry pose and body-fr
 goal in the odometry frame — and fed to the runtime with the exported bundle. Over more than 200
 states in 16 rooms (plus the rooms that auto-resets bring) the runtime's 78 numbers equal the
 training observation, and its command equals the env's applied command (action_to_command of the
-torch actor's mean, and the world-frame actuator ctrl rotated back into the body frame).
+torch actor's mean, and the body-frame command the env's actuators were driven with).
 """
 
 from __future__ import annotations
@@ -62,12 +62,9 @@ def rollout() -> dict[str, np.ndarray]:
         rec["cmd_sim"].append(cmd_sim.numpy())
         obs_td, _, dones, _ = env.step(raw)
         obs = obs_td["policy"]
-        # The actuators got the command rotated into the world frame with the pre-step yaw;
-        # rotate it back (worlds reset by this step had their ctrl zeroed: marked NaN).
-        yaw = pose[:, 2]
-        ctrl = env.ctrl.numpy().astype(np.float64)
-        c, s_ = np.cos(yaw), np.sin(yaw)
-        body = np.stack([c * ctrl[:, 0] + s_ * ctrl[:, 1], -s_ * ctrl[:, 0] + c * ctrl[:, 1], ctrl[:, 2]], axis=-1)
+        # The body-frame command the env held during the step (rotated into the world-frame
+        # actuators before every substep); worlds reset by this step had it zeroed: marked NaN.
+        body = env.command.numpy().astype(np.float64).copy()
         body[dones.numpy().astype(bool)] = np.nan
         rec["cmd_ctrl"].append(body)
         for i in np.flatnonzero(dones.numpy()):

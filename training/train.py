@@ -42,7 +42,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-export", action="store_true", help="skip the final ONNX export")
     p.add_argument("--eval-episodes", type=int, default=None)
     p.add_argument("overrides", nargs="*", help="dotted config overrides, e.g. algorithm.learning_rate=1e-4")
-    return p.parse_args(argv)
+    return p.parse_intermixed_args(argv)
 
 
 def pick_device(requested: str) -> str:
