@@ -10,8 +10,9 @@ cylinder or a box rotated about z (walls, obstacles), and the rays are horizonta
 ray-geom test is exact 2D geometry (ray-circle, ray-oriented-rectangle) plus a height check.
 The kernel reads the geoms' world poses from MuJoCo Warp's ``geom_xpos`` / ``geom_xmat`` (so it
 sees each world's own layout) and their sizes from the model. It agrees with C MuJoCo's
-``mj_multiRay`` (see tests/test_lidar.py) and is several times cheaper than the general
-``mujoco_warp.rays`` here; :class:`WarpRaysLidar` keeps that general path as a reference.
+``mj_multiRay`` (see tests/test_lidar.py); on this 2-core CPU it cast 67k scans/s at 1024 worlds
+where the general ``mujoco_warp.rays`` cast 3.5k/s (side by side in one process, on a loaded
+machine: a ratio, not absolute speeds).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import mujoco_warp as mjw
 import numpy as np
 import torch
 import warp as wp
-from mujoco_warp._src.types import vec6f
 
 from navsim.robot import LIDAR_HEIGHT
 
@@ -182,56 +182,3 @@ class BatchedLidar:
             device=self._dist.device,
         )
         return self.dist.clone()
-
-
-class WarpRaysLidar:
-    """The same scan through the general ``mujoco_warp.rays`` (reference and benchmark baseline)."""
-
-    def __init__(
-        self,
-        m: mjw.Model,
-        d: mjw.Data,
-        num_worlds: int,
-        num_beams: int,
-        max_range: float,
-        robot_body: int,
-        device: torch.device,
-    ) -> None:
-        self.m, self.d = m, d
-        self.max_range = float(max_range)
-        ang = torch.as_tensor(beam_angles(num_beams), dtype=torch.float32, device=device)
-        self.cos_b, self.sin_b = torch.cos(ang), torch.sin(ang)
-        self.pnt = torch.zeros(num_worlds, num_beams, 3, device=device)
-        self.pnt[..., 2] = LIDAR_HEIGHT
-        self.vec = torch.zeros(num_worlds, num_beams, 3, device=device)
-        self._pnt = wp.from_torch(self.pnt, dtype=wp.vec3)
-        self._vec = wp.from_torch(self.vec, dtype=wp.vec3)
-        dev = self._pnt.device
-        self._dist = wp.zeros((num_worlds, num_beams), dtype=wp.float32, device=dev)
-        self._geom = wp.zeros((num_worlds, num_beams), dtype=wp.int32, device=dev)
-        self._normal = wp.zeros((num_worlds, num_beams), dtype=wp.vec3, device=dev)
-        self._exclude = wp.array(np.full(num_beams, robot_body, dtype=np.int32), dtype=wp.int32, device=dev)
-        self._groups = vec6f(-1, -1, -1, -1, -1, -1)
-        self.dist = wp.to_torch(self._dist)
-
-    def scan(self, pose: torch.Tensor) -> torch.Tensor:
-        c = torch.cos(pose[:, 2:3])
-        s = torch.sin(pose[:, 2:3])
-        self.pnt[..., 0] = pose[:, 0:1]
-        self.pnt[..., 1] = pose[:, 1:2]
-        self.vec[..., 0] = c * self.cos_b - s * self.sin_b
-        self.vec[..., 1] = s * self.cos_b + c * self.sin_b
-        mjw.rays(
-            self.m,
-            self.d,
-            self._pnt,
-            self._vec,
-            self._groups,
-            True,
-            self._exclude,
-            self._dist,
-            self._geom,
-            self._normal,
-        )
-        d = self.dist
-        return torch.where((d < 0) | (d > self.max_range), torch.full_like(d, self.max_range), d)
