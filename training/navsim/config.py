@@ -135,7 +135,7 @@ class CpuOverrides:
     """Applied when training runs on the CPU (no GPU): a run sized for 2 cores."""
 
     num_envs: int = 512
-    max_iterations: int = 300
+    max_iterations: int = 500
     num_mini_batches: int = 4
 
 
