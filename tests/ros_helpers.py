@@ -17,17 +17,14 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import importlib.metadata
 import json
 import math
 import os
-import random
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import types
 from collections.abc import Callable, Iterator
@@ -41,47 +38,10 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 PKG_SRC = REPO / "ros2_ws" / "src" / "nav_policy"
 FIXTURE_BUNDLE = REPO / "tests" / "fixtures" / "bundle"
-LOCK_DIR = Path(tempfile.gettempdir()) / "nav_policy_ros_domains"
-
-FASTDDS_LOOPBACK_XML = """<?xml version="1.0" encoding="UTF-8" ?>
-<dds xmlns="http://www.eprosima.com">
-  <profiles>
-    <transport_descriptors>
-      <transport_descriptor>
-        <transport_id>udp_loopback</transport_id>
-        <type>UDPv4</type>
-        <interfaceWhiteList><address>127.0.0.1</address></interfaceWhiteList>
-      </transport_descriptor>
-    </transport_descriptors>
-    <participant profile_name="nav_policy_loopback" is_default_profile="true">
-      <rtps>
-        <userTransports><transport_id>udp_loopback</transport_id></userTransports>
-        <useBuiltinTransports>false</useBuiltinTransports>
-      </rtps>
-    </participant>
-  </profiles>
-</dds>
-"""
-
-
-def fastdds_profile() -> Path:
-    path = LOCK_DIR / "fastdds_loopback.xml"
-    LOCK_DIR.mkdir(parents=True, exist_ok=True)
-    if not path.is_file() or path.read_text() != FASTDDS_LOOPBACK_XML:
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(FASTDDS_LOOPBACK_XML)
-        tmp.replace(path)
-    return path
-
-
-def loopback_settings() -> dict[str, str]:
-    profile = str(fastdds_profile())
-    return {
-        "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
-        "FASTDDS_DEFAULT_PROFILES_FILE": profile,
-        "RMW_IMPLEMENTATION": "rmw_fastrtps_cpp",
-    }
-
+# Loopback-only Fast DDS settings and the per-machine ROS_DOMAIN_ID leases are shared with the bag
+# tools (one definition: navbags.rosproc).
+from navbags.rosproc import LOCK_DIR, DomainLease  # noqa: E402,F401
+from navbags.rosproc import loopback_env as loopback_settings  # noqa: E402
 
 # The test process's own participants follow the same rules (read when the first one is created).
 os.environ.update(loopback_settings())
@@ -113,31 +73,6 @@ def entry_point_script(name: str) -> Path:
         assert found, f"console script '{name}' not found in {sys.prefix}/bin nor on PATH"
         path = Path(found)
     return path
-
-
-class DomainLease:
-    """Hold a ROS_DOMAIN_ID exclusively among processes of this machine (file lock per id)."""
-
-    def __init__(self, lo: int = 20, hi: int = 200) -> None:
-        LOCK_DIR.mkdir(parents=True, exist_ok=True)
-        ids = list(range(lo, hi))
-        random.SystemRandom().shuffle(ids)
-        for d in ids:
-            f = open(LOCK_DIR / f"domain_{d}.lock", "w")  # noqa: SIM115 - held until release
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                f.close()
-                continue
-            self.domain_id, self._file = d, f
-            return
-        raise RuntimeError("no free ROS_DOMAIN_ID between {lo} and {hi}")
-
-    def release(self) -> None:
-        if self._file is not None:
-            fcntl.flock(self._file, fcntl.LOCK_UN)
-            self._file.close()
-            self._file = None
 
 
 def ros_env(domain_id: int, extra: dict[str, str] | None = None) -> dict[str, str]:

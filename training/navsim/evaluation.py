@@ -23,6 +23,7 @@ import torch
 from navsim.config import NavConfig, build
 from navsim.env import NavEnv
 from navsim.ppo_config import runner_cfg
+from navsim.robot import ROBOT_RADIUS
 from navsim.rooms import RoomBatch
 from navsim.runner import load_checkpoint
 
@@ -80,7 +81,7 @@ def run_episodes(
     path_len = torch.zeros(n, device=env.device)
     start = rooms.start[:, :2].clone()
     prev = start.clone()
-    trace: list[torch.Tensor] = [start[:record].clone()]
+    trace: list[torch.Tensor] = [start.clone()] if record else []
     obs = env.get_observations()
     for _ in range(env.max_episode_length):
         with torch.inference_mode():
@@ -94,7 +95,7 @@ def run_episodes(
         steps += live.float()
         prev = pos
         if record:
-            trace.append(torch.where(live[:record, None], pos[:record], trace[-1]))
+            trace.append(torch.where(live[:, None], pos, trace[-1]))
         reason = torch.stack([info.success, info.collision, info.timeout, info.out_of_bounds], dim=-1)
         code = torch.argmax(reason.long(), dim=-1)
         newly = dones.bool() & live
@@ -112,14 +113,15 @@ def run_episodes(
     }
     tr = None
     if record:
-        stacked = torch.stack(trace).cpu().numpy()  # (T, record, 2)
+        # Show the failures first (up to half the panels), then successes, in world order.
+        codes = outcome.cpu().numpy()
+        failed = [int(i) for i in np.flatnonzero(codes != 0)][: record // 2]
+        chosen = sorted(failed + [int(i) for i in np.flatnonzero(codes == 0)][: record - len(failed)])
+        stacked = torch.stack(trace).cpu().numpy()  # (T, n, 2)
         names = ["success", "collision", "timeout", "out_of_bounds"]
-        paths = []
-        for i in range(record):
-            t_end = int(steps[i].item()) + 1
-            paths.append(stacked[:t_end, i])
+        paths = [stacked[: int(steps[i].item()) + 1, i] for i in chosen]
         tr = EpisodeTrace(
-            rooms.index(torch.arange(record, device=env.device)), paths, [names[int(o)] for o in outcome[:record]]
+            rooms.index(torch.tensor(chosen, device=env.device)), paths, [names[int(codes[i])] for i in chosen]
         )
     return result, tr
 
@@ -225,6 +227,7 @@ def plot_trace(trace: EpisodeTrace, cfg_half: float, sizes: Any, path: str | Pat
         p = trace.paths[i]
         colour = colours[trace.outcomes[i]]
         ax.plot(p[:, 0], p[:, 1], color=colour, lw=2)
+        ax.add_patch(Circle(p[-1], ROBOT_RADIUS, fill=False, ec=colour, lw=1.5))  # footprint at the end
         ax.plot(*r.start[i, :2].cpu().numpy(), "o", color="tab:blue", ms=8, label="start")
         ax.plot(*r.goal[i].cpu().numpy(), "*", color="gold", mec="k", ms=14, label="goal")
         ax.set_xlim(-cfg_half - 0.2, cfg_half + 0.2)
