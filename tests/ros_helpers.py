@@ -22,7 +22,6 @@ import json
 import math
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -40,7 +39,7 @@ PKG_SRC = REPO / "ros2_ws" / "src" / "nav_policy"
 FIXTURE_BUNDLE = REPO / "tests" / "fixtures" / "bundle"
 # Loopback-only Fast DDS settings and the per-machine ROS_DOMAIN_ID leases are shared with the bag
 # tools (one definition: navbags.rosproc).
-from navbags.rosproc import LOCK_DIR, DomainLease  # noqa: E402,F401
+from navbags.rosproc import LOCK_DIR, DomainLease, NodeProc, node_env  # noqa: E402,F401
 from navbags.rosproc import loopback_env as loopback_settings  # noqa: E402
 
 # The test process's own participants follow the same rules (read when the first one is created).
@@ -75,51 +74,14 @@ def entry_point_script(name: str) -> Path:
     return path
 
 
-def ros_env(domain_id: int, extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(loopback_settings())
-    env["ROS_DOMAIN_ID"] = str(domain_id)
-    env["PYTHONUNBUFFERED"] = "1"
-    env["RCUTILS_COLORIZED_OUTPUT"] = "0"
-    env.pop("ROS_LOCALHOST_ONLY", None)
-    if extra:
-        env.update(extra)
-    return env
+ros_env = node_env  # loopback DDS, the leased domain, unbuffered output (+ extra variables)
 
 
-class Proc:
-    """A spawned node; output to ``log``; SIGTERM then SIGKILL on stop."""
+class Proc(NodeProc):
+    """A spawned node, started in the repository; output to ``log``; SIGTERM then SIGKILL on stop."""
 
     def __init__(self, cmd: list[str], env: dict[str, str], log: Path) -> None:
-        self.cmd, self.log_path = cmd, log
-        self._log = open(log, "w")  # noqa: SIM115
-        self.popen = subprocess.Popen(
-            cmd, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO
-        )
-
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
-
-    def alive(self) -> bool:
-        return self.popen.poll() is None
-
-    def output(self) -> str:
-        self._log.flush()
-        return self.log_path.read_text(errors="replace")
-
-    def stop(self, timeout: float = 5.0) -> int:
-        if self.popen.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.popen.pid, signal.SIGTERM)
-            try:
-                self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.popen.pid, signal.SIGKILL)  # the group this test created
-                self.popen.wait(5)
-        self._log.close()
-        return self.popen.returncode
+        super().__init__(cmd, None, log, env=env, cwd=REPO)
 
 
 @contextlib.contextmanager

@@ -99,13 +99,15 @@ class DomainLease:
         self.release()
 
 
-def node_env(domain_id: int) -> dict[str, str]:
+def node_env(domain_id: int, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment for a node: loopback DDS, its own domain, unbuffered output."""
     env = dict(os.environ)
     env.update(loopback_env())
     env.pop("ROS_LOCALHOST_ONLY", None)
     env["ROS_DOMAIN_ID"] = str(domain_id)
     env["PYTHONUNBUFFERED"] = "1"
     env["RCUTILS_COLORIZED_OUTPUT"] = "0"
+    env.update(extra or {})
     return env
 
 
@@ -136,12 +138,28 @@ def ros_args(params: dict[str, object], remaps: dict[str, str] | None = None) ->
 class NodeProc:
     """A node process; output to ``log``; stop() = SIGTERM, then SIGKILL to its process group."""
 
-    def __init__(self, cmd: Sequence[str], domain_id: int, log: Path) -> None:
+    def __init__(
+        self,
+        cmd: Sequence[str],
+        domain_id: int | None,
+        log: Path,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> None:
+        """Start ``cmd`` with ``env`` (default: :func:`node_env` of ``domain_id``)."""
+        if env is None:
+            if domain_id is None:
+                raise ValueError("NodeProc needs a domain_id or an env")
+            env = node_env(domain_id)
         self.cmd, self.log_path = list(cmd), Path(log)
         self._log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
         self.popen = subprocess.Popen(
-            self.cmd, env=node_env(domain_id), stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+            self.cmd, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd
         )
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
 
     @property
     def name(self) -> str:
