@@ -64,6 +64,8 @@ class RoomGeometry:
         self.half_ext = half_ext  # cylinder: (r, 0); box: (hx, hy)
         self.bound_r = torch.as_tensor(sizes.bounding_radius(), dtype=torch.float32, device=device)
         self.bound_r_host = [float(r) for r in sizes.bounding_radius()]  # no device reads while generating
+        # Unit vectors towards the +x, -x, +y, -y walls (made once: no host copies per step).
+        self.wall_dir = torch.tensor([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0], [0.0, -1.0]], device=device)
 
     def nearest(self, rooms: RoomBatch, points: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Signed distance from points (n, P, 2) to the nearest surface, and the unit vector
@@ -96,7 +98,6 @@ class RoomGeometry:
         # walls: inner surfaces at +-half
         px, py = points[..., 0], points[..., 1]
         wall_d = torch.stack([self.half - px, self.half + px, self.half - py, self.half + py], dim=-1)
-        wall_dir = torch.tensor([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0], [0.0, -1.0]], device=points.device)
         slot_min, slot_arg = dist.min(dim=-1)
         wall_min, wall_arg = wall_d.min(dim=-1)
         # slot direction: rotate the local vector back to world and normalise
@@ -111,7 +112,7 @@ class RoomGeometry:
         slot_dir = torch.stack([wx / norm, wy / norm], dim=-1)
         use_wall = wall_min < slot_min
         best = torch.where(use_wall, wall_min, slot_min)
-        direction = torch.where(use_wall[..., None], wall_dir[wall_arg], slot_dir)
+        direction = torch.where(use_wall[..., None], self.wall_dir[wall_arg], slot_dir)
         return best, direction
 
     def clearance(self, rooms: RoomBatch, points: torch.Tensor) -> torch.Tensor:
@@ -194,8 +195,7 @@ def generate_rooms(n: int, cfg: EnvCfg, geom: RoomGeometry, gen: torch.Generator
         goal = torch.where(take[:, None], picked, goal)
         done = done | any_ok
     # A world without any valid goal (vanishingly rare) gets the nearest in-room point ahead.
-    fallback = start + torch.tensor([dlo, 0.0], device=device)
-    fallback = fallback.clamp(-lim, lim)
+    fallback = torch.stack([start[:, 0] + dlo, start[:, 1]], dim=-1).clamp(-lim, lim)
     goal = torch.where(done[:, None], goal, fallback)
     start_yaw = _uniform(gen, (n, 1), -torch.pi, torch.pi, device)
     rooms.start = torch.cat([start, start_yaw], dim=1)
