@@ -10,16 +10,15 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.requirements.sha
-want=$(cat requirements.txt pyproject.toml ros2_ws/src/nav_policy/setup.py 2>/dev/null | sha256sum | cut -d' ' -f1)
+want=$(cat requirements.txt deploy/pyproject.toml training/pyproject.toml tools/pyproject.toml ros2_ws/src/*/setup.py 2>/dev/null | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "[setup] installing pinned dependencies (CPU torch 2.13.0 first, so nothing pulls a CUDA build)"
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q torch==2.13.0
   .venv/bin/python -m pip install -q -r requirements.txt
-  .venv/bin/python -m pip install -q --no-deps -e .
-  if [ -f ros2_ws/src/nav_policy/setup.py ]; then
-    .venv/bin/python -m pip install -q --no-deps -e ros2_ws/src/nav_policy
-  fi
+  # The project's own distributions, editable: robot runtime, training side, bag tools, ROS packages.
+  .venv/bin/python -m pip install -q --no-deps -e deploy -e training -e tools \
+    -e ros2_ws/src/nav_policy -e ros2_ws/src/nav_policy_sim
   echo "$want" > "$stamp"
 fi
 echo "[setup] ready: $(.venv/bin/python -c 'import torch, mujoco_warp, rsl_rl, onnxruntime; print("torch", torch.__version__, "| onnxruntime", onnxruntime.__version__)')"

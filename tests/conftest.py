@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import pytest
 import torch
+
 from navsim.config import NavConfig, load_config
 from navsim.env import NavEnv
 from navsim.rooms import RoomBatch

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+
 from navbags.bagio import (
     CLOCK,
     CMD,

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from navsim.config import DEFAULT_CONFIG, ConfigError, NavConfig, apply_override, load_config, to_dict
 from navsim.observations import ObservationConfigError
 from navsim.rewards import RewardConfigError

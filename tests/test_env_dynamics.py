@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from conftest import empty_rooms, place_obstacle
 
 N = 8

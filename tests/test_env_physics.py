@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+
 from conftest import empty_rooms, place_obstacle
 from navdeploy.action import action_to_command
 

@@ -23,10 +23,11 @@ import onnx
 import onnxruntime as ort
 import pytest
 import torch
+
 from navdeploy.bundle import CONTRACT_FILE, FINGERPRINT_KEY, METADATA_KEY, ONNX_FILE, write_bundle
 from navdeploy.runtime import PolicyRuntime
 from navsim.config import load_config
-from navsim.export_onnx import (
+from navtrain.export_onnx import (
     ExportCheckError,
     ExportError,
     actor_mean,
@@ -53,8 +54,8 @@ def _workdir() -> Path:
 def trained_checkpoint() -> Path:
     """A freshly trained checkpoint (1 PPO iteration on 32 CPU worlds), written by NavRunner."""
     from navsim.env import NavEnv
-    from navsim.ppo_config import runner_cfg
-    from navsim.runner import NavRunner
+    from navtrain.ppo_config import runner_cfg
+    from navtrain.runner import NavRunner
 
     torch.manual_seed(0)
     cfg = load_config(overrides=TRAIN_OVERRIDES)

@@ -8,6 +8,7 @@ import mujoco
 import numpy as np
 import pytest
 import torch
+
 from conftest import empty_rooms, place_obstacle
 from navsim.robot import LIDAR_HEIGHT, OBSTACLE_HALF_HEIGHT, PARK_Z
 

@@ -9,6 +9,7 @@ import math
 import pytest
 import torch
 import yaml
+
 from conftest import empty_rooms, nav_config
 from navdeploy.spec import SpecError
 from navdeploy.terms import DEPLOYABLE, DEPLOYABLE_TERMS, SIM_ONLY, ObsContext, SensorDims
@@ -202,7 +203,7 @@ def test_env_privileged_terms_match_the_room_geometry(make_env):
 
 
 def test_runner_config_refuses_privileged_actor_inputs():
-    from navsim.ppo_config import runner_cfg
+    from navtrain.ppo_config import runner_cfg
 
     cfg = nav_config()
     good = runner_cfg(cfg, manager().obs_groups())

@@ -15,12 +15,13 @@ import math
 import numpy as np
 import pytest
 import torch
+
 from navdeploy.action import action_to_command
 from navdeploy.runtime import PolicyRuntime, ScanInput, policy_spec_from_config
 from navsim.config import load_config, to_dict
 from navsim.env import NavEnv
-from navsim.export_onnx import actor_mean, build_actor
 from navsim.lidar import beam_angles
+from navtrain.export_onnx import actor_mean, build_actor
 from test_export import TRAIN_OVERRIDES, exported_bundle, trained_checkpoint
 
 NUM_ENVS = 16

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from conftest import empty_rooms, nav_config
 from navsim.config import RewardTermCfg
 from navsim.rewards import REWARD_TERMS, RewardConfigError, RewardManager, RewardState

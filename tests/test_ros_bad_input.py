@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 import ros_helpers as h
 
 STALE = 0.3  # [s] the node's stale_timeout in this module
@@ -27,9 +28,10 @@ class Rig:
         h.require_ros()
         from geometry_msgs.msg import PoseStamped, Twist
         from nav_msgs.msg import Odometry
-        from nav_policy.ros_common import GOAL_QOS, SENSOR_QOS
         from sensor_msgs.msg import LaserScan
         from std_msgs.msg import String
+
+        from nav_policy.ros_common import GOAL_QOS, SENSOR_QOS
 
         self.LaserScan, self.Odometry, self.PoseStamped = LaserScan, Odometry, PoseStamped
         self.lease = h.DomainLease()

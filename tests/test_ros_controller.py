@@ -6,8 +6,9 @@ import math
 
 import numpy as np
 import pytest
+
 import ros_helpers as h
-from nav_policy.controller import (
+from navdeploy.controller import (
     Limits,
     PolicyController,
     State,

@@ -17,8 +17,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-import ros_helpers as h
 import yaml
+
+import ros_helpers as h
 
 LAUNCH_FILES = ("sim.launch.py", "robot.launch.py")
 CLOSED_LOOP_SEED = 0  # sim.launch.py's default seed: rooms 0..4 of the sim node's generator
@@ -144,8 +145,9 @@ def _check_params_declared(tn, rec_node: h.RecordedNode, procs) -> None:
 def test_robot_launch_graph_runs_with_remapped_topics(install: Path, tmp_path: Path) -> None:
     from geometry_msgs.msg import PoseStamped, Twist
     from nav_msgs.msg import Odometry
-    from nav_policy.ros_common import GOAL_QOS, SENSOR_QOS
     from sensor_msgs.msg import LaserScan
+
+    from nav_policy.ros_common import GOAL_QOS, SENSOR_QOS
 
     bundle = h.write_goal_seeking_bundle(tmp_path / "bundle")
     remap = {"scan": "/robot1/lidar", "odom": "/robot1/odom", "goal": "/robot1/goal", "cmd_vel": "/robot1/cmd"}
@@ -208,8 +210,9 @@ def test_robot_launch_graph_runs_with_remapped_topics(install: Path, tmp_path: P
 
 def test_sim_launch_closed_loop_reaches_goals(install: Path, tmp_path: Path) -> None:
     """Sim node + policy node from sim.launch.py, with the trained bundle fixture, five rooms."""
-    from nav_policy.ros_common import EVENT_QOS
     from std_msgs.msg import String
+
+    from nav_policy.ros_common import EVENT_QOS
 
     bundle = h.fixture_bundle()
     args = {

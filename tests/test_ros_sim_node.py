@@ -13,10 +13,11 @@ def test_sim_node_publishes_training_scan_odom_clock_goal_and_reports_timeouts(t
     h.require_ros()
     from geometry_msgs.msg import PoseStamped
     from nav_msgs.msg import Odometry
-    from nav_policy.ros_common import EVENT_QOS, GOAL_LATCHED_QOS, SENSOR_QOS
     from rosgraph_msgs.msg import Clock
     from sensor_msgs.msg import LaserScan
     from std_msgs.msg import String
+
+    from nav_policy.ros_common import EVENT_QOS, GOAL_LATCHED_QOS, SENSOR_QOS
 
     rtf = 4.0
     cmd = [
@@ -91,8 +92,9 @@ def test_sim_node_takes_goals_from_the_topic_when_not_publishing_its_own() -> No
     import numpy as np
     import rclpy
     from geometry_msgs.msg import PoseStamped, Twist
-    from nav_policy.sim_node import SimNode
     from rclpy.parameter import Parameter
+
+    from nav_policy.sim_node import SimNode
 
     lease = h.DomainLease()
     ctx = rclpy.Context()

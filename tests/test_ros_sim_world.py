@@ -8,9 +8,10 @@ import math
 import numpy as np
 import pytest
 import torch
-from nav_policy.sim_world import SimWorld
+
 from navsim.config import load_config
 from navsim.rooms import RoomBatch
+from navsim.sim_world import SimWorld
 
 SEEDS = [0, 1, 2, 3]
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+
 from navdeploy.action import ActionScaling, action_to_command
 from navdeploy.bundle import CONTRACT_FILE, BundleError, MlpWeights, make_contract, write_bundle
 from navdeploy.runtime import ContractError, PolicyRuntime, ScanInput, ScanUnusable, policy_spec_from_config

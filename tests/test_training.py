@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "training"))
 
 import train  # noqa: E402
-from navsim.runner import load_checkpoint  # noqa: E402
+from navtrain.runner import load_checkpoint  # noqa: E402
 
 
 def _scalars(run_dir: Path, tag: str) -> list[tuple[int, float]]:
@@ -148,7 +148,7 @@ EASY = [
 
 
 def test_learning_beats_the_untrained_policy(tmp_path: Path) -> None:
-    from navsim.evaluation import evaluate_checkpoint
+    from navtrain.evaluation import evaluate_checkpoint
 
     common = ["--num-envs", "64", "--device", "cpu", "--no-export", "--no-eval", "--seed", "3", *EASY]
     assert train.main([*common, "--max-iterations", "0", f"runner.log_root={tmp_path / 'untrained'}"]) == 0

@@ -15,10 +15,10 @@ import mujoco
 import mujoco_warp as mjw
 import torch
 import warp as wp
-from navdeploy.action import ActionScaling, action_to_command, clip_action
-from navdeploy.terms import ObsContext, SensorDims, goal_in_body
 from tensordict import TensorDict
 
+from navdeploy.action import ActionScaling, action_to_command, clip_action
+from navdeploy.terms import ObsContext, SensorDims, goal_in_body
 from navsim.config import NavConfig, to_dict
 from navsim.lidar import BatchedLidar
 from navsim.observations import ObservationManager, SimTruth

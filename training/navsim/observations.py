@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+
 from navdeploy.spec import PolicySpec, SpecError, build_policy_obs, make_policy_spec
 from navdeploy.terms import DEFAULT_POLICY_TERMS_ENABLED, DEPLOYABLE_TERMS, SIM_ONLY, ObsContext, SensorDims
 

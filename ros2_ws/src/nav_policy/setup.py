@@ -1,4 +1,4 @@
-"""ament_python package nav_policy: builds with colcon and installs with pip.
+"""ament_python package nav_policy (the robot side: policy node, launch files, config): builds with colcon and installs with pip.
 
 colcon (a ROS 2 install) runs ``setup.py develop/install``, which honours setup.cfg and puts the
 console scripts in lib/nav_policy, where ``ros2 run`` / launch_ros look for them. ``pip install``
@@ -35,13 +35,12 @@ setup(
     zip_safe=True,
     maintainer="nav_policy maintainers",
     maintainer_email="nav-policy@example.com",
-    description="Lidar navigation policy node and MuJoCo simulation node",
+    description="Lidar navigation policy node (numpy + onnxruntime, no torch)",
     license="Apache-2.0",
     tests_require=["pytest"],
     entry_points={
         "console_scripts": [
             "policy_node = nav_policy.policy_node:main",
-            "sim_node = nav_policy.sim_node:main",
         ],
     },
 )

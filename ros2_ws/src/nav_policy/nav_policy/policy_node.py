@@ -13,7 +13,6 @@ import json
 import math
 import os
 import sys
-from pathlib import Path
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped, Twist
@@ -23,7 +22,6 @@ from rclpy.node import Node
 from sensor_msgs.msg import LaserScan
 from std_msgs.msg import String
 
-from nav_policy.controller import FAULT_STATES, Limits, PolicyController, State, parse_goal_frames
 from nav_policy.ros_common import (
     CMD_QOS,
     GOAL_QOS,
@@ -35,35 +33,9 @@ from nav_policy.ros_common import (
     run_node,
     stamp_to_sec,
 )
-
-
-def _import_runtime():
-    """navdeploy.runtime from the installed package, or from the repository's deploy/ folder."""
-    try:
-        from navdeploy import runtime  # noqa: F401
-    except ImportError:
-        repo_deploy = Path(__file__).resolve().parents[4] / "deploy"
-        if (repo_deploy / "navdeploy").is_dir():
-            sys.path.insert(0, str(repo_deploy))
-        from navdeploy import runtime  # noqa: F401
-    import navdeploy.runtime as rt_mod
-
-    return rt_mod
-
-
-def _scan_errors(rt_mod) -> tuple[type[BaseException], ...]:
-    errors = []
-    try:
-        from navdeploy.scan import ScanUnusable
-
-        errors.append(ScanUnusable)
-    except ImportError:
-        pass
-    for name in ("ScanUnusable", "ScanError"):
-        exc = getattr(rt_mod, name, None)
-        if isinstance(exc, type) and issubclass(exc, BaseException) and exc not in errors:
-            errors.append(exc)
-    return tuple(errors)
+from navdeploy.controller import FAULT_STATES, Limits, PolicyController, State, parse_goal_frames
+from navdeploy.runtime import PolicyRuntime
+from navdeploy.scan import ScanInput, ScanUnusable
 
 
 class PolicyNode(Node):
@@ -92,12 +64,10 @@ class PolicyNode(Node):
         bundle = os.path.expanduser(bundle)
         if not os.path.isdir(bundle):
             raise StartupError(f"bundle_path '{bundle}' is not a directory (expected policy.onnx + contract.json)")
-        rt_mod = _import_runtime()
         try:
-            self.runtime = rt_mod.PolicyRuntime.load(bundle)
+            self.runtime = PolicyRuntime.load(bundle)
         except Exception as exc:
             raise StartupError(f"cannot load bundle '{bundle}': {type(exc).__name__}: {exc}") from exc
-        self.ScanInput = rt_mod.ScanInput
         c = self.runtime.contract
         c_period, c_tol = float(c.control_period), float(c.goal_tolerance)
         c_v, c_w = float(c.v_max), float(c.omega_max)
@@ -129,7 +99,7 @@ class PolicyNode(Node):
             stale_timeout=stale_timeout,
             odom_frame=self.odom_frame,
             goal_frames=goal_frames,
-            scan_errors=_scan_errors(rt_mod),
+            scan_errors=(ScanUnusable,),
         )
         self.state: State | None = None
         self._odom_problem: str | None = None
@@ -182,7 +152,7 @@ class PolicyNode(Node):
 
     def on_scan(self, msg: LaserScan) -> None:
         try:
-            scan = self.ScanInput.from_msg(msg)
+            scan = ScanInput.from_msg(msg)
         except Exception as exc:  # the runtime may validate on construction
             self._report_scan_problem(f"scan unusable: {exc}")
             self.ctrl.set_scan_unusable(f"scan unusable: {exc}")

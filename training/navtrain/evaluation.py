@@ -22,10 +22,10 @@ import torch
 
 from navsim.config import NavConfig, build
 from navsim.env import NavEnv
-from navsim.ppo_config import runner_cfg
 from navsim.robot import ROBOT_RADIUS
 from navsim.rooms import RoomBatch
-from navsim.runner import load_checkpoint
+from navtrain.ppo_config import runner_cfg
+from navtrain.runner import load_checkpoint
 
 
 @dataclass

@@ -20,11 +20,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from navdeploy.bundle import ONNX_FILE, MlpWeights, make_contract, write_bundle
-from navdeploy.spec import PolicySpec, compare_specs
 from rsl_rl.models import MLPModel
 from tensordict import TensorDict
 
+from navdeploy.bundle import ONNX_FILE, MlpWeights, make_contract, write_bundle
+from navdeploy.spec import PolicySpec, compare_specs
 from navsim.config import NavConfig, build, load_config, to_dict, validate
 from navsim.observations import POLICY_GROUP
 

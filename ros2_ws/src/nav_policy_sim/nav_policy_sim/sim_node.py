@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import rclpy
@@ -46,20 +45,8 @@ from nav_policy.ros_common import (
     ns_to_stamp,
     run_node,
 )
-
-
-def _import_navsim():
-    try:
-        import navsim  # noqa: F401
-    except ImportError:
-        repo_training = Path(__file__).resolve().parents[4] / "training"
-        if (repo_training / "navsim").is_dir():
-            sys.path.insert(0, str(repo_training))
-    from navsim.config import load_config
-
-    from nav_policy.sim_world import SimWorld
-
-    return load_config, SimWorld
+from navsim.config import load_config
+from navsim.sim_world import SimWorld
 
 
 class SimNode(Node):
@@ -88,7 +75,6 @@ class SimNode(Node):
         self.base_frame = p("base_frame", "base_link").value
         self.scan_frame = p("scan_frame", "base_link").value
 
-        load_config, SimWorld = _import_navsim()
         try:
             cfg = load_config(config_path or None)
         except Exception as exc:

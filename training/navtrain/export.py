@@ -1,6 +1,6 @@
 """Export a training checkpoint to a deployment bundle.
 
-    python deploy/export.py --checkpoint logs/rsl_rl/nav/<run>/model_300.pt --out bundles/nav
+    python training/export.py --checkpoint logs/rsl_rl/nav/<run>/model_300.pt --out bundles/nav
 
 writes ``OUT/policy.onnx`` (self-contained: normaliser + actor MLP, raw mean action out, contract
 in the metadata), ``OUT/contract.json`` (the same contract, readable) and ``OUT/export_check.json``
@@ -12,12 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[1]
-for sub in ("training", "deploy"):
-    if str(REPO / sub) not in sys.path:
-        sys.path.insert(0, str(REPO / sub))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.num_obs < 1000:
         p.error("--num-obs must be at least 1000")
 
-    from navsim.export_onnx import ExportError, export_bundle
+    from navtrain.export_onnx import ExportError, export_bundle
 
     try:
         path = export_bundle(

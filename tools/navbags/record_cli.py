@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Record N seeded simulator episodes, driven by the policy node, into a rosbag2 (MCAP) bag.
 
-    python tools/bag_record.py --bundle tests/fixtures/bags/bundle --seed 3 --episodes 2 \\
+    nav-bag-record --bundle tests/fixtures/bags/bundle --seed 3 --episodes 2 \\
         --episode-length 6 --out /tmp/run.bag [--faults standard]
 
 Starts sim_node (lockstep) and policy_node (use_sim_time) on a private loopback ROS domain; the
@@ -16,13 +16,8 @@ import json
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-for sub in ("deploy", "training"):
-    if str(REPO / sub) not in sys.path:
-        sys.path.insert(0, str(REPO / sub))
-
-from navbags.record import FaultPlan, record_episodes, standard_faults  # noqa: E402
-from navbags.reference import NodeParams  # noqa: E402
+from navbags.record import FaultPlan, record_episodes, standard_faults
+from navbags.reference import NodeParams
 
 
 def main(argv: list[str] | None = None) -> int:

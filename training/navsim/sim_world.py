@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 import torch
+
 from navsim.config import NavConfig
 from navsim.lidar import beam_angles
 from navsim.robot import LIDAR_HEIGHT, OBSTACLE_HALF_HEIGHT, PARK_Z, build_mjcf, geom_ids, slot_sizes

@@ -69,10 +69,11 @@ def main() -> int:
     h.require_ros()
     from geometry_msgs.msg import PoseStamped, Twist
     from nav_msgs.msg import Odometry
-    from nav_policy.ros_common import GOAL_QOS, SENSOR_QOS, ns_to_stamp
     from rosgraph_msgs.msg import Clock
     from sensor_msgs.msg import LaserScan
     from std_msgs.msg import String
+
+    from nav_policy.ros_common import GOAL_QOS, SENSOR_QOS, ns_to_stamp
 
     work = Path(tempfile.mkdtemp(prefix="nav_latency_"))
     bundle = args.bundle

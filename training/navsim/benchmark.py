@@ -1,7 +1,7 @@
 """Throughput of the batched simulator: NavEnv.step (MuJoCo Warp + lidar) against C MuJoCo.
 
-    python training/benchmark_sim.py                          # 64, 1024 and 4096 worlds
-    python training/benchmark_sim.py --num-envs 4096 --steps 30 --json /tmp/bench.json
+    nav-benchmark-sim                          # 64, 1024 and 4096 worlds
+    nav-benchmark-sim --num-envs 4096 --steps 30 --json /tmp/bench.json
 
 For each world count N it measures, on the same rooms:
 
@@ -31,19 +31,14 @@ import sys
 import time
 from pathlib import Path
 
+import mujoco
 import numpy as np
+import torch
+from mujoco import rollout
 
-ROOT = Path(__file__).resolve().parents[1]
-for _p in (ROOT / "training", ROOT / "deploy"):
-    if str(_p) not in sys.path:
-        sys.path.insert(0, str(_p))
-
-import mujoco  # noqa: E402
-import torch  # noqa: E402
-from mujoco import rollout  # noqa: E402
-from navdeploy.action import action_to_command  # noqa: E402
-from navsim.config import load_config  # noqa: E402
-from navsim.robot import LIDAR_HEIGHT, OBSTACLE_HALF_HEIGHT, PARK_Z  # noqa: E402
+from navdeploy.action import action_to_command
+from navsim.config import load_config
+from navsim.robot import LIDAR_HEIGHT, OBSTACLE_HALF_HEIGHT, PARK_Z
 
 DEFAULT_NUM_ENVS = (64, 1024, 4096)
 

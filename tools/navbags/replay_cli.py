@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Replay a nav_policy bag into a live policy node; compare its commands with the bag and offline.
 
-    python tools/bag_replay.py tests/fixtures/bags/faults --bundle tests/fixtures/bags/bundle [--rate 1]
+    nav-bag-replay tests/fixtures/bags/faults --bundle tests/fixtures/bags/bundle [--rate 1]
 
 Publishes the bag's /goal_pose, /scan, /odom and /clock in recorded order into a fresh
 ``policy_node`` (use_sim_time), waits for its command after every control tick, and compares each
@@ -16,13 +16,8 @@ import json
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-for sub in ("deploy", "training"):
-    if str(REPO / sub) not in sys.path:
-        sys.path.insert(0, str(REPO / sub))
-
-from navbags.reference import NodeParams  # noqa: E402
-from navbags.replay import replay_bag  # noqa: E402
+from navbags.reference import NodeParams
+from navbags.replay import replay_bag
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,181 @@
+"""Train the lidar navigation policy with rsl_rl PPO in batched MuJoCo Warp worlds.
+
+    python training/train.py [--config conf/nav.yaml] [--num-envs N] [--max-iterations N]
+                             [--device cpu|cuda] [--run-name NAME] [--resume PATH] [--seed S]
+                             [section.key=value ...]
+
+Without a GPU the run is sized for a small CPU (the ``cpu:`` section of the config). At the end
+the final policy is evaluated on unseen rooms and exported to an ONNX bundle; the paths of the
+checkpoint, TensorBoard logs, evaluation and bundle are printed.
+
+Multi-GPU: ``torchrun --nproc_per_node=G training/train.py --device cuda`` (rsl_rl's
+distributed mode; each rank steps its own worlds on its own GPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+import torch
+import yaml
+
+from navsim.config import DEFAULT_CONFIG, REPO_ROOT, ConfigError, load_config, to_dict
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", default=str(DEFAULT_CONFIG), help="YAML config (default: conf/nav.yaml)")
+    p.add_argument("--num-envs", type=int, help="parallel worlds (default: env.num_envs, or cpu.num_envs on CPU)")
+    p.add_argument("--max-iterations", type=int, help="PPO iterations (default: runner.max_iterations / cpu.*)")
+    p.add_argument("--device", choices=["cpu", "cuda", "auto"], default="auto")
+    p.add_argument("--run-name", default=None)
+    p.add_argument("--resume", default=None, help="checkpoint to continue from (iteration count and LR continue)")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--no-eval", action="store_true", help="skip the final evaluation")
+    p.add_argument("--no-export", action="store_true", help="skip the final ONNX export")
+    p.add_argument("--eval-episodes", type=int, default=None)
+    p.add_argument("overrides", nargs="*", help="dotted config overrides, e.g. algorithm.learning_rate=1e-4")
+    return p.parse_intermixed_args(argv)
+
+
+def pick_device(requested: str) -> str:
+    if requested == "cuda" or (requested == "auto" and torch.cuda.is_available()):
+        if not torch.cuda.is_available():
+            raise SystemExit("--device cuda requested but torch sees no CUDA device")
+        return f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
+    return "cpu"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        cfg = load_config(args.config, args.overrides)
+    except (ConfigError, ValueError) as err:
+        print(f"config error: {err}", file=sys.stderr)
+        return 2
+    device = pick_device(args.device)
+    on_cpu = device == "cpu"
+    num_envs = args.num_envs if args.num_envs is not None else (cfg.cpu.num_envs if on_cpu else cfg.env.num_envs)
+    iterations = (
+        args.max_iterations
+        if args.max_iterations is not None
+        else (cfg.cpu.max_iterations if on_cpu else cfg.runner.max_iterations)
+    )
+    if on_cpu:
+        cfg.algorithm.num_mini_batches = cfg.cpu.num_mini_batches
+    cfg.env.num_envs = num_envs
+    cfg.env.device = device
+    if args.seed is not None:
+        cfg.env.seed = args.seed
+    if args.run_name is not None:
+        cfg.runner.run_name = args.run_name
+    torch.manual_seed(cfg.env.seed)
+
+    from navsim.env import NavEnv
+    from navtrain.ppo_config import runner_cfg
+    from navtrain.runner import LATEST, NavRunner
+
+    stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+    name = f"{stamp}_{cfg.runner.run_name}" if cfg.runner.run_name else stamp
+    log_dir = Path(cfg.runner.log_root)
+    if not log_dir.is_absolute():
+        log_dir = Path.cwd() / log_dir
+    log_dir = log_dir / cfg.runner.experiment_name / name
+    log_dir.mkdir(parents=True, exist_ok=True)
+    (log_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    print(
+        f"[train] device {device} | {num_envs} worlds | {iterations} iterations x {cfg.runner.num_steps_per_env} steps"
+        f" = {num_envs * cfg.runner.num_steps_per_env * iterations / 1e6:.1f}M env steps | logs {log_dir}",
+        flush=True,
+    )
+    t0 = time.time()
+    print("[train] building the MuJoCo Warp worlds (first run compiles kernels, ~30-60 s on CPU)", flush=True)
+    env = NavEnv(cfg, num_envs=num_envs, device=device)
+    if cfg.env.init_at_random_ep_len:
+        env.randomize_episode_lengths()
+    train_cfg = runner_cfg(cfg, env.obs_manager.obs_groups())
+    runner = NavRunner(env, train_cfg, cfg, log_dir=str(log_dir), device=device)
+    if args.resume:
+        runner.load(args.resume)
+        print(
+            f"[train] resumed from {args.resume} at iteration {runner.current_learning_iteration}, "
+            f"learning rate {runner.alg.learning_rate:.2e}",
+            flush=True,
+        )
+    print(f"[train] ready in {time.time() - t0:.0f} s; obs groups {train_cfg['obs_groups']}", flush=True)
+
+    interrupted = False
+
+    def on_sigterm(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        runner.learn(iterations, init_at_random_ep_len=False)
+    except KeyboardInterrupt:
+        interrupted = True
+        path = log_dir / f"model_{runner.current_learning_iteration}_interrupted.pt"
+        runner.save(str(path))
+        print(f"\n[train] interrupted: checkpoint saved to {path}", flush=True)
+    checkpoint = log_dir / LATEST
+    check_normalizer(runner)
+    print(f"[train] training took {(time.time() - t0) / 60:.1f} min", flush=True)
+    if interrupted:
+        return 130
+
+    outputs = {"checkpoint": str(checkpoint), "tensorboard": str(log_dir)}
+    if not args.no_eval:
+        from navtrain.evaluation import evaluate_checkpoint, plot_trace, write_json
+
+        episodes = args.eval_episodes or cfg.runner.eval_episodes
+        result, trace = evaluate_checkpoint(checkpoint, episodes=episodes, device=device)
+        write_json(result, log_dir / "eval.json")
+        if trace is not None:
+            plot_trace(trace, cfg.env.room.size / 2, env.sizes, log_dir / "eval.png", title=f"{name}")
+        print(
+            f"[train] evaluation ({result.episodes} unseen rooms): success {100 * result.success_rate:.1f}% "
+            f"collision {100 * result.collision_rate:.1f}% timeout {100 * result.timeout_rate:.1f}% SPL {result.spl:.3f}",
+            flush=True,
+        )
+        outputs["evaluation"] = str(log_dir / "eval.json")
+        outputs["evaluation plot"] = str(log_dir / "eval.png")
+    if not args.no_export:
+        try:
+            from navtrain.export_onnx import export_bundle
+        except ImportError as err:  # the exporter is part of the project; say so loudly if it is missing
+            print(f"[train] export skipped: {err}", file=sys.stderr)
+        else:
+            bundle = export_bundle(checkpoint, log_dir / "bundle")
+            outputs["bundle"] = str(bundle)
+    print("[train] outputs:")
+    for key, value in outputs.items():
+        print(f"  {key:16s} {os.path.relpath(value, Path.cwd()) if value.startswith(str(REPO_ROOT)) else value}")
+    print(f"  tensorboard --logdir {os.path.relpath(log_dir.parent, Path.cwd())}")
+    return 0
+
+
+def check_normalizer(runner: object) -> None:
+    """The actor's normaliser must have learned statistics (mean not all 0, var not all 1)."""
+    state = runner.alg.get_policy().state_dict()  # type: ignore[attr-defined]
+    mean = state.get("obs_normalizer._mean")
+    var = state.get("obs_normalizer._var")
+    if mean is None:
+        return
+    if torch.all(mean == 0) or torch.all(var == 1):
+        print(
+            "[train] WARNING: the actor's observation normaliser has not moved from its initial values", file=sys.stderr
+        )
+    else:
+        print(
+            f"[train] normaliser check ok (|mean| max {mean.abs().max():.3f}, var range {var.min():.2e}..{var.max():.2e})"
+        )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
