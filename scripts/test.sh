@@ -6,4 +6,4 @@ bash scripts/setup.sh
 export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
 .venv/bin/ruff format --check .
 .venv/bin/ruff check .
-.venv/bin/python -m pytest -q "$@"
+.venv/bin/python -m pytest -q --durations=15 "$@"
