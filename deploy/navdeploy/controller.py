@@ -5,6 +5,15 @@ every control tick decides between a zero command (no goal, goal reached, stale 
 any error) and the policy's command from the deploy runtime, clamped to the configured limits.
 The observation and the action scaling belong to ``navdeploy.runtime``: nothing here rebuilds them.
 Times are ROS times in seconds (simulated time under ``use_sim_time``).
+
+This is the one implementation of those rules. The ROS node (``nav_policy.policy_node``) wires it
+to topics, and the bag replay's offline reference (``navbags.reference``) drives it with messages
+decoded from a bag. Both hand their messages to the same duck-typed adapters
+(:meth:`PolicyController.scan_message`, :meth:`~PolicyController.odom_message`,
+:meth:`~PolicyController.goal_message`): anything with the attribute names of ``sensor_msgs/LaserScan``,
+``nav_msgs/Odometry`` and ``geometry_msgs/PoseStamped`` works (rclpy messages, ``rosbags``
+dataclasses), so how a message is folded into the controller's state also exists once. Both build
+the controller from the node's parameters with :func:`resolve_settings`.
 """
 
 from __future__ import annotations
@@ -16,6 +25,8 @@ from enum import StrEnum
 from typing import Any
 
 import numpy as np
+
+from navdeploy.scan import ScanInput, ScanUnusable
 
 
 class State(StrEnum):
@@ -70,6 +81,72 @@ def parse_goal_frames(text: str) -> dict[str, Transform2D]:
     return out
 
 
+@dataclass(frozen=True)
+class ControllerSettings:
+    """The controller's configuration, resolved from the node's parameters and the bundle's contract."""
+
+    control_period: float  # [s] the node's timer period
+    goal_tolerance: float  # [m]
+    limits: Limits
+    stale_timeout: float  # [s]
+    odom_frame: str = "odom"
+    goal_frames: dict[str, Transform2D] = field(default_factory=dict)
+
+
+def resolve_settings(
+    contract: Any,
+    *,
+    control_period: float = 0.0,
+    goal_tolerance: float = 0.0,
+    v_max: float = 0.0,
+    omega_max: float = 0.0,
+    stale_timeout: float = 0.5,
+    odom_frame: str = "odom",
+    static_goal_frames: str = "",
+) -> tuple[ControllerSettings, list[str]]:
+    """The node's parameters over the bundle's contract: 0 takes the contract's value, limits above the
+    contract's are capped to it. Returns the settings and warnings to log; raises ValueError naming the
+    parameter when one is unusable."""
+    warnings: list[str] = []
+
+    def pick(name: str, value: float, default: float, cap: bool) -> float:
+        value = float(value)
+        if not math.isfinite(value) or value < 0:
+            raise ValueError(f"parameter '{name}' must be >= 0 (0 = take the bundle's {default}), got {value}")
+        if value == 0:
+            return default
+        if cap and value > default:
+            warnings.append(f"{name}={value} exceeds the bundle's {default}; using {default}")
+            return default
+        return value
+
+    period = pick("control_period", control_period, float(contract.control_period), cap=False)
+    tol = pick("goal_tolerance", goal_tolerance, float(contract.goal_tolerance), cap=False)
+    limits = Limits(
+        pick("v_max", v_max, float(contract.v_max), cap=True),
+        pick("omega_max", omega_max, float(contract.omega_max), cap=True),
+        bool(contract.scaling.limit_planar_speed),
+    )
+    if not (math.isfinite(stale_timeout) and stale_timeout > 0):
+        raise ValueError(f"parameter 'stale_timeout' must be > 0, got {stale_timeout}")
+    try:
+        frames = parse_goal_frames(static_goal_frames)
+    except ValueError as exc:
+        raise ValueError(f"parameter 'static_goal_frames': {exc}") from exc
+    return ControllerSettings(period, tol, limits, float(stale_timeout), odom_frame, frames), warnings
+
+
+def stamp_seconds(stamp: Any) -> float:
+    """A ``builtin_interfaces/Time``-like stamp (``sec``, ``nanosec``) in seconds."""
+    return float(stamp.sec) + 1e-9 * float(stamp.nanosec)
+
+
+def header_time(header: Any, now: float) -> float:
+    """The time a message was taken: its header stamp, or ``now`` when the stamp is zero (unset)."""
+    t = stamp_seconds(header.stamp)
+    return t if t > 0 else now
+
+
 def yaw_from_quaternion(x: float, y: float, z: float, w: float) -> float | None:
     """Yaw of a quaternion, or None when it is not finite or has (near) zero norm."""
     q = (x, y, z, w)
@@ -122,6 +199,20 @@ class PolicyController:
     odom_frame: str = "odom"
     goal_frames: dict[str, Transform2D] = field(default_factory=dict)
     scan_errors: tuple[type[BaseException], ...] = ()
+
+    @classmethod
+    def from_settings(cls, runtime: Any, settings: ControllerSettings) -> PolicyController:
+        """The controller the node runs: ``settings`` from :func:`resolve_settings`, scan errors of the
+        deploy runtime counted as unusable scans."""
+        return cls(
+            runtime=runtime,
+            limits=settings.limits,
+            goal_tolerance=settings.goal_tolerance,
+            stale_timeout=settings.stale_timeout,
+            odom_frame=settings.odom_frame,
+            goal_frames=dict(settings.goal_frames),
+            scan_errors=(ScanUnusable,),
+        )
 
     def __post_init__(self) -> None:
         self.scan: _Stamped | None = None
@@ -191,6 +282,54 @@ class PolicyController:
     def clear_goal(self) -> None:
         self.goal = None
 
+    def input_failed(self, kind: str, reason: str) -> None:
+        """A message of ``kind`` (scan, odom, goal) could not be handled at all: that input is unusable
+        (scan, odometry: zero until a good one arrives; goal: dropped)."""
+        if kind == "scan":
+            self.set_scan_unusable(reason)
+        elif kind == "odom":
+            self.odom, self.odom_error = None, reason
+        else:
+            self.clear_goal()
+
+    # ---------------------------------------------------------------- messages (duck-typed)
+    def scan_message(self, msg: Any, now: float) -> str | None:
+        """Fold a ``LaserScan``-like message taken at its stamp (``now`` if unset); returns why it is
+        unusable (the scan is then marked unusable until a good one comes), else None."""
+        try:
+            scan = ScanInput.from_msg(msg)
+            stamp = header_time(msg.header, now)
+        except Exception as exc:  # unreadable: not even a ScanInput
+            reason = f"scan unusable: {exc}"
+            self.set_scan_unusable(reason)
+            return reason
+        self.set_scan(scan, stamp)
+        return None
+
+    def odom_message(self, msg: Any, now: float) -> str | None:
+        """Fold an ``Odometry``-like message (pose in ``odom_frame``, body-frame twist); returns why it
+        is unusable (see :meth:`set_odom`), else None."""
+        try:
+            p, q, t = msg.pose.pose.position, msg.pose.pose.orientation, msg.twist.twist
+            position = (float(p.x), float(p.y))
+            quaternion = (float(q.x), float(q.y), float(q.z), float(q.w))
+            twist = (float(t.linear.x), float(t.linear.y), float(t.angular.z))
+            stamp, frame_id = header_time(msg.header, now), str(msg.header.frame_id)
+        except Exception as exc:
+            reason = f"odometry message could not be read: {type(exc).__name__}: {exc}"
+            self.input_failed("odom", reason)
+            return reason
+        return self.set_odom(position, quaternion, twist, stamp, frame_id)
+
+    def goal_message(self, msg: Any) -> tuple[bool, str]:
+        """Fold a ``PoseStamped``-like goal (see :meth:`set_goal`); returns (accepted, what to log)."""
+        try:
+            x, y, frame_id = float(msg.pose.position.x), float(msg.pose.position.y), str(msg.header.frame_id)
+        except Exception as exc:
+            self.clear_goal()
+            return False, f"goal rejected: message could not be read: {type(exc).__name__}: {exc}; stopping"
+        return self.set_goal(x, y, frame_id)
+
     # ---------------------------------------------------------------- control
     def _age_problem(self, item: _Stamped, now: float) -> str | None:
         age = now - item.stamp
@@ -206,6 +345,16 @@ class PolicyController:
         return TickResult(np.zeros(3), state, reason, distance, None)
 
     def tick(self, now: float) -> TickResult:
+        """The command of the control tick at ``now``; never raises, never returns a non-finite command."""
+        try:
+            res = self._decide(now)
+        except Exception as exc:  # never let a tick die without a zero command
+            return self._zero(State.ERROR, f"tick failed: {type(exc).__name__}: {exc}")
+        if not np.all(np.isfinite(res.cmd)):
+            return self._zero(State.ERROR, "non-finite command replaced by zero", res.distance)
+        return res
+
+    def _decide(self, now: float) -> TickResult:
         if self.odom_error is not None:
             return self._zero(State.BAD_ODOM, self.odom_error)
         if self.scan_error is not None:

@@ -10,7 +10,6 @@ each tick on the status topic.
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 
@@ -31,11 +30,9 @@ from nav_policy.ros_common import (
     StartupError,
     declare_number,
     run_node,
-    stamp_to_sec,
 )
-from navdeploy.controller import FAULT_STATES, Limits, PolicyController, State, parse_goal_frames
+from navdeploy.controller import FAULT_STATES, PolicyController, State, resolve_settings
 from navdeploy.runtime import PolicyRuntime
-from navdeploy.scan import ScanInput, ScanUnusable
 
 
 class PolicyNode(Node):
@@ -69,38 +66,25 @@ class PolicyNode(Node):
         except Exception as exc:
             raise StartupError(f"cannot load bundle '{bundle}': {type(exc).__name__}: {exc}") from exc
         c = self.runtime.contract
-        c_period, c_tol = float(c.control_period), float(c.goal_tolerance)
-        c_v, c_w = float(c.v_max), float(c.omega_max)
-        planar = bool(c.scaling.limit_planar_speed)
-
-        def pick(name: str, value: float, default: float, cap: bool) -> float:
-            if not math.isfinite(value) or value < 0:
-                raise StartupError(f"parameter '{name}' must be >= 0 (0 = take the bundle's {default}), got {value}")
-            if value == 0:
-                return default
-            if cap and value > default:
-                self.get_logger().warn(f"{name}={value} exceeds the bundle's {default}; using {default}")
-                return default
-            return value
-
-        self.control_period = pick("control_period", control_period, c_period, cap=False)
-        tol = pick("goal_tolerance", goal_tolerance, c_tol, cap=False)
-        limits = Limits(pick("v_max", v_max, c_v, cap=True), pick("omega_max", omega_max, c_w, cap=True), planar)
-        if stale_timeout <= 0:
-            raise StartupError(f"parameter 'stale_timeout' must be > 0, got {stale_timeout}")
         try:
-            goal_frames = parse_goal_frames(goal_frames_text)
+            settings, warnings = resolve_settings(
+                c,
+                control_period=control_period,
+                goal_tolerance=goal_tolerance,
+                v_max=v_max,
+                omega_max=omega_max,
+                stale_timeout=stale_timeout,
+                odom_frame=self.odom_frame,
+                static_goal_frames=goal_frames_text,
+            )
         except ValueError as exc:
-            raise StartupError(f"parameter 'static_goal_frames': {exc}") from exc
-        self.ctrl = PolicyController(
-            runtime=self.runtime,
-            limits=limits,
-            goal_tolerance=tol,
-            stale_timeout=stale_timeout,
-            odom_frame=self.odom_frame,
-            goal_frames=goal_frames,
-            scan_errors=(ScanUnusable,),
-        )
+            raise StartupError(str(exc)) from exc
+        for text in warnings:
+            self.get_logger().warn(text)
+        self.control_period = settings.control_period
+        tol, limits = settings.goal_tolerance, settings.limits
+        # The one safety controller (navdeploy.controller), shared with the bag replay's reference.
+        self.ctrl = PolicyController.from_settings(self.runtime, settings)
         self.state: State | None = None
         self._odom_problem: str | None = None
         self._scan_problem: str | None = None
@@ -131,12 +115,7 @@ class PolicyNode(Node):
                 fn(msg)
             except Exception as exc:
                 text = f"{what} message could not be handled: {type(exc).__name__}: {exc}"
-                if what == "scan":
-                    self.ctrl.set_scan_unusable(text)
-                elif what == "odom":
-                    self.ctrl.odom, self.ctrl.odom_error = None, text
-                else:
-                    self.ctrl.clear_goal()
+                self.ctrl.input_failed(what, text)
                 if text != self._callback_error:
                     self._callback_error = text
                     self.get_logger().error(text + " (publishing zero)")
@@ -146,16 +125,10 @@ class PolicyNode(Node):
     def _now(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9
 
-    def _stamp_or_now(self, header) -> float:
-        t = stamp_to_sec(header.stamp)
-        return t if t > 0 else self._now()
-
     def on_scan(self, msg: LaserScan) -> None:
-        try:
-            scan = ScanInput.from_msg(msg)
-        except Exception as exc:  # the runtime may validate on construction
-            self._report_scan_problem(f"scan unusable: {exc}")
-            self.ctrl.set_scan_unusable(f"scan unusable: {exc}")
+        problem = self.ctrl.scan_message(msg, self._now())
+        if problem is not None:
+            self._report_scan_problem(problem)
             return
         self._scan_problem = None
         if self._scan_frame_seen != msg.header.frame_id:
@@ -169,7 +142,6 @@ class PolicyNode(Node):
                     f"scan frame '{msg.header.frame_id}' is not '{self.base_frame}': the policy was trained "
                     f"with the lidar at the centre of {self.base_frame}, facing forward"
                 )
-        self.ctrl.set_scan(scan, self._stamp_or_now(msg.header))
 
     def _report_scan_problem(self, text: str) -> None:
         if text != self._scan_problem:
@@ -177,14 +149,7 @@ class PolicyNode(Node):
             self.get_logger().warn(text)
 
     def on_odom(self, msg: Odometry) -> None:
-        p, q, t = msg.pose.pose.position, msg.pose.pose.orientation, msg.twist.twist
-        problem = self.ctrl.set_odom(
-            (p.x, p.y),
-            (q.x, q.y, q.z, q.w),
-            (t.linear.x, t.linear.y, t.angular.z),
-            self._stamp_or_now(msg.header),
-            msg.header.frame_id,
-        )
+        problem = self.ctrl.odom_message(msg, self._now())
         child = msg.child_frame_id
         if child and child != self.base_frame and child != self._odom_child_seen:
             self._odom_child_seen = child
@@ -197,7 +162,7 @@ class PolicyNode(Node):
                 self.get_logger().warn(f"odometry unusable: {problem}")
 
     def on_goal(self, msg: PoseStamped) -> None:
-        ok, text = self.ctrl.set_goal(msg.pose.position.x, msg.pose.position.y, msg.header.frame_id)
+        ok, text = self.ctrl.goal_message(msg)
         if ok:
             self.get_logger().info(text)
         else:
@@ -206,14 +171,8 @@ class PolicyNode(Node):
     # ------------------------------------------------------------------ control
     def on_tick(self) -> None:
         now = self._now()
-        try:
-            res = self.ctrl.tick(now)
-            cmd, state, reason = res.cmd, res.state, res.reason
-        except Exception as exc:  # never let a tick die without a zero command
-            cmd, state, reason = np.zeros(3), State.ERROR, f"tick failed: {type(exc).__name__}: {exc}"
-            res = None
-        if not np.all(np.isfinite(cmd)):
-            cmd, state, reason = np.zeros(3), State.ERROR, "non-finite command replaced by zero"
+        res = self.ctrl.tick(now)  # never raises; zero unless driving
+        cmd, state, reason = res.cmd, res.state, res.reason
         self._publish(cmd)
         if state != self.state:
             self.state = state
@@ -227,8 +186,8 @@ class PolicyNode(Node):
         status = {
             "state": state.value,
             "reason": reason,
-            "distance_to_goal": None if res is None or res.distance is None else round(res.distance, 4),
-            "inference_ms": None if res is None or res.inference_ms is None else round(res.inference_ms, 4),
+            "distance_to_goal": None if res.distance is None else round(res.distance, 4),
+            "inference_ms": None if res.inference_ms is None else round(res.inference_ms, 4),
             "last_inference_ms": None if self.ctrl.last_inference_ms is None else round(self.ctrl.last_inference_ms, 4),
             "cmd": [round(float(v), 5) for v in cmd],
             "scan_age_s": None if self.ctrl.scan is None else round(now - self.ctrl.scan.stamp, 4),
