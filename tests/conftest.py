@@ -1,15 +1,25 @@
-"""Shared fixtures of the simulator tests: small NavEnvs on the CPU and hand-made rooms.
+"""Shared fixtures: small NavEnvs on the CPU, hand-made rooms, a trained checkpoint and bundles.
 
 Building a NavEnv with a few dozen worlds takes a fraction of a second once Warp's kernel cache
 is warm (the very first build in a fresh cache compiles kernels for ~30 s). Tests therefore build
 the env they need through :func:`make_env` and, where the state does not matter, reuse one per
 module. Rooms for a test are made by hand with :func:`empty_rooms` / :func:`place_obstacle` and
 installed with ``env.reset(rooms)``, so every world's layout, start and goal is known exactly.
+
+Policies: :func:`trained_checkpoint` trains a tiny policy once per session (1 PPO iteration, 32
+CPU worlds) and :func:`exported_bundle` exports it with the ``nav-export`` command, exactly as a
+user would; tests that use either are slow (mark them ``slow``). :func:`fixture_bundle` is the
+committed trained bundle (tests/fixtures/bundle): fast, and what the fixture bags were recorded
+with.
 """
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import torch
@@ -19,6 +29,11 @@ from navsim.env import NavEnv
 from navsim.rooms import RoomBatch
 
 SMALL_WORLDS = 16
+REPO = Path(__file__).resolve().parents[1]
+FIXTURE_BUNDLE = REPO / "tests" / "fixtures" / "bundle"
+TRAIN_ENVS = 32
+TRAIN_OVERRIDES = ["runner.num_steps_per_env=16", "algorithm.num_mini_batches=2", "algorithm.num_learning_epochs=2"]
+"""The tiny training run of :func:`trained_checkpoint` (on conf/nav.yaml)."""
 
 
 def nav_config(*overrides: str) -> NavConfig:
@@ -68,3 +83,63 @@ def obstacle_free_env(make_env) -> NavEnv:
     env = make_env(SMALL_WORLDS, "env.init_at_random_ep_len=false", "env.lidar.noise_std=0.0")
     env.reset(empty_rooms(env))
     return env
+
+
+# ----------------------------------------------------------------------------------------------
+# Policies and bundles
+
+
+@pytest.fixture(scope="session")
+def fixture_bundle() -> Path:
+    """The committed trained bundle (policy.onnx + contract.json); fails loudly when absent."""
+    ok = (FIXTURE_BUNDLE / "policy.onnx").is_file() and (FIXTURE_BUNDLE / "contract.json").is_file()
+    assert ok, f"trained bundle fixture missing: {FIXTURE_BUNDLE} needs policy.onnx + contract.json"
+    return FIXTURE_BUNDLE
+
+
+@pytest.fixture(scope="session")
+def train_config() -> NavConfig:
+    """The config of :func:`trained_checkpoint`."""
+    return nav_config(*TRAIN_OVERRIDES)
+
+
+@pytest.fixture(scope="session")
+def trained_checkpoint(tmp_path_factory: pytest.TempPathFactory, train_config: NavConfig) -> Path:
+    """A freshly trained checkpoint (1 PPO iteration on 32 CPU worlds), written by NavRunner."""
+    from navtrain.ppo_config import runner_cfg
+    from navtrain.runner import NavRunner
+
+    torch.manual_seed(0)
+    env = NavEnv(train_config, num_envs=TRAIN_ENVS, device="cpu", seed=3)
+    log_dir = tmp_path_factory.mktemp("tiny_run")
+    runner = NavRunner(env, runner_cfg(train_config, env.obs_manager.obs_groups()), train_config, str(log_dir))
+    runner.learn(1)
+    path = log_dir / "model_tiny.pt"
+    runner.save(str(path))
+    return path
+
+
+def nav_export_command() -> list[str]:
+    """The ``nav-export`` console script of this environment (``python -m navtrain.export`` when
+    the scripts directory has none)."""
+    script = Path(sys.executable).with_name("nav-export")
+    if script.is_file():
+        return [str(script)]
+    found = shutil.which("nav-export")
+    return [found] if found else [sys.executable, "-m", "navtrain.export"]
+
+
+@pytest.fixture(scope="session")
+def exported_bundle(tmp_path_factory: pytest.TempPathFactory, trained_checkpoint: Path) -> Path:
+    """The bundle of :func:`trained_checkpoint`, written by the ``nav-export`` command."""
+    out = tmp_path_factory.mktemp("tiny_bundle") / "bundle"
+    proc = subprocess.run(
+        [*nav_export_command(), "--checkpoint", str(trained_checkpoint), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+    )
+    assert proc.returncode == 0, f"export failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    assert "self-check: max |delta|" in proc.stdout
+    return out

@@ -136,6 +136,8 @@ def test_bool_is_not_accepted_as_a_number():
         ("env.physics_substeps=0", "physics_substeps"),
         ("env.control_period=0", "control_period"),
         ("env.lidar.max_range=-1", "max_range"),
+        ("env.robot.radius=0", "env.robot.radius"),
+        ("env.robot.radius=3.9", "env.robot.radius"),
     ],
 )
 def test_cross_field_validation(override, match):
@@ -170,3 +172,55 @@ def test_scientific_notation_without_a_dot_is_a_number(tmp_path, base):
     assert load_config(overrides=["runner.run_name=1e5"]).runner.run_name == "1e5"
     with pytest.raises(ConfigError, match="algorithm.desired_kl"):
         load_config(overrides=["algorithm.desired_kl=1e-x"])
+
+
+def test_the_yaml_states_exactly_the_code_defaults():
+    """Defaults live in the code (dataclasses, term registries); conf/nav.yaml restates them."""
+    from navsim.observations import ObservationManager
+    from navsim.rewards import RewardManager
+
+    from_yaml, from_code = load_config(), NavConfig()
+    for section in ("env", "algorithm", "model", "runner", "cpu"):
+        assert to_dict(getattr(from_yaml, section)) == to_dict(getattr(from_code, section)), section
+    assert from_yaml.policy_spec() == from_code.policy_spec()
+    dims = from_code.sensor_dims()
+    yaml_priv = ObservationManager(from_yaml.observations, dims, 1, "cpu").privileged_terms
+    code_priv = ObservationManager(from_code.observations, dims, 1, "cpu").privileged_terms
+    assert [(t.name, p, w) for t, p, w in yaml_priv] == [(t.name, p, w) for t, p, w in code_priv]
+    yaml_rewards = RewardManager(from_yaml.rewards, 1, "cpu").terms
+    code_rewards = RewardManager(from_code.rewards, 1, "cpu").terms
+    assert [(t.name, w, p) for t, w, p in yaml_rewards] == [(t.name, w, p) for t, w, p in code_rewards]
+
+
+def test_contract_objects_come_from_the_config():
+    cfg = load_config(overrides=["env.robot.v_max=1.2", "env.lidar.num_beams=90"])
+    dims, scaling = cfg.sensor_dims(), cfg.action_scaling()
+    assert (dims.num_beams, dims.max_range, dims.v_max, dims.omega_max) == (90, 6.0, 1.2, 2.0)
+    assert (scaling.v_max, scaling.omega_max, scaling.limit_planar_speed) == (1.2, 2.0, True)
+    spec = cfg.policy_spec()
+    assert spec.dims == dims and spec.obs_dim == 90 + 6
+    assert load_config().policy_spec().fingerprint() == "23cb46e4de12b7e0"  # the fixture bundle's and bags'
+
+
+def test_robot_radius_drives_the_model_and_the_rooms():
+    import mujoco
+    import torch
+
+    from navsim.robot import build_mjcf, slot_sizes
+    from navsim.rooms import RoomGeometry, generate_rooms
+
+    cfg = load_config(overrides=["env.robot.radius=0.35"]).env
+    model = mujoco.MjModel.from_xml_string(build_mjcf(cfg))
+    assert model.geom("shell").size[0] == pytest.approx(0.35)
+    geom = RoomGeometry(cfg, slot_sizes(cfg), "cpu")
+    rooms = generate_rooms(256, cfg, geom, torch.Generator().manual_seed(0))
+    half = cfg.room.size / 2
+    for points in (rooms.start[:, None, :2], rooms.goal[:, None, :]):
+        assert (points.abs() <= half - cfg.room.wall_margin - 0.35 + 1e-6).all()
+        free = geom.clearance(rooms, points)[:, 0]
+        assert (free > 0.35 + cfg.room.clearance).float().mean() > 0.95  # fallback goals aside
+
+
+def test_removed_settings_are_unknown_keys():
+    with pytest.raises(ConfigError, match="env.stuck_window"):
+        load_config(overrides=["env.stuck_window=25"])

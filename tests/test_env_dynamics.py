@@ -49,11 +49,17 @@ def test_collision_takes_priority_over_success(env_no_reset):
     reasons = extras["termination"]
     assert reasons["success"][ended].tolist() == [False, True, False]  # the 3 finished episodes
     assert reasons["collision"][ended].tolist() == [True, False, True]
-    stats = env.pop_episode_stats()
-    assert stats["episodes"] == 3
-    assert stats["Episode_Termination/success"] == pytest.approx(1 / 3)
-    assert stats["Episode_Termination/collision"] == pytest.approx(2 / 3)
+    # rsl_rl's extras["log"]: one value per episode ending now, averaged by its logger.
+    log = extras["log"]
+    assert log["Episode_Termination/success"].tolist() == [0.0, 1.0, 0.0]
+    assert log["Episode_Termination/collision"].tolist() == [1.0, 0.0, 1.0]
+    assert log["Episode_Termination/success"].mean() == pytest.approx(1 / 3)
+    assert log["Episode_Reward/goal"].tolist() == [0.0, 15.0, 0.0]
+    assert log["Episode/length_s"].tolist() == pytest.approx([0.1, 0.1, 0.1])
     assert rewards[0] < -11 and rewards[1] > 14
+    # A step that ends no episode logs nothing (no empty tensors for rsl_rl to average).
+    env.reset(_crash_room(env, crash_worlds=[], at_goal_worlds=[]))
+    assert "log" not in env.step(ZERO)[3]
 
 
 def test_truncation_sets_time_outs_and_termination_does_not(env):

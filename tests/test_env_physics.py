@@ -159,9 +159,11 @@ def test_each_world_collides_only_with_its_own_obstacles(make_env):
 
 
 def test_warp_trajectories_match_c_mujoco_rollout_on_the_same_rooms(make_env):
-    """The benchmark's C MuJoCo reference (rollout + mj_multiRay) reproduces NavEnv worlds."""
+    """The benchmark's C MuJoCo reference (rollout + mj_multiRay on the one-room C MuJoCo world of
+    navsim.sim_world, one model per world) reproduces NavEnv worlds."""
     import numpy as np
-    from benchmark_sim import CReference
+
+    from navsim.benchmark import CReference
 
     env = make_env(16, "env.init_at_random_ep_len=false", "env.auto_reset=false", "env.lidar.noise_std=0.0", seed=5)
     ref = CReference(env, nthread=2)

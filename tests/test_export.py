@@ -1,21 +1,16 @@
-"""Issue 4, part 1: checkpoint -> self-contained ONNX + contract, with the exporter's self-check.
+"""Checkpoint -> self-contained ONNX + contract, with the exporter's self-check.
 
-A tiny policy is trained once per test session (1 PPO iteration, 32 worlds, CPU) and exported
-through the command line, exactly as a user would; the other deploy tests reuse both through
-:func:`trained_checkpoint` and :func:`exported_bundle` (cached per process).
+A tiny policy is trained once per test session and exported through the ``nav-export`` command,
+exactly as a user would (the ``trained_checkpoint`` and ``exported_bundle`` fixtures of conftest).
 """
 
 from __future__ import annotations
 
-import atexit
-import functools
 import json
 import math
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -24,81 +19,32 @@ import onnxruntime as ort
 import pytest
 import torch
 
-from navdeploy.bundle import CONTRACT_FILE, FINGERPRINT_KEY, METADATA_KEY, ONNX_FILE, write_bundle
+from conftest import REPO, TRAIN_OVERRIDES
+from navdeploy.bundle import CONTRACT_FILE, FINGERPRINT_KEY, METADATA_KEY, ONNX_FILE, make_contract, write_bundle
 from navdeploy.runtime import PolicyRuntime
 from navsim.config import load_config
+from navtrain.checkpoint import CheckpointError, build_actor, config_from_checkpoint
 from navtrain.export_onnx import (
     ExportCheckError,
     ExportError,
     actor_mean,
     actor_weights,
-    build_actor,
     check_onnx,
     export_bundle,
     policy_spec_for,
 )
 
-REPO = Path(__file__).resolve().parents[1]
-TRAIN_ENVS = 32
-TRAIN_OVERRIDES = ["runner.num_steps_per_env=16", "algorithm.num_mini_batches=2", "algorithm.num_learning_epochs=2"]
-
-
-@functools.cache
-def _workdir() -> Path:
-    path = Path(tempfile.mkdtemp(prefix="nav_export_test_"))
-    atexit.register(shutil.rmtree, path, True)
-    return path
-
-
-@functools.cache
-def trained_checkpoint() -> Path:
-    """A freshly trained checkpoint (1 PPO iteration on 32 CPU worlds), written by NavRunner."""
-    from navsim.env import NavEnv
-    from navtrain.ppo_config import runner_cfg
-    from navtrain.runner import NavRunner
-
-    torch.manual_seed(0)
-    cfg = load_config(overrides=TRAIN_OVERRIDES)
-    env = NavEnv(cfg, num_envs=TRAIN_ENVS, device="cpu", seed=3)
-    log_dir = _workdir() / "run"
-    runner = NavRunner(env, runner_cfg(cfg, env.obs_manager.obs_groups()), cfg, log_dir=str(log_dir), device="cpu")
-    runner.learn(1)
-    path = log_dir / "model_tiny.pt"
-    runner.save(str(path))
-    return path
-
-
-@functools.cache
-def exported_bundle() -> Path:
-    """The bundle of :func:`trained_checkpoint`, written by ``python deploy/export.py``."""
-    out = _workdir() / "bundle"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "deploy" / "export.py"),
-            "--checkpoint",
-            str(trained_checkpoint()),
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=REPO,
-    )
-    assert proc.returncode == 0, f"export failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    assert "self-check: max |delta|" in proc.stdout
-    return out
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def bundle() -> Path:
-    return exported_bundle()
+def bundle(exported_bundle: Path) -> Path:
+    return exported_bundle
 
 
 @pytest.fixture(scope="module")
-def ckpt() -> dict:
-    return torch.load(trained_checkpoint(), map_location="cpu", weights_only=True)
+def ckpt(trained_checkpoint: Path) -> dict:
+    return torch.load(trained_checkpoint, map_location="cpu", weights_only=True)
 
 
 def test_cli_writes_one_self_contained_onnx_and_contract(bundle: Path) -> None:
@@ -143,6 +89,7 @@ def test_contract_in_metadata_equals_contract_file_and_says_everything(bundle: P
     assert "BEFORE clip and scaling" in beside["action"]["onnx_output"]
     assert beside["control_period"] == 0.1 and beside["goal_tolerance"] == 0.3
     assert beside["onnx"]["normalizer_eps"] == 0.01
+    assert beside["robot"]["radius"] == 0.2
     assert beside["source"]["iteration"] == ckpt["iter"]
 
 
@@ -178,10 +125,12 @@ def test_onnx_is_normaliser_plus_mlp_and_outputs_the_raw_mean(bundle: Path, ckpt
 
 def test_fresh_export_round_trips_through_the_runtime(bundle: Path, ckpt: dict) -> None:
     cfg = load_config(overrides=TRAIN_OVERRIDES)
-    actor = build_actor(ckpt["actor_state_dict"], cfg, 78)
+    actor = build_actor(ckpt, cfg)
     rt = PolicyRuntime.load(bundle)
     assert rt.contract.fingerprint == policy_spec_for(cfg).fingerprint()
     assert (rt.contract.num_beams, rt.contract.max_range, rt.contract.control_period) == (72, 6.0, 0.1)
+    assert rt.contract.robot_radius == cfg.env.robot.radius
+    assert rt.contract.scaling == cfg.action_scaling()
     obs = torch.as_tensor(np.random.default_rng(1).uniform(0, 1, size=(64, 78)), dtype=torch.float32)
     raw = rt.act(obs.numpy())
     assert np.abs(raw - actor_mean(actor, obs).numpy()).max() <= 1e-5
@@ -192,14 +141,11 @@ def test_fresh_export_round_trips_through_the_runtime(bundle: Path, ckpt: dict) 
 
 def test_check_fails_with_the_numbers_when_onnx_drifts(ckpt: dict, tmp_path: Path) -> None:
     cfg = load_config(overrides=TRAIN_OVERRIDES)
-    actor = build_actor(ckpt["actor_state_dict"], cfg, 78)
+    actor = build_actor(ckpt, cfg)
     w = actor_weights(actor, "elu")
     w_last, b_last = w.layers[-1]
     drifted = type(w)(w.mean, w.std, w.eps, [*w.layers[:-1], (w_last, b_last + 1e-3)], w.activation)
-    from navdeploy.action import ActionScaling
-    from navdeploy.bundle import make_contract
-
-    contract = make_contract(policy_spec_for(cfg), ActionScaling(), 0.1, 0.3, w.eps)
+    contract = make_contract(policy_spec_for(cfg), cfg.action_scaling(), 0.1, 0.3, w.eps)
     path = write_bundle(tmp_path, drifted, contract)
     obs = torch.rand(1000, 78)
     with pytest.raises(ExportCheckError) as info:
@@ -212,7 +158,7 @@ def test_check_fails_with_the_numbers_when_onnx_drifts(ckpt: dict, tmp_path: Pat
     assert check_onnx(path, actor, obs)["max_abs_diff"] <= 1e-5
 
 
-def test_checkpoint_without_config_needs_the_fallback(ckpt: dict, tmp_path: Path) -> None:
+def test_checkpoint_without_config_needs_the_fallback(ckpt: dict, trained_checkpoint: Path, tmp_path: Path) -> None:
     bare = {k: v for k, v in ckpt.items() if k != "infos"}
     path = tmp_path / "bare.pt"
     torch.save(bare, path)
@@ -232,7 +178,7 @@ def test_checkpoint_without_config_needs_the_fallback(ckpt: dict, tmp_path: Path
     data["observations"]["policy"]["goal_polar"]["params"]["distance_scale"] = 4.0
     cfg_yaml.write_text(yaml.safe_dump(data))
     with pytest.raises(ExportError, match="goal_polar"):
-        export_bundle(trained_checkpoint(), tmp_path / "b2", config=cfg_yaml, observations=obs)
+        export_bundle(trained_checkpoint, tmp_path / "b2", config=cfg_yaml, observations=obs)
 
 
 def test_untrained_normaliser_is_refused(ckpt: dict, tmp_path: Path) -> None:
@@ -249,5 +195,35 @@ def test_untrained_normaliser_is_refused(ckpt: dict, tmp_path: Path) -> None:
 
 def test_wrong_observation_width_is_refused(ckpt: dict, tmp_path: Path) -> None:
     cfg = load_config(overrides=["observations.policy.action_prev.enabled=true"])
-    with pytest.raises(ExportError, match="81-dim"):
-        build_actor(ckpt["actor_state_dict"], cfg, policy_spec_for(cfg).obs_dim)
+    with pytest.raises(CheckpointError, match="81-dim"):
+        build_actor(ckpt, cfg)
+    # The exporter says the same, naming the file.
+    bad = {**ckpt, "infos": {**ckpt["infos"], "nav_config": {**ckpt["infos"]["nav_config"]}}}
+    bad["infos"]["nav_config"]["observations"] = {
+        **bad["infos"]["nav_config"]["observations"],
+        "policy": {**bad["infos"]["nav_config"]["observations"]["policy"], "action_prev": {"enabled": True}},
+    }
+    path = tmp_path / "wide.pt"
+    torch.save(bad, path)
+    with pytest.raises(ExportError, match=r"wide\.pt: .*81-dim"):
+        export_bundle(path, tmp_path / "b", observations=torch.zeros(1024, 81))
+
+
+def test_stored_config_of_an_older_version_still_loads(ckpt: dict) -> None:
+    """Checkpoints written before env.stuck_window was removed carry it: it is dropped on load; a
+    key nobody ever had is still an error."""
+    stored = json.loads(json.dumps(ckpt["infos"]["nav_config"]))
+    stored["env"]["stuck_window"] = 25
+    cfg = config_from_checkpoint({"infos": {"nav_config": stored}})
+    assert cfg.policy_spec().fingerprint() == load_config(overrides=TRAIN_OVERRIDES).policy_spec().fingerprint()
+    stored["env"]["stuck_windw"] = 25
+    with pytest.raises(CheckpointError, match="env.stuck_windw"):
+        config_from_checkpoint({"infos": {"nav_config": stored}})
+
+
+def test_export_module_and_console_script_agree_on_usage() -> None:
+    """``python -m navtrain.export`` is the console script's module, and training/export.py wraps it."""
+    for cmd in ([sys.executable, "-m", "navtrain.export", "--help"], [sys.executable, "training/export.py", "--help"]):
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert "--checkpoint" in proc.stdout and "--out" in proc.stdout

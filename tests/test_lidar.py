@@ -1,4 +1,4 @@
-"""The batched 72-beam lidar (mujoco_warp.rays) against C MuJoCo's mj_multiRay, and its layout."""
+"""The batched 72-beam lidar (planar Warp kernel) against C MuJoCo's mj_multiRay, and its layout."""
 
 from __future__ import annotations
 
@@ -10,39 +10,18 @@ import pytest
 import torch
 
 from conftest import empty_rooms, place_obstacle
-from navsim.robot import LIDAR_HEIGHT, OBSTACLE_HALF_HEIGHT, PARK_Z
+from navdeploy.scan import beam_angles
+from navsim.robot import OBSTACLE_HALF_HEIGHT
+from navsim.sim_world import Room, SimWorld, compile_world_model
 
 NUM_WORLDS = 16
 
 
-def c_mujoco_scan(env, world: int) -> np.ndarray:
-    """Ranges of ``world`` computed by C MuJoCo: same MJCF, same obstacles, same pose, same rays."""
-    model = mujoco.MjModel.from_xml_string(env.mjcf)
-    data = mujoco.MjData(model)
-    rooms = env.rooms
-    slots = env.slot_ids.cpu().numpy()
-    # The compiler marks these geoms as sharing the world body's orientation (geom_sameframe
-    # BODYROT: identity quat in the MJCF), and mj_kinematics then copies the body's xmat instead
-    # of using geom_quat. Clear the flag, or every box keeps yaw 0 in C MuJoCo.
-    model.geom_sameframe[slots] = 0
-    for k, gid in enumerate(slots):
-        active = bool(rooms.slot_active[world, k])
-        x, y = rooms.slot_pos[world, k].tolist()
-        yaw = float(rooms.slot_yaw[world, k])
-        model.geom_pos[gid] = (x, y, OBSTACLE_HALF_HEIGHT if active else PARK_Z)
-        model.geom_quat[gid] = (math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2))
-    pose = env.qpos[world, :3].double().numpy()
-    data.qpos[:3] = pose
-    mujoco.mj_forward(model, data)
-    nb = env.dims.num_beams
-    angles = -math.pi + 2 * math.pi * np.arange(nb) / nb + pose[2]  # body-frame beams, rotated
-    vec = np.stack([np.cos(angles), np.sin(angles), np.zeros(nb)], axis=1).ravel()
-    pnt = np.array([pose[0], pose[1], LIDAR_HEIGHT])
-    geomid = np.zeros(nb, dtype=np.int32)
-    dist = np.zeros(nb)
-    max_range = env.dims.max_range
-    mujoco.mj_multiRay(model, data, pnt, vec, None, 1, model.body("base").id, geomid, dist, None, nb, max_range)
-    return np.where((dist < 0) | (dist > max_range), max_range, dist)
+def c_mujoco_scan(world: SimWorld, env, w: int) -> np.ndarray:
+    """Ranges of world ``w`` of ``env`` cast by C MuJoCo (the one-room world of navsim.sim_world):
+    same MJCF, same obstacles, same pose, same beams."""
+    world.reset(Room.from_batch(env.rooms, w), pose=env.qpos[w, :3].double().numpy())
+    return world.scan(noise=False)
 
 
 @pytest.fixture(scope="module")
@@ -53,13 +32,14 @@ def random_room_env(make_env):
 
 def test_lidar_matches_c_mujoco_multiray_within_1mm(random_room_env):
     env = random_room_env
+    world = SimWorld(env.nav_cfg)
     gen = torch.Generator().manual_seed(3)
     compared = 0
     hits = 0
     for _ in range(2):  # the start poses, then poses after a few random moves (yaw changes too)
         warp = env.scan_clean.double().numpy()
         for w in range(env.num_envs):
-            ref = c_mujoco_scan(env, w)
+            ref = c_mujoco_scan(world, env, w)
             np.testing.assert_allclose(warp[w], ref, atol=1e-3, rtol=0, err_msg=f"world {w}")
             compared += ref.size
             hits += int((ref < env.dims.max_range - 1e-6).sum())
@@ -73,8 +53,12 @@ def test_lidar_matches_c_mujoco_multiray_within_1mm(random_room_env):
 
 
 def test_beam_order_and_frame(obstacle_free_env):
-    """Beam i points at -pi + i * 5 degrees in the body frame, counter-clockwise (0 = forward)."""
+    """Beam i points at -pi + i * 5 degrees in the body frame, counter-clockwise (0 = forward):
+    the robot side's layout (navdeploy.scan.BeamLayout) is the one the kernel casts."""
     env = obstacle_free_env
+    angles = torch.as_tensor(beam_angles(72), dtype=torch.float32)
+    assert torch.equal(torch.as_tensor(env.lidar.beam_cos.numpy()), torch.cos(angles))
+    assert torch.equal(torch.as_tensor(env.lidar.beam_sin.numpy()), torch.sin(angles))
     half = env.env_cfg.room.size / 2
     rooms = empty_rooms(env, start=(1.0, 0.5, 0.0))
     rooms.start[1, 2] = math.pi / 2  # world 1 faces +y
@@ -118,21 +102,22 @@ def test_layouts_differ_between_worlds(random_room_env):
     assert len({tuple(row.tolist()) for row in scans}) == env.num_envs
 
 
-def test_c_mujoco_ignores_slot_yaw_unless_geom_sameframe_is_cleared():
-    """Guard for every C MuJoCo user of the MJCF (ROS 2 sim node, benchmark, this file)."""
+def test_c_mujoco_world_model_keeps_slot_yaw_that_a_plain_compile_drops():
+    """Why navsim.sim_world.compile_world_model clears geom_sameframe (the one C MuJoCo world)."""
     from navsim.config import EnvCfg
     from navsim.robot import build_mjcf
 
-    model = mujoco.MjModel.from_xml_string(build_mjcf(EnvCfg()))
-    data = mujoco.MjData(model)
-    box = model.geom("obs_box0").id
     yaw = 0.7
-    model.geom_pos[box] = (1.0, 0.0, OBSTACLE_HALF_HEIGHT)
-    model.geom_quat[box] = (math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2))
-    mujoco.mj_forward(model, data)
-    assert np.allclose(data.geom_xmat[box], np.eye(3).ravel())  # the yaw was silently dropped
-    model.geom_sameframe[box] = 0
-    mujoco.mj_forward(model, data)
     c, s = math.cos(yaw), math.sin(yaw)
-    assert np.allclose(data.geom_xmat[box], [c, -s, 0, s, c, 0, 0, 0, 1])
-    assert np.allclose(data.geom_xpos[box], (1.0, 0.0, OBSTACLE_HALF_HEIGHT))
+    plain = mujoco.MjModel.from_xml_string(build_mjcf(EnvCfg()))
+    prepared = compile_world_model(EnvCfg())
+    for model, keeps_yaw in ((plain, False), (prepared, True)):
+        data = mujoco.MjData(model)
+        box = model.geom("obs_box0").id
+        model.geom_pos[box] = (1.0, 0.0, OBSTACLE_HALF_HEIGHT)
+        model.geom_quat[box] = (math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2))
+        mujoco.mj_forward(model, data)
+        assert np.allclose(data.geom_xpos[box], (1.0, 0.0, OBSTACLE_HALF_HEIGHT))
+        want = [c, -s, 0, s, c, 0, 0, 0, 1] if keeps_yaw else np.eye(3).ravel()  # plain: yaw silently dropped
+        assert np.allclose(data.geom_xmat[box], want)
+    assert prepared.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_MIDPHASE  # moved obstacles collide

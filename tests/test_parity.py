@@ -1,4 +1,4 @@
-"""Issue 4, part 4: the robot runtime reproduces the simulator's observation and command.
+"""The robot runtime reproduces the simulator's observation and command.
 
 The simulator's state is rendered as robot-side inputs — a LaserScan-like scan with the
 simulator's beams (the noisy scan the policy saw), the odometry pose and body-frame twist, the
@@ -14,15 +14,17 @@ import math
 
 import numpy as np
 import pytest
-import torch
 
+from conftest import TRAIN_OVERRIDES
 from navdeploy.action import action_to_command
 from navdeploy.runtime import PolicyRuntime, ScanInput, policy_spec_from_config
+from navdeploy.scan import BeamLayout
 from navsim.config import load_config, to_dict
 from navsim.env import NavEnv
-from navsim.lidar import beam_angles
-from navtrain.export_onnx import actor_mean, build_actor
-from test_export import TRAIN_OVERRIDES, exported_bundle, trained_checkpoint
+from navtrain.checkpoint import build_actor, load_checkpoint
+from navtrain.export_onnx import actor_mean
+
+pytestmark = pytest.mark.slow
 
 NUM_ENVS = 16
 STEPS = 16
@@ -30,16 +32,14 @@ TOL = 1e-5
 
 
 @pytest.fixture(scope="module")
-def rollout() -> dict[str, np.ndarray]:
+def rollout(exported_bundle, trained_checkpoint) -> dict[str, np.ndarray]:
     """Drive the env with the torch actor's mean; record observations and commands on both sides."""
-    bundle = exported_bundle()
     cfg = load_config(overrides=TRAIN_OVERRIDES)
-    ckpt = torch.load(trained_checkpoint(), map_location="cpu", weights_only=True)
-    actor = build_actor(ckpt["actor_state_dict"], cfg, 78)
+    actor = build_actor(load_checkpoint(trained_checkpoint), cfg)
     env = NavEnv(cfg, num_envs=NUM_ENVS, device="cpu", seed=777)
-    runtimes = [PolicyRuntime.load(bundle) for _ in range(NUM_ENVS)]
-    angles = beam_angles(env.dims.num_beams)
-    angle_min, increment = float(angles[0]), float(angles[1] - angles[0])
+    runtimes = [PolicyRuntime.load(exported_bundle) for _ in range(NUM_ENVS)]
+    beams = BeamLayout(env.dims.num_beams)
+    angle_min, increment = beams.angle_min, beams.angle_increment
 
     rec: dict[str, list] = {k: [] for k in ("obs_sim", "obs_rt", "obs_rt_rev", "cmd_sim", "cmd_rt", "cmd_ctrl")}
     goals = set()
@@ -104,12 +104,13 @@ def test_runtime_command_equals_the_simulators_applied_command(rollout: dict[str
     assert np.all(np.hypot(rt[:, 0], rt[:, 1]) <= 1.5 + 1e-6) and np.all(np.abs(rt[:, 2]) <= 2.0 + 1e-6)
 
 
-def test_robot_config_spec_equals_the_training_spec(rollout: dict[str, np.ndarray]) -> None:
+def test_robot_config_spec_equals_the_training_spec(rollout: dict[str, np.ndarray], exported_bundle) -> None:
     """The node can check the bundle against its own config: same spec as the env's ObservationManager."""
     cfg = load_config(overrides=TRAIN_OVERRIDES)
     env_fingerprint = str(rollout["env_fingerprint"])
     own = policy_spec_from_config(to_dict(cfg))
     assert own.fingerprint() == env_fingerprint
-    rt = PolicyRuntime.load(exported_bundle(), spec=own)
+    rt = PolicyRuntime.load(exported_bundle, spec=own)
     assert rt.contract.fingerprint == env_fingerprint
+    assert rt.contract.beams == BeamLayout(72)
     assert rt.contract.angle_increment == pytest.approx(2 * math.pi / 72)

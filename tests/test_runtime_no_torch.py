@@ -1,33 +1,44 @@
-"""Issue 4, part 2: the deploy runtime runs on numpy + onnxruntime alone.
+"""The robot runtime runs on numpy + onnxruntime alone, without the training side.
 
-In a fresh interpreter that can only see ``deploy/``, import the runtime, load the freshly
-exported bundle, build observations and step the policy; ``torch`` (and the training package)
-must never appear in ``sys.modules``. A control run that imports torch on purpose proves that the
-probe would notice.
+A fresh interpreter installs a meta-path finder that refuses to import torch, mujoco, warp, the
+simulator (navsim) or the trainer (navtrain), and any name under them, then imports the runtime,
+loads the committed trained bundle, builds observations and steps the policy. An import of a
+refused package anywhere on the way would fail the probe with the name. Control runs prove that
+the finder is live: with it, importing torch or navsim fails; without it, the same environment
+imports them.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
-from test_export import exported_bundle
+import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+BLOCKED = ("torch", "mujoco", "mujoco_warp", "warp", "navsim", "navtrain")
 
 PROBE = textwrap.dedent(
     """
-    import json, math, sys
-    sys.path[:] = [p for p in sys.path if not p.endswith(("training", "tests"))]
-    sys.path.insert(0, {deploy!r})
-    if {import_torch}:
-        import torch  # noqa: F401  (control run)
+    import importlib.abc, json, math, sys
+
+    BLOCKED = {blocked!r}
+
+    class Refuse(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in BLOCKED:
+                raise ImportError(f"refused import of {{name}} (the robot runtime must not need it)")
+            return None
+
+    if {block}:
+        sys.meta_path.insert(0, Refuse())
+    for name in {extra_imports!r}:
+        __import__(name)
+
     import numpy as np
     from navdeploy.runtime import PolicyRuntime, ScanInput, ScanUnusable
+
     rt = PolicyRuntime.load({bundle!r})
     rng = np.random.default_rng(0)
     cmds = []
@@ -39,33 +50,39 @@ PROBE = textwrap.dedent(
         rt.step(ScanInput([], 0.0, 0.1, 0.0, 1.0), (0, 0, 0), (0, 0, 0), (1, 1))
     except ScanUnusable:
         pass
-    print(json.dumps({{
-        "torch": "torch" in sys.modules,
-        "navsim": any(m == "navsim" or m.startswith("navsim.") for m in sys.modules),
-        "cmds": cmds,
-    }}))
+    loaded = sorted({{m.split(".")[0] for m in sys.modules}} & set(BLOCKED))
+    print(json.dumps({{"loaded": loaded, "cmds": cmds}}))
     """
 )
 
 
-def run_probe(import_torch: bool) -> dict:
-    code = PROBE.format(deploy=str(REPO / "deploy"), bundle=str(exported_bundle()), import_torch=import_torch)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO / "deploy", env=env
-    )
+def run_probe(bundle, block: bool = True, extra_imports: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    code = PROBE.format(blocked=BLOCKED, block=block, extra_imports=list(extra_imports), bundle=str(bundle))
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+
+def _result(proc: subprocess.CompletedProcess) -> dict:
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def test_runtime_imports_and_runs_without_torch() -> None:
-    result = run_probe(import_torch=False)
-    assert result["torch"] is False
-    assert result["navsim"] is False
+def test_runtime_loads_and_steps_without_the_training_side(fixture_bundle) -> None:
+    result = _result(run_probe(fixture_bundle))
+    assert result["loaded"] == []
     assert len(result["cmds"]) == 50
     for vx, vy, wz in result["cmds"]:
         assert (vx * vx + vy * vy) ** 0.5 <= 1.5 + 1e-6 and abs(wz) <= 2.0 + 1e-6
+    assert max(abs(v) for cmd in result["cmds"] for v in cmd) > 0.05  # the policy does drive
 
 
-def test_probe_notices_torch_when_it_is_imported() -> None:
-    assert run_probe(import_torch=True)["torch"] is True
+@pytest.mark.parametrize("name", ["torch", "navsim.config"])
+def test_probe_refuses_the_training_side(fixture_bundle, name: str) -> None:
+    proc = run_probe(fixture_bundle, extra_imports=(name,))
+    assert proc.returncode != 0
+    assert f"refused import of {name.split('.')[0]}" in proc.stderr
+
+
+def test_without_the_finder_the_same_interpreter_imports_them(fixture_bundle) -> None:
+    """Control: the refusal above is the finder's doing, not a missing package."""
+    result = _result(run_probe(fixture_bundle, block=False, extra_imports=("torch", "navsim.config")))
+    assert {"torch", "navsim"} <= set(result["loaded"])

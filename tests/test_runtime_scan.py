@@ -1,7 +1,8 @@
-"""Issue 4, parts 2-3: scan resampling rules and the runtime's contract checks (numpy side only).
+"""Scan resampling rules, the beam layout, and the runtime's contract checks (numpy side only).
 
 Bundles here are written from random numpy weights by navdeploy.bundle, so these tests need no
-simulator and no torch; the real exported bundle is covered by test_export / test_parity.
+simulator and no torch; the real exported bundle is covered by test_export / test_parity, the
+committed one by the fixture tests at the end.
 """
 
 from __future__ import annotations
@@ -15,14 +16,16 @@ import pytest
 import yaml
 
 from navdeploy.action import ActionScaling, action_to_command
-from navdeploy.bundle import CONTRACT_FILE, BundleError, MlpWeights, make_contract, write_bundle
+from navdeploy.bundle import CONTRACT_FILE, BundleError, MlpWeights, make_contract, parse_contract, write_bundle
 from navdeploy.runtime import ContractError, PolicyRuntime, ScanInput, ScanUnusable, policy_spec_from_config
-from navdeploy.scan import ScanOptions, resample_scan
+from navdeploy.scan import BeamLayout, ScanOptions, beam_angles, resample_scan
 from navdeploy.spec import build_policy_obs, make_policy_spec
 from navdeploy.terms import ObsContext, SensorDims
 
 B = 72
 R = 6.0
+DIMS = SensorDims(num_beams=B, max_range=R, v_max=1.5, omega_max=2.0)
+SCALING = ActionScaling(v_max=1.5, omega_max=2.0, limit_planar_speed=True)
 SECTOR = 2 * math.pi / B
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TERMS = {"lidar": {}, "goal_polar": {}, "vel_body": {}, "omega": {}}
@@ -213,9 +216,9 @@ def numpy_forward(w: MlpWeights, x: np.ndarray) -> np.ndarray:
 
 
 def synthetic_bundle(path: Path, terms: dict | None = None, seed: int = 0) -> tuple[Path, MlpWeights]:
-    spec = make_policy_spec(terms or DEFAULT_TERMS, SensorDims())
+    spec = make_policy_spec(terms or DEFAULT_TERMS, DIMS)
     w = random_weights(spec.obs_dim, seed)
-    write_bundle(path, w, make_contract(spec, ActionScaling(), 0.1, 0.3, w.eps))
+    write_bundle(path, w, make_contract(spec, SCALING, 0.1, 0.3, w.eps))
     return path, w
 
 
@@ -240,13 +243,14 @@ def test_runtime_builds_obs_with_the_shared_builder_and_runs_the_bundle(tmp_path
             twist=np.array([twist]),
             goal=np.array([goal]),
             prev_action=np.zeros((1, 3)),
+            dims=DIMS,
         )
         assert obs.shape == (78,) and obs.dtype == np.float32
         assert np.array_equal(obs, build_policy_obs(ctx, rt.spec)[0])
         raw = numpy_forward(w, obs[None])[0]
         assert np.abs(rt.act(obs) - raw).max() < 1e-5
         cmd = rt.step(scan, pose, twist, goal)
-        want = action_to_command(raw[None], ActionScaling())[0]
+        want = action_to_command(raw[None], SCALING)[0]
         assert cmd.shape == (3,) and np.abs(cmd - want).max() < 1e-5
         assert np.abs(rt.prev_action - np.clip(raw, -1, 1)).max() < 1e-5
 
@@ -273,16 +277,16 @@ def test_previous_action_term_follows_steps_and_reset(tmp_path: Path) -> None:
 
 def test_runtime_spec_mismatch_names_the_differing_term(tmp_path: Path) -> None:
     bdir, _ = synthetic_bundle(tmp_path)
-    mine = make_policy_spec({**DEFAULT_TERMS, "goal_polar": {"distance_scale": 4.0}}, SensorDims())
+    mine = make_policy_spec({**DEFAULT_TERMS, "goal_polar": {"distance_scale": 4.0}}, DIMS)
     with pytest.raises(ContractError, match=r"term 'goal_polar' params"):
         PolicyRuntime.load(bdir, spec=mine)
-    other_range = make_policy_spec(DEFAULT_TERMS, SensorDims(max_range=8.0))
+    other_range = make_policy_spec(DEFAULT_TERMS, SensorDims(B, 8.0, 1.5, 2.0))
     with pytest.raises(ContractError, match="max_range: bundle 6.0 vs runtime 8.0"):
         PolicyRuntime.load(bdir, spec=other_range)
-    with_prev = make_policy_spec({**DEFAULT_TERMS, "action_prev": {}}, SensorDims())
+    with_prev = make_policy_spec({**DEFAULT_TERMS, "action_prev": {}}, DIMS)
     with pytest.raises(ContractError, match="action_prev"):
         PolicyRuntime.load(bdir, spec=with_prev)
-    assert PolicyRuntime.load(bdir, spec=make_policy_spec(DEFAULT_TERMS, SensorDims())).contract.obs_dim == 78
+    assert PolicyRuntime.load(bdir, spec=make_policy_spec(DEFAULT_TERMS, DIMS)).contract.obs_dim == 78
 
 
 def _rewrite_contract(bdir: Path, edit) -> None:
@@ -359,3 +363,67 @@ def test_goal_reached_uses_the_contract_tolerance(tmp_path: Path) -> None:
     rt = PolicyRuntime.load(bdir)
     assert rt.goal_reached((1.0, 1.0, 0.3), (1.2, 1.1))
     assert not rt.goal_reached((1.0, 1.0, 0.3), (1.3, 1.1))
+
+
+# ---------------------------------------------------------------------------------------------
+# The beam layout, the contract objects from a config, and the committed bundle
+
+
+def test_beam_layout_is_the_laser_scan_of_the_training_lidar() -> None:
+    layout = BeamLayout(B)
+    assert layout.angle_min == -math.pi and layout.angle_increment == pytest.approx(SECTOR)
+    assert layout.angle_max == pytest.approx(math.pi - SECTOR) and layout.fov == pytest.approx(2 * math.pi)
+    angles = beam_angles(B)
+    assert angles.dtype == np.float64 and angles.shape == (B,)
+    assert np.array_equal(angles, layout.angles())
+    assert angles[36] == 0.0 and angles[18] == pytest.approx(-math.pi / 2)  # 36 ahead, 18 right
+    scan = ScanInput.training_beams(np.ones(B), B, R)
+    assert (scan.angle_min, scan.angle_increment) == (layout.angle_min, layout.angle_increment)
+    with pytest.raises(ValueError, match="num_beams"):
+        BeamLayout(0)
+
+
+def test_contract_objects_have_one_constructor_from_config_data() -> None:
+    data = yaml.safe_load((REPO / "conf" / "nav.yaml").read_text())
+    assert SensorDims.from_config(data) == DIMS
+    assert ActionScaling.from_config(data) == SCALING
+    data["env"]["robot"]["v_max"] = 1.0
+    assert SensorDims.from_config(data).v_max == ActionScaling.from_config(data).v_max == 1.0
+    del data["env"]["lidar"]["max_range"]
+    with pytest.raises(ValueError, match="env.lidar.max_range"):  # no second set of defaults here
+        SensorDims.from_config(data)
+
+
+def test_contract_states_the_beam_layout_and_refuses_another(tmp_path: Path) -> None:
+    bdir, _ = synthetic_bundle(tmp_path / "ok")
+    contract = PolicyRuntime.load(bdir).contract
+    assert contract.beams == BeamLayout(B)
+    assert (contract.angle_min, contract.angle_increment, contract.fov) == (-math.pi, SECTOR, 2 * math.pi)
+    lidar = json.loads((bdir / CONTRACT_FILE).read_text())["lidar"]
+    assert lidar["angle_min"] == -math.pi and lidar["angle_increment"] == SECTOR and lidar["fov_deg"] == 360.0
+    edited = json.loads((bdir / CONTRACT_FILE).read_text())
+    edited["lidar"]["angle_min"] = 0.0
+    with pytest.raises(BundleError, match="lidar.angle_min = 0.0 is not the training beam layout"):
+        parse_contract(edited)
+    with pytest.raises(BundleError, match="lidar.angle_min"):  # nor can such a bundle be written
+        write_bundle(tmp_path / "bad", random_weights(78), edited)
+
+
+def test_contract_carries_the_robot_radius_when_exported_with_it(tmp_path: Path) -> None:
+    spec = make_policy_spec(DEFAULT_TERMS, DIMS)
+    w = random_weights(spec.obs_dim)
+    write_bundle(tmp_path, w, make_contract(spec, SCALING, 0.1, 0.3, w.eps, robot_radius=0.25))
+    rt = PolicyRuntime.load(tmp_path)
+    assert rt.contract.robot_radius == 0.25 and rt.contract.raw["robot"]["radius"] == 0.25
+
+
+def test_committed_bundle_loads_with_its_fingerprint_and_legacy_fields() -> None:
+    """tests/fixtures/bundle predates the robot section; the fixture bags depend on its fingerprint."""
+    bdir = REPO / "tests" / "fixtures" / "bundle"
+    rt = PolicyRuntime.load(bdir)
+    c = rt.contract
+    assert c.fingerprint == "23cb46e4de12b7e0" == rt.spec.fingerprint()
+    assert c.robot_radius is None and c.beams == BeamLayout(72)
+    data = yaml.safe_load((REPO / "conf" / "nav.yaml").read_text())
+    assert policy_spec_from_config(data).fingerprint() == c.fingerprint
+    assert c.scaling == ActionScaling.from_config(data)

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "training"))
+from conftest import REPO
+from navtrain import train
+from navtrain.checkpoint import load_checkpoint
 
-import train  # noqa: E402
-from navtrain.runner import load_checkpoint  # noqa: E402
+pytestmark = pytest.mark.slow
 
 
 def _scalars(run_dir: Path, tag: str) -> list[tuple[int, float]]:
@@ -90,7 +91,12 @@ def test_training_writes_checkpoints_tensorboard_and_evaluation(first_run: Path)
         "Perf/total_fps",
     ):
         assert len(_scalars(first_run, tag)) == 3, tag
-    assert _scalars(first_run, "Episode_Termination/collision"), "termination reasons are logged"
+    # Episode statistics reach TensorBoard through extras["log"] and rsl_rl's own logger.
+    for tag in ("Episode_Termination/collision", "Episode_Termination/success", "Episode/length_s"):
+        assert _scalars(first_run, tag), tag
+    assert _scalars(first_run, "Episode_Reward/collision")
+    rates = [v for _, v in _scalars(first_run, "Episode_Termination/collision")]
+    assert all(0.0 <= v <= 1.0 for v in rates)
 
 
 def test_checkpoint_loads_safely_and_normaliser_moved(first_run: Path) -> None:
@@ -136,6 +142,20 @@ def test_unknown_override_key_is_rejected_with_its_name(capsys: pytest.CaptureFi
     rc = train.main(["--max-iterations", "1", "algorithm.learning_rat=1e-4"])
     assert rc == 2
     assert "algorithm.learning_rat" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["training/train.py"], ["-m", "navtrain.train"]])
+def test_documented_train_command_runs_the_entry_point(command: list[str]) -> None:
+    """``python training/train.py`` (the documented command) and the module behind ``nav-train``."""
+    proc = subprocess.run(
+        [sys.executable, *command, "--max-iterations", "1", "env.stuck_window=25"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "unknown key 'env.stuck_window'" in proc.stderr
 
 
 EASY = [

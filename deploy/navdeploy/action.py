@@ -7,9 +7,11 @@ the robot runtime applies it to the ONNX output. The ONNX policy outputs the *ra
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from navdeploy.terms import config_value
 from navdeploy.xp import ops_for
 
 ACTION_ORDER = ("linear.x", "linear.y", "angular.z")
@@ -17,9 +19,18 @@ ACTION_ORDER = ("linear.x", "linear.y", "angular.z")
 
 @dataclass(frozen=True)
 class ActionScaling:
-    v_max: float = 1.5
-    omega_max: float = 2.0
-    limit_planar_speed: bool = True
+    v_max: float
+    omega_max: float
+    limit_planar_speed: bool
+
+    @classmethod
+    def from_config(cls, data: Mapping[str, Any]) -> ActionScaling:
+        """The one constructor from a nav_policy config (plain data): env.robot."""
+        return cls(
+            v_max=float(config_value(data, "env.robot.v_max")),
+            omega_max=float(config_value(data, "env.robot.omega_max")),
+            limit_planar_speed=bool(config_value(data, "env.robot.limit_planar_speed")),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {

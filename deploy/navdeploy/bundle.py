@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from navdeploy.action import ACTION_ORDER, ActionScaling
+from navdeploy.scan import BeamLayout
 from navdeploy.spec import PolicySpec, spec_from_dict
 
 FORMAT = "nav_policy.bundle"
@@ -61,16 +62,30 @@ class Contract:
     term_names: tuple[str, ...]
     num_beams: int
     max_range: float
-    angle_min: float
-    angle_increment: float
-    fov: float
+    beams: BeamLayout
     v_max: float
     omega_max: float
     scaling: ActionScaling
     action_order: tuple[str, ...]
     control_period: float
     goal_tolerance: float
+    robot_radius: float | None
+    """Radius of the robot's cylinder shell in training [m]; None in bundles exported before it was
+    part of the contract."""
     raw: dict[str, Any] = field(repr=False, compare=False)
+
+    # The beam layout's angles, for planners and logs: always the training layout's (checked on load).
+    @property
+    def angle_min(self) -> float:
+        return self.beams.angle_min
+
+    @property
+    def angle_increment(self) -> float:
+        return self.beams.angle_increment
+
+    @property
+    def fov(self) -> float:
+        return self.beams.fov
 
 
 def make_contract(
@@ -80,8 +95,9 @@ def make_contract(
     goal_tolerance: float,
     normalizer_eps: float,
     extra: dict[str, Any] | None = None,
+    robot_radius: float | None = None,
 ) -> dict[str, Any]:
-    """The contract as plain JSON data."""
+    """The contract as plain JSON data (``robot_radius``: the training shell radius, if known)."""
     d = spec.dims
     terms, start = [], 0
     for t in spec.terms:
@@ -104,12 +120,8 @@ def make_contract(
             "builder": "navdeploy.spec.build_policy_obs",
         },
         "lidar": {
-            "num_beams": d.num_beams,
-            "fov": 2.0 * math.pi,
-            "fov_deg": 360.0,
+            **BeamLayout(d.num_beams).to_dict(),
             "max_range": d.max_range,
-            "angle_min": -math.pi,
-            "angle_increment": 2.0 * math.pi / d.num_beams,
             "frame": "base_link; beam j at angle_min + j * angle_increment, 0 = forward, CCW positive",
             "no_return": "max_range",
             "resampling": "navdeploy.scan.resample_scan (docs/deploy_contract.md)",
@@ -134,9 +146,22 @@ def make_contract(
             "opset": OPSET,
         },
     }
+    if robot_radius is not None:
+        contract["robot"] = {"radius": float(robot_radius), "shape": "vertical cylinder about base_link"}
     if extra:
         contract.update(extra)
     return contract
+
+
+def _check_beam_layout(lidar: dict[str, Any], layout: BeamLayout) -> None:
+    """The lidar section may restate the layout (every export so far does); it must be ours."""
+    ours = layout.to_dict()
+    for key in ("angle_min", "angle_increment", "fov"):
+        if key in lidar and not math.isclose(float(lidar[key]), ours[key], rel_tol=0.0, abs_tol=1e-9):
+            raise BundleError(
+                f"contract lidar.{key} = {lidar[key]} is not the training beam layout's {ours[key]} "
+                "(navdeploy.scan.BeamLayout): this runtime cannot feed such a policy"
+            )
 
 
 def parse_contract(data: dict[str, Any]) -> Contract:
@@ -151,6 +176,8 @@ def parse_contract(data: dict[str, Any]) -> Contract:
         lidar = data["lidar"]
         action = data["action"]
         scaling = ActionScaling(float(action["v_max"]), float(action["omega_max"]), bool(action["limit_planar_speed"]))
+        layout = BeamLayout(int(lidar["num_beams"]))
+        radius = (data.get("robot") or {}).get("radius")
         contract = Contract(
             spec=spec,
             fingerprint=str(data["fingerprint"]),
@@ -158,19 +185,19 @@ def parse_contract(data: dict[str, Any]) -> Contract:
             term_names=tuple(t["name"] for t in obs["terms"]),
             num_beams=int(lidar["num_beams"]),
             max_range=float(lidar["max_range"]),
-            angle_min=float(lidar["angle_min"]),
-            angle_increment=float(lidar["angle_increment"]),
-            fov=float(lidar["fov"]),
+            beams=layout,
             v_max=float(data["v_max"]),
             omega_max=float(data["omega_max"]),
             scaling=scaling,
             action_order=tuple(action["order"]),
             control_period=float(data["control_period"]),
             goal_tolerance=float(data["goal_tolerance"]),
+            robot_radius=None if radius is None else float(radius),
             raw=data,
         )
     except (KeyError, TypeError, ValueError) as err:
         raise BundleError(f"malformed contract: {type(err).__name__}: {err}") from None
+    _check_beam_layout(data["lidar"], contract.beams)
     if spec.fingerprint() != contract.fingerprint:
         raise BundleError(
             f"contract fingerprint {contract.fingerprint} does not match its own observation spec "

@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 
 from navdeploy.action import action_to_command, clip_action
-from navdeploy.bundle import ONNX_FILE, BundleError, Contract, onnx_metadata, read_contract
+from navdeploy.bundle import ONNX_FILE, BundleError, Contract, read_contract
 from navdeploy.scan import ScanInput, ScanOptions, ScanUnusable, resample_scan
-from navdeploy.spec import PolicySpec, build_policy_obs, compare_specs, make_policy_spec
-from navdeploy.terms import DEFAULT_POLICY_TERMS_ENABLED, DEPLOYABLE_TERMS, ObsContext, SensorDims
+from navdeploy.spec import PolicySpec, build_policy_obs, compare_specs, make_policy_spec, policy_spec_from_config
+from navdeploy.terms import DEPLOYABLE_TERMS, ObsContext
 
 __all__ = [
     "ContractError",
@@ -50,32 +50,6 @@ def registry_spec_for(contract: Contract) -> PolicySpec:
     if unknown:
         raise ContractError(f"bundle uses observation term(s) this runtime does not have: {', '.join(unknown)}")
     return make_policy_spec({t.name: dict(t.params) for t in contract.spec.terms}, contract.spec.dims)
-
-
-def policy_spec_from_config(data: dict[str, Any]) -> PolicySpec:
-    """The policy spec that a nav_policy config (conf/nav.yaml as plain data) declares.
-
-    Mirrors the training ObservationManager: terms in registry order, enabled by the config or
-    by default, with the config's params; dims from env.lidar and env.robot.
-    """
-    env = data.get("env", {}) or {}
-    lidar = env.get("lidar", {}) or {}
-    robot = env.get("robot", {}) or {}
-    base = SensorDims()
-    dims = SensorDims(
-        num_beams=int(lidar.get("num_beams", base.num_beams)),
-        max_range=float(lidar.get("max_range", base.max_range)),
-        v_max=float(robot.get("v_max", base.v_max)),
-        omega_max=float(robot.get("omega_max", base.omega_max)),
-    )
-    policy = ((data.get("observations", {}) or {}).get("policy", {})) or {}
-    enabled = {}
-    for name in DEPLOYABLE_TERMS:
-        term = policy.get(name)
-        on = bool(term.get("enabled", True)) if term is not None else DEFAULT_POLICY_TERMS_ENABLED[name]
-        if on:
-            enabled[name] = dict((term or {}).get("params", {}) or {})
-    return make_policy_spec(enabled, dims)
 
 
 def _vec(x: Any, n: int, what: str) -> np.ndarray:
@@ -150,7 +124,8 @@ class PolicyRuntime:
     def resample(self, scan: ScanInput) -> np.ndarray:
         """The scan on the training beams (metres); raises ScanUnusable."""
         o = self.scan_options
-        return resample_scan(scan, self.contract.num_beams, self.contract.max_range, o.fill, o.fill_value, o.below_min)
+        beams = self.contract.beams.num_beams
+        return resample_scan(scan, beams, self.contract.max_range, o.fill, o.fill_value, o.below_min)
 
     def observation(self, scan: ScanInput, pose: Any, twist: Any, goal: Any) -> np.ndarray:
         """The (obs_dim,) float32 policy observation.
@@ -199,8 +174,3 @@ class PolicyRuntime:
         p = _vec(pose, 3, "pose")
         g = _vec(goal, 2, "goal")
         return bool(np.hypot(g[0] - p[0], g[1] - p[1]) < self.contract.goal_tolerance)
-
-
-def load_onnx_metadata(bundle_dir: str | Path) -> dict[str, str]:
-    """Convenience: the raw ONNX metadata of a bundle (for tools and logs)."""
-    return onnx_metadata(Path(bundle_dir) / ONNX_FILE)

@@ -1,7 +1,9 @@
 """Robot scans -> the training lidar's beams: the one documented resampling rule (numpy only).
 
-Training sees ``num_beams`` ranges on beams ``theta_j = -pi + j * 2pi/num_beams`` (body frame, 0 =
-forward, counter-clockwise positive), each in [0, max_range], with "no return" reading max_range.
+Training sees ``num_beams`` ranges on the beams of :class:`BeamLayout` (``theta_j = -pi + j *
+2pi/num_beams``, body frame, 0 = forward, counter-clockwise positive), each in [0, max_range], with
+"no return" reading max_range. This module owns that layout: the simulator's lidar
+(``navsim.lidar``), the C MuJoCo world and the sim node all take their beams from here.
 A real lidar publishes a ``sensor_msgs/LaserScan``: any beam count, any start angle, either
 direction, a field of view that may be under 360 degrees, and inf / NaN / out-of-range readings.
 :func:`resample_scan` maps one onto the other. The rules (also in docs/deploy_contract.md):
@@ -53,8 +55,60 @@ OVERLAP_EPS = 1e-3
 """Minimum overlap, in sectors, for a reading's arc to count in a sector (absorbs float32 angles)."""
 
 
+TRAINING_ANGLE_MIN = -math.pi
+"""Body-frame angle of training beam 0 (straight back); the beams then go counter-clockwise."""
+
+
 class ScanUnusable(ValueError):
     """The scan carries no usable information (empty, malformed or no valid reading)."""
+
+
+@dataclass(frozen=True)
+class BeamLayout:
+    """The training lidar's beams: ``num_beams`` over 360 degrees, beam ``j`` at body-frame angle
+    ``angle_min + j * angle_increment`` (0 = forward, counter-clockwise positive), as a ROS
+    ``LaserScan`` describes them. The one definition of the layout, robot side and simulator."""
+
+    num_beams: int
+
+    def __post_init__(self) -> None:
+        if int(self.num_beams) < 1:
+            raise ValueError(f"num_beams must be >= 1, got {self.num_beams}")
+
+    @property
+    def angle_min(self) -> float:
+        return TRAINING_ANGLE_MIN
+
+    @property
+    def angle_increment(self) -> float:
+        return 2.0 * math.pi / self.num_beams
+
+    @property
+    def angle_max(self) -> float:
+        return self.angle_min + (self.num_beams - 1) * self.angle_increment
+
+    @property
+    def fov(self) -> float:
+        return 2.0 * math.pi
+
+    def angles(self) -> np.ndarray:
+        """(num_beams,) float64 body-frame beam angles."""
+        return TRAINING_ANGLE_MIN + np.arange(self.num_beams) * (2.0 * math.pi / self.num_beams)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The layout as the contract's ``lidar`` section states it."""
+        return {
+            "num_beams": self.num_beams,
+            "fov": self.fov,
+            "fov_deg": 360.0,
+            "angle_min": self.angle_min,
+            "angle_increment": self.angle_increment,
+        }
+
+
+def beam_angles(num_beams: int) -> np.ndarray:
+    """Body-frame angles (float64) of the ``num_beams`` training beams."""
+    return BeamLayout(num_beams).angles()
 
 
 @dataclass(frozen=True)
@@ -81,7 +135,8 @@ class ScanInput:
     @classmethod
     def training_beams(cls, ranges: Any, num_beams: int, range_max: float = math.inf) -> ScanInput:
         """A scan laid out exactly like the training lidar (as the simulator renders it)."""
-        return cls(ranges, -math.pi, 2.0 * math.pi / num_beams, 0.0, range_max)
+        layout = BeamLayout(num_beams)
+        return cls(ranges, layout.angle_min, layout.angle_increment, 0.0, range_max)
 
 
 @dataclass(frozen=True)
@@ -131,9 +186,10 @@ def _sector_span(scan: ScanInput, n: int, num_beams: int) -> tuple[np.ndarray, n
         raise ScanUnusable(f"non-finite scan angles (angle_min={a0}, angle_increment={inc})")
     if inc == 0.0 and n > 1:
         raise ScanUnusable(f"angle_increment is 0 for {n} readings")
-    sector = 2.0 * math.pi / num_beams
+    layout = BeamLayout(num_beams)
+    sector = layout.angle_increment
     # Position in sector units, measured so that sector j spans [j, j + 1).
-    centre = (a0 + np.arange(n, dtype=np.float64) * inc + math.pi) / sector + 0.5
+    centre = (a0 + np.arange(n, dtype=np.float64) * inc - layout.angle_min) / sector + 0.5
     half = 0.5 * abs(inc) / sector
     lo = np.floor(centre - half + OVERLAP_EPS)
     hi = np.ceil(centre + half - OVERLAP_EPS) - 1.0

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from navdeploy.terms import DEPLOYABLE_TERMS, ObsContext, SensorDims
+from navdeploy.terms import DEFAULT_POLICY_TERMS_ENABLED, DEPLOYABLE_TERMS, ObsContext, SensorDims
 from navdeploy.xp import ops_for
 
 
@@ -83,6 +84,37 @@ def make_policy_spec(terms: dict[str, dict[str, Any]], dims: SensorDims) -> Poli
         params = {**tdef.default_params, **given}
         out.append(TermSpec(name, int(tdef.width(params, dims)), params, tdef.version))
     return PolicySpec(tuple(out), dims)
+
+
+def policy_spec_from_terms(policy: Mapping[str, Any] | None, dims: SensorDims) -> PolicySpec:
+    """The spec that a config's ``observations.policy`` section (plain data) declares.
+
+    Terms in registry order; a term the section does not name takes its registry default
+    (:data:`~navdeploy.terms.DEFAULT_POLICY_TERMS_ENABLED`, default params); a named term is on
+    unless ``enabled: false``, with its ``params`` over the defaults. Training's
+    ObservationManager and the robot's config check both build their spec here.
+    """
+    policy = policy or {}
+    enabled = {}
+    for name in DEPLOYABLE_TERMS:
+        term = policy.get(name)
+        if term is None:
+            on, params = DEFAULT_POLICY_TERMS_ENABLED[name], {}
+        else:
+            on, params = bool(term.get("enabled", True)), dict(term.get("params") or {})
+        if on:
+            enabled[name] = params
+    unknown = [n for n in policy if n not in DEPLOYABLE_TERMS]
+    if unknown:
+        raise SpecError(f"unknown policy observation term(s): {', '.join(unknown)}")
+    return make_policy_spec(enabled, dims)
+
+
+def policy_spec_from_config(data: Mapping[str, Any]) -> PolicySpec:
+    """The policy spec of a nav_policy config (conf/nav.yaml as plain data): the terms of
+    ``observations.policy`` (:func:`policy_spec_from_terms`), dims from env.lidar and env.robot."""
+    observations = data.get("observations") or {}
+    return policy_spec_from_terms(observations.get("policy"), SensorDims.from_config(data))
 
 
 def spec_from_dict(data: dict[str, Any]) -> PolicySpec:

@@ -10,8 +10,8 @@ Every term scales itself to O(1). Arrays are batched: leading dimension = number
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from navdeploy.xp import ops_for
@@ -20,14 +20,35 @@ DEPLOYABLE = "DEPLOYABLE"
 SIM_ONLY = "SIM_ONLY"
 
 
+def config_value(data: Mapping[str, Any], dotted: str) -> Any:
+    """``data['a']['b']['c']`` for ``'a.b.c'`` in plain config data (conf/nav.yaml as loaded);
+    a missing key is a ValueError naming it (the defaults live with the config, not here)."""
+    node: Any = data
+    for key in dotted.split("."):
+        if not isinstance(node, Mapping) or key not in node:
+            raise ValueError(f"config has no '{dotted}'")
+        node = node[key]
+    return node
+
+
 @dataclass(frozen=True)
 class SensorDims:
     """Constants of the robot and sensor that the terms scale by (part of the contract)."""
 
-    num_beams: int = 72
-    max_range: float = 6.0
-    v_max: float = 1.5
-    omega_max: float = 2.0
+    num_beams: int
+    max_range: float
+    v_max: float
+    omega_max: float
+
+    @classmethod
+    def from_config(cls, data: Mapping[str, Any]) -> SensorDims:
+        """The one constructor from a nav_policy config (plain data): env.lidar and env.robot."""
+        return cls(
+            num_beams=int(config_value(data, "env.lidar.num_beams")),
+            max_range=float(config_value(data, "env.lidar.max_range")),
+            v_max=float(config_value(data, "env.robot.v_max")),
+            omega_max=float(config_value(data, "env.robot.omega_max")),
+        )
 
 
 @dataclass
@@ -47,7 +68,7 @@ class ObsContext:
     twist: Any
     goal: Any
     prev_action: Any
-    dims: SensorDims = field(default_factory=SensorDims)
+    dims: SensorDims
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,10 @@ For each world count N it measures, on the same rooms:
 * ``env``: env-steps/s of ``NavEnv.step`` with random actions: physics substeps, collision
   check, the lidar, rewards, observations and auto-resets, i.e. what training pays per step.
   The physics and the lidar are also timed alone (``physics``, ``lidar`` columns).
-* ``reference``: C MuJoCo on the very same rooms and start poses: ``mujoco.rollout`` of the
-  physics substeps for all N worlds (one MjModel per world, so each world has its own layout; the
-  rollout runs on as many threads as the machine has cores; midphase off so that the moved
-  static obstacles collide) plus ``mujoco.mj_multiRay`` for the
+* ``reference``: C MuJoCo on the very same rooms and start poses, built from the one-room C
+  MuJoCo world of ``navsim.sim_world``: ``mujoco.rollout`` of the physics substeps for all N
+  worlds (one MjModel per world, so each world has its own layout; the rollout runs on as many
+  threads as the machine has cores) plus ``mujoco.mj_multiRay`` for the
   72 beams of every world at every control step (a Python loop over worlds, single-threaded:
   the call is too short for threads to pay off). The reference does physics and rays only: no
   resets, rewards or observations.
@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import math
 import os
 import sys
 import time
@@ -37,8 +36,10 @@ import torch
 from mujoco import rollout
 
 from navdeploy.action import action_to_command
+from navdeploy.scan import BeamLayout
 from navsim.config import load_config
-from navsim.robot import LIDAR_HEIGHT, OBSTACLE_HALF_HEIGHT, PARK_Z
+from navsim.robot import body_to_world, geom_ids
+from navsim.sim_world import RayCaster, Room, compile_world_model, place_room, slot_frames
 
 DEFAULT_NUM_ENVS = (64, 1024, 4096)
 
@@ -88,7 +89,12 @@ def bench_warp(env, steps: int, warmup: int, seed: int) -> dict[str, float]:
 
 
 class CReference:
-    """C MuJoCo on the rooms of ``env``: rollout for the physics, mj_multiRay for the lidar."""
+    """C MuJoCo on the rooms of ``env``: rollout for the physics, mj_multiRay for the lidar.
+
+    Built from the one-room C MuJoCo world (``navsim.sim_world``): one model per world from
+    :func:`compile_world_model` with that world's room placed in it, the body-frame command
+    rotated by :func:`navsim.robot.body_to_world`, the rays cast by :class:`RayCaster`.
+    """
 
     def __init__(self, env, nthread: int) -> None:
         ecfg = env.env_cfg
@@ -96,56 +102,37 @@ class CReference:
         self.nthread = nthread
         self.substeps = ecfg.physics_substeps
         self.scaling = env.scaling
-        self.max_range = float(ecfg.lidar.max_range)
-        self.num_beams = ecfg.lidar.num_beams
-        base = mujoco.MjModel.from_xml_string(env.mjcf)
-        slots = env.slot_ids.cpu().numpy()
-        # Without this the compiler's "same frame as the body" flag makes mj_kinematics ignore
-        # geom_quat of these static geoms: boxes would keep yaw 0.
-        base.geom_sameframe[slots] = 0
-        # The static midphase BVH of the world body is built at compile time, with the slots
-        # parked; moved obstacles would never collide. Without the midphase, every robot/world
-        # geom pair goes through the per-step bounding checks (cheap: 20 geoms).
-        base.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_MIDPHASE
-        self.base_body = base.body("base").id
-        rooms = env.rooms
-        pos = rooms.slot_pos.cpu().double().numpy()
-        yaw = rooms.slot_yaw.cpu().double().numpy()
-        active = rooms.slot_active.cpu().numpy()
-        z = np.where(active, OBSTACLE_HALF_HEIGHT, PARK_Z)
-        xpos = np.concatenate([pos, z[..., None]], axis=-1)  # (n, S, 3)
-        quat = np.stack([np.cos(yaw / 2), np.zeros_like(yaw), np.zeros_like(yaw), np.sin(yaw / 2)], axis=-1)
-        c, s = np.cos(yaw), np.sin(yaw)
-        zero, one = np.zeros_like(c), np.ones_like(c)
-        xmat = np.stack([c, -s, zero, s, c, zero, zero, zero, one], axis=-1)  # (n, S, 9)
+        base = compile_world_model(ecfg)
+        slots = geom_ids(base)["slots"]
+        rooms = [Room.from_batch(env.rooms, i) for i in range(self.n)]
         self.models = []
-        for i in range(self.n):
+        for room in rooms:
             m = copy.copy(base)
-            m.geom_pos[slots] = xpos[i]
-            m.geom_quat[slots] = quat[i]
+            place_room(m, slots, room)
             self.models.append(m)
         self.datas = [mujoco.MjData(base) for _ in range(nthread)]
         # Rays: one MjData whose slot geom poses are rewritten per world (walls come from mj_forward).
         self.ray_data = mujoco.MjData(base)
         mujoco.mj_forward(base, self.ray_data)
-        self.slots, self.slot_xpos, self.slot_xmat = slots, xpos, xmat
+        self.lidar = RayCaster(BeamLayout(ecfg.lidar.num_beams), ecfg.lidar.max_range, base.body("base").id)
+        self.slots = slots
+        r = env.rooms
+        self.slot_xpos, _, self.slot_xmat = slot_frames(
+            r.slot_pos.cpu().double().numpy(), r.slot_yaw.cpu().double().numpy(), r.slot_active.cpu().numpy()
+        )
         self.spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
         nstate = mujoco.mj_stateSize(base, self.spec)
         self.state = np.zeros((self.n, nstate))
         self.out_state = np.zeros((self.n, 1, nstate))
         self.out_sensor = np.zeros((self.n, 1, base.nsensordata))
         data = mujoco.MjData(base)
-        start = rooms.start.cpu().double().numpy()
-        for i in range(self.n):
-            data.qpos[:3] = start[i]
+        for i, room in enumerate(rooms):
+            data.qpos[:3] = room.start
             data.qvel[:] = 0
             mujoco.mj_getState(base, data, self.state[i], self.spec)
         qpos_adr = 1  # FULLPHYSICS state: [time, qpos, qvel, act, ...]
         self.qpos_slice = slice(qpos_adr, qpos_adr + base.nq)
-        ang = -math.pi + np.arange(self.num_beams) * (2 * math.pi / self.num_beams)
-        self.beam_cos, self.beam_sin = np.cos(ang), np.sin(ang)
-        self.dist = np.zeros((self.n, self.num_beams))
-        self.geomid = np.zeros(self.num_beams, dtype=np.int32)
+        self.dist = np.zeros((self.n, self.lidar.beams.num_beams))
         self.runner = rollout.Rollout(nthread=nthread)
 
     def close(self) -> None:
@@ -156,9 +143,7 @@ class CReference:
         the current yaw before every substep, as NavEnv does (a held Twist drives an arc)."""
         cmd = action_to_command(actions, self.scaling)
         for _ in range(self.substeps):
-            qpos = self.state[:, self.qpos_slice]
-            c, s = np.cos(qpos[:, 2]), np.sin(qpos[:, 2])
-            ctrl = np.stack([c * cmd[:, 0] - s * cmd[:, 1], s * cmd[:, 0] + c * cmd[:, 1], cmd[:, 2]], axis=-1)
+            ctrl = body_to_world(cmd, self.state[:, self.qpos_slice][:, 2])
             self.runner.rollout(
                 self.models,
                 self.datas,
@@ -173,31 +158,12 @@ class CReference:
 
     def rays(self) -> np.ndarray:
         qpos = self.state[:, self.qpos_slice]
-        c, s = np.cos(qpos[:, 2:3]), np.sin(qpos[:, 2:3])
-        vec = np.zeros((self.n, self.num_beams, 3))
-        vec[..., 0] = c * self.beam_cos - s * self.beam_sin
-        vec[..., 1] = s * self.beam_cos + c * self.beam_sin
-        vec = vec.reshape(self.n, -1)
-        pnt = np.stack([qpos[:, 0], qpos[:, 1], np.full(self.n, LIDAR_HEIGHT)], axis=-1)
         rd, slots = self.ray_data, self.slots
         for i in range(self.n):
             rd.geom_xpos[slots] = self.slot_xpos[i]
             rd.geom_xmat[slots] = self.slot_xmat[i]
-            mujoco.mj_multiRay(
-                self.models[i],
-                rd,
-                pnt[i],
-                vec[i],
-                None,
-                1,
-                self.base_body,
-                self.geomid,
-                self.dist[i],
-                None,
-                self.num_beams,
-                self.max_range,
-            )
-        return np.where((self.dist < 0) | (self.dist > self.max_range), self.max_range, self.dist)
+            self.dist[i] = self.lidar.cast(self.models[i], rd, qpos[i])
+        return self.dist.copy()
 
 
 def bench_reference(env, steps: int, warmup: int, nthread: int, seed: int) -> dict[str, float]:

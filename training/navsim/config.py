@@ -7,6 +7,7 @@ Dotted overrides (``algorithm.learning_rate=1e-4``) go through the same checks.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import re
 import types
@@ -16,6 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from navdeploy.action import ActionScaling
+from navdeploy.spec import PolicySpec, policy_spec_from_config
+from navdeploy.terms import SensorDims
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = REPO_ROOT / "conf" / "nav.yaml"
@@ -52,7 +57,7 @@ class RobotCfg:
     v_max: float = 1.5  # per axis and planar-norm limit [m/s]
     omega_max: float = 2.0  # [rad/s]
     limit_planar_speed: bool = True  # scale (vx, vy) down so that |v| <= v_max
-    radius: float = 0.2
+    radius: float = 0.2  # cylinder shell: the MJCF, room clearances, surface distances, the contract
 
 
 @dataclass
@@ -66,7 +71,6 @@ class EnvCfg:
     init_at_random_ep_len: bool = True
     auto_reset: bool = True
     seed: int = 1
-    stuck_window: int = 25
     room: RoomCfg = field(default_factory=RoomCfg)
     lidar: LidarCfg = field(default_factory=LidarCfg)
     robot: RobotCfg = field(default_factory=RobotCfg)
@@ -148,6 +152,23 @@ class NavConfig:
     model: ModelCfg = field(default_factory=ModelCfg)
     runner: RunnerCfg = field(default_factory=RunnerCfg)
     cpu: CpuOverrides = field(default_factory=CpuOverrides)
+
+    # The contract objects, each from its one constructor in navdeploy (plain config data in).
+    def sensor_dims(self) -> SensorDims:
+        return SensorDims.from_config(to_dict(self))
+
+    def action_scaling(self) -> ActionScaling:
+        return ActionScaling.from_config(to_dict(self))
+
+    def policy_spec(self) -> PolicySpec:
+        return policy_spec_from_config(to_dict(self))
+
+
+REMOVED_KEYS = {
+    ("env", "stuck_window"): "the stuck window is rewards.stuck.params.window",
+}
+"""Keys that configs stored by older versions (checkpoint infos) may still carry; dropped when a
+stored config is rebuilt with :func:`config_from_data`, an error in YAML and overrides."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -264,6 +285,24 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     return cfg
 
 
+def config_from_data(data: dict[str, Any], where: str = "stored config") -> NavConfig:
+    """A config stored as plain data (a checkpoint's ``infos['nav_config']``), validated; keys of
+    :data:`REMOVED_KEYS` that older versions wrote are dropped, anything else unknown is an error."""
+    data = copy.deepcopy(data)
+    for path in REMOVED_KEYS:
+        node = data
+        for key in path[:-1]:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(path[-1], None)
+    try:
+        cfg = build(NavConfig, data)
+    except ConfigError as err:
+        raise ConfigError(f"{where}: {err}") from None
+    validate(cfg)
+    return cfg
+
+
 def validate(cfg: NavConfig) -> None:
     """Cross-field checks that a type alone cannot express."""
     from navsim.observations import validate_observation_cfg
@@ -279,5 +318,7 @@ def validate(cfg: NavConfig) -> None:
         raise ConfigError("env.room.num_obstacles must satisfy 0 <= min <= max <= num_cylinder_slots + num_box_slots")
     if e.lidar.num_beams < 1 or e.lidar.max_range <= 0:
         raise ConfigError("env.lidar needs num_beams >= 1 and max_range > 0")
+    if e.robot.radius <= 0 or 2 * (e.robot.radius + e.room.wall_margin) >= e.room.size:
+        raise ConfigError("env.robot.radius must be > 0 and the robot must fit in the room with its wall margin")
     validate_observation_cfg(cfg.observations)
     validate_reward_cfg(cfg.rewards)

@@ -2,8 +2,15 @@
 
 Everything in ``step()`` is batched tensor work on the Warp device; torch and Warp share the
 buffers (``wp.to_torch`` / ``wp.from_torch``) without copies. There are no per-world Python loops
-and no host round-trips in the step: finished worlds are reset with masks, taking fresh rooms
-from a ring of spare rooms that is refilled a slice per step.
+and no host round-trips in the physics, lidar, rewards or resets: finished worlds are reset with
+masks, taking fresh rooms from a ring of spare rooms that is refilled a slice per step.
+
+Episode statistics reach rsl_rl the way its ``VecEnv`` documents: ``extras["log"]`` holds, for the
+episodes that ended on this step, their per-term reward sums (``Episode_Reward/<term>``), their
+outcome (``Episode_Termination/<outcome>``, 0/1 per episode) and length (``Episode/length_s``);
+rsl_rl's logger averages them over the iteration, i.e. over the iteration's episodes. Selecting
+the ended episodes costs one host sync per step (rsl_rl's logger makes one per step anyway);
+``log_episodes = False`` (evaluation) skips it.
 """
 
 from __future__ import annotations
@@ -15,25 +22,26 @@ import mujoco
 import mujoco_warp as mjw
 import torch
 import warp as wp
+from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
-from navdeploy.action import ActionScaling, action_to_command, clip_action
-from navdeploy.terms import ObsContext, SensorDims, goal_in_body
+from navdeploy.action import action_to_command, clip_action
+from navdeploy.terms import ObsContext, goal_in_body
 from navsim.config import NavConfig, to_dict
 from navsim.lidar import BatchedLidar
 from navsim.observations import ObservationManager, SimTruth
+from navsim.outcomes import OUTCOMES
 from navsim.rewards import RewardManager, RewardState
-from navsim.robot import OBSTACLE_HALF_HEIGHT, PARK_Z, ROBOT_RADIUS, build_mjcf, geom_ids, slot_sizes
+from navsim.robot import OBSTACLE_HALF_HEIGHT, PARK_Z, build_mjcf, geom_ids, slot_sizes
 from navsim.rooms import RoomBatch, RoomGeometry, generate_rooms
-
-TERMINATION_REASONS = ("success", "collision", "timeout", "out_of_bounds")
 
 
 @wp.kernel
 def _body_command_to_ctrl(cmd: wp.array2d[wp.float32], qpos: wp.array2d[wp.float32], ctrl: wp.array2d[wp.float32]):
     """Rotate the body-frame (vx, vy) command into the world-frame jx / jy actuators at the current
     yaw; wz drives jz directly. Run before every physics substep, so a held body-frame command
-    drives an arc, as a real base holding a Twist does."""
+    drives an arc, as a real base holding a Twist does. The device twin of
+    ``navsim.robot.body_to_world`` (the C MuJoCo side)."""
     w = wp.tid()
     c = wp.cos(qpos[w, 2])
     s = wp.sin(qpos[w, 2])
@@ -51,7 +59,8 @@ def resolve_device(name: str) -> str:
 
 @dataclass
 class StepInfo:
-    """Per-world outcome of the last step (before the auto-reset)."""
+    """Per-world outcome flags of the last step (before the auto-reset), named as
+    :class:`navsim.outcomes.Outcome`; at most one is set per world."""
 
     pose: torch.Tensor
     success: torch.Tensor
@@ -60,8 +69,8 @@ class StepInfo:
     out_of_bounds: torch.Tensor
 
 
-class NavEnv:
-    """The batched navigation environment. Implements rsl_rl's ``VecEnv`` interface."""
+class NavEnv(VecEnv):
+    """The batched navigation environment: an rsl_rl ``VecEnv``."""
 
     num_actions = 3
 
@@ -82,8 +91,10 @@ class NavEnv:
         self.max_episode_length = int(round(ecfg.episode_length_s / ecfg.control_period))
         self.auto_reset = ecfg.auto_reset
         self.half = ecfg.room.size / 2.0
-        self.dims = SensorDims(ecfg.lidar.num_beams, ecfg.lidar.max_range, ecfg.robot.v_max, ecfg.robot.omega_max)
-        self.scaling = ActionScaling(ecfg.robot.v_max, ecfg.robot.omega_max, ecfg.robot.limit_planar_speed)
+        self.radius = float(ecfg.robot.radius)
+        self.dims = cfg.sensor_dims()
+        self.scaling = cfg.action_scaling()
+        self.log_episodes = True  # extras["log"] with the statistics of the episodes ending each step
 
         # Model and data on the Warp device.
         self.mjcf = build_mjcf(ecfg)
@@ -154,9 +165,6 @@ class NavEnv:
         self.last_info: StepInfo | None = None
         self.scan = torch.full((n, self.dims.num_beams), self.dims.max_range, device=self.device)
         self.scan_clean = self.scan.clone()
-        stat_keys = [f"Episode_Reward/{t.name}" for t, _, _ in self.reward_manager.terms]
-        stat_keys += [f"Episode_Termination/{r}" for r in TERMINATION_REASONS] + ["Episode/length_s", "episodes"]
-        self._stats = {k: torch.zeros((), device=self.device) for k in stat_keys}
         self.reset()
 
     # ------------------------------------------------------------------------------------------
@@ -185,7 +193,7 @@ class NavEnv:
         gx, gy = goal_in_body(ctx)
         goal_cos = gx / torch.sqrt(gx * gx + gy * gy).clamp(min=1e-9)
         clearance, _ = self.geometry.nearest(self.rooms, pose[:, None, :2])
-        surface = clearance[:, 0] - ROBOT_RADIUS
+        surface = clearance[:, 0] - self.radius
         slot = self.episode_length_buf % self.stuck_window
         oldest = self.pos_window.gather(1, slot[:, None, None].expand(-1, 1, 2))[:, 0]
         displacement = torch.linalg.norm(pose[:, :2] - oldest, dim=-1)
@@ -212,12 +220,15 @@ class NavEnv:
         self.prev_action = action
         self.last_info = StepInfo(pose, success, collision, time_outs, out_of_bounds)
 
-        reasons = {"success": success, "collision": collision, "timeout": time_outs, "out_of_bounds": out_of_bounds}
-        extras: dict[str, Any] = {
-            "time_outs": time_outs,
-            "termination": reasons,
-            "episode_length_s": self._close_episodes(dones, reasons),
-        }
+        flags = {"success": success, "collision": collision, "timeout": time_outs, "out_of_bounds": out_of_bounds}
+        reasons = {str(o): flags[o] for o in OUTCOMES}
+        length_s = self.episode_length_buf.float() * self.env_cfg.control_period * dones.float()
+        sums = self.reward_manager.close_episodes(dones)
+        extras: dict[str, Any] = {"time_outs": time_outs, "termination": reasons, "episode_length_s": length_s}
+        if self.log_episodes:
+            log = self._episode_log(dones, reasons, sums, length_s)
+            if log:
+                extras["log"] = log
         if self.auto_reset:
             self._reset_where(dones, fresh=True)
             collision = collision & ~dones
@@ -231,8 +242,6 @@ class NavEnv:
         """Reset every world (with ``rooms`` when given, else the current ones)."""
         if rooms is not None:
             self.rooms = rooms
-        for value in self._stats.values():
-            value.zero_()
         all_worlds = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
         self._reset_where(all_worlds, fresh=False)
         self._observe(contact=torch.zeros(self.num_envs, dtype=torch.bool, device=self.device))
@@ -353,7 +362,7 @@ class NavEnv:
         c, s = torch.cos(pose[:, 2]), torch.sin(pose[:, 2])
         dx, dy = direction[:, 0, 0], direction[:, 0, 1]
         truth = SimTruth(
-            clearance=dist[:, 0] - ROBOT_RADIUS,
+            clearance=dist[:, 0] - self.radius,
             scan_clean=self.scan_clean,
             contact=contact.float(),
             nearest_dir_body=torch.stack([c * dx + s * dy, -s * dx + c * dy], dim=-1),
@@ -361,29 +370,15 @@ class NavEnv:
         ctx = self._context(pose, twist, self.prev_action)
         self.obs_buf = self.obs_manager.compute(ctx, truth)
 
-    def _close_episodes(self, dones: torch.Tensor, reasons: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Accumulate on the device what the episodes ending now add to the logs; return their
-        lengths in seconds ((N,), zero for worlds still running)."""
-        done_f = dones.float()
-        length_s = self.episode_length_buf.float() * self.env_cfg.control_period * done_f
-        for name, sums in self.reward_manager.close_episodes(dones).items():
-            self._stats[f"Episode_Reward/{name}"] += sums.sum()
-        for name, flag in reasons.items():
-            self._stats[f"Episode_Termination/{name}"] += (flag & dones).float().sum()
-        self._stats["Episode/length_s"] += length_s.sum()
-        self._stats["episodes"] += done_f.sum()
-        return length_s
-
-    def pop_episode_stats(self) -> dict[str, float]:
-        """Means over the episodes that ended since the last call (one device read), then reset.
-
-        Keys: ``Episode_Reward/<term>``, ``Episode_Termination/<reason>`` (rates),
-        ``Episode/length_s``, and ``episodes`` (the count).
-        """
-        keys = list(self._stats)
-        values = torch.stack([self._stats[k] for k in keys]).tolist()
-        for v in self._stats.values():
-            v.zero_()
-        stats = dict(zip(keys, values, strict=True))
-        n = stats["episodes"]
-        return {k: (v / n if n and k != "episodes" else v) for k, v in stats.items()}
+    @staticmethod
+    def _episode_log(
+        dones: torch.Tensor, reasons: dict[str, torch.Tensor], sums: dict[str, torch.Tensor], length_s: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
+        """rsl_rl's ``extras["log"]``: one value per episode ending now (empty when none does)."""
+        ended = dones.nonzero()[:, 0]  # the one host sync of the step
+        if ended.numel() == 0:
+            return {}
+        log = {f"Episode_Reward/{name}": value[ended] for name, value in sums.items()}
+        log.update({f"Episode_Termination/{name}": flag[ended].float() for name, flag in reasons.items()})
+        log["Episode/length_s"] = length_s[ended]
+        return log

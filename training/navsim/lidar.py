@@ -2,7 +2,8 @@
 
 Beam ``i`` points at ``angle_min + i * increment`` in the body frame (0 = forward, counter-
 clockwise positive), ``angle_min = -pi`` and ``increment = 2 pi / num_beams``: a 360 degree scan
-as a ROS LaserScan describes it. Rays leave the robot centre at LIDAR_HEIGHT and ignore the
+as a ROS LaserScan describes it. The robot side owns that layout (``navdeploy.scan.BeamLayout``);
+the simulator takes its beams from there. Rays leave the robot centre at LIDAR_HEIGHT and ignore the
 robot's own geoms. A beam with no return within ``max_range`` reads ``max_range``.
 
 The rays are cast by a Warp kernel specialised to this world: every collidable geom is a vertical
@@ -10,14 +11,12 @@ cylinder or a box rotated about z (walls, obstacles), and the rays are horizonta
 ray-geom test is exact 2D geometry (ray-circle, ray-oriented-rectangle) plus a height check.
 The kernel reads the geoms' world poses from MuJoCo Warp's ``geom_xpos`` / ``geom_xmat`` (so it
 sees each world's own layout) and their sizes from the model. It agrees with C MuJoCo's
-``mj_multiRay`` (see tests/test_lidar.py); on this 2-core CPU it cast 67k scans/s at 1024 worlds
+``mj_multiRay`` (``navsim.sim_world``, see tests/test_lidar.py); on this 2-core CPU it cast 67k scans/s at 1024 worlds
 where the general ``mujoco_warp.rays`` cast 3.5k/s (side by side in one process, on a loaded
 machine: a ratio, not absolute speeds).
 """
 
 from __future__ import annotations
-
-import math
 
 import mujoco
 import mujoco_warp as mjw
@@ -25,15 +24,11 @@ import numpy as np
 import torch
 import warp as wp
 
+from navdeploy.scan import beam_angles
 from navsim.robot import LIDAR_HEIGHT
 
 GEOM_CYLINDER = int(mujoco.mjtGeom.mjGEOM_CYLINDER)
 GEOM_BOX = int(mujoco.mjtGeom.mjGEOM_BOX)
-
-
-def beam_angles(num_beams: int) -> np.ndarray:
-    """Body-frame beam angles of the training lidar (float64)."""
-    return -math.pi + np.arange(num_beams) * (2.0 * math.pi / num_beams)
 
 
 @wp.kernel

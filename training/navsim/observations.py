@@ -15,8 +15,8 @@ from typing import Any
 
 import torch
 
-from navdeploy.spec import PolicySpec, SpecError, build_policy_obs, make_policy_spec
-from navdeploy.terms import DEFAULT_POLICY_TERMS_ENABLED, DEPLOYABLE_TERMS, SIM_ONLY, ObsContext, SensorDims
+from navdeploy.spec import PolicySpec, SpecError, build_policy_obs, policy_spec_from_terms
+from navdeploy.terms import DEPLOYABLE_TERMS, SIM_ONLY, ObsContext, SensorDims
 
 POLICY_GROUP = "policy"
 PRIVILEGED_GROUP = "privileged"
@@ -112,13 +112,8 @@ class ObservationManager:
 
     def __init__(self, obs_cfg: Any, dims: SensorDims, num_envs: int, device: torch.device | str) -> None:
         validate_observation_cfg(obs_cfg)
-        enabled = {}
-        for name in DEPLOYABLE_TERMS:
-            term = obs_cfg.policy.get(name)
-            on = term.enabled if term is not None else DEFAULT_POLICY_TERMS_ENABLED[name]
-            if on:
-                enabled[name] = dict(term.params) if term is not None else {}
-        self.policy_spec: PolicySpec = make_policy_spec(enabled, dims)
+        policy = {name: {"enabled": t.enabled, "params": dict(t.params)} for name, t in obs_cfg.policy.items()}
+        self.policy_spec: PolicySpec = policy_spec_from_terms(policy, dims)
         self.privileged_terms: list[tuple[SimTermDef, dict[str, Any], int]] = []
         for name, tdef in SIM_ONLY_TERMS.items():
             term = obs_cfg.privileged.get(name)

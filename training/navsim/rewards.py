@@ -2,7 +2,7 @@
 
 A term is ``fn(state, params) -> (N,)`` of unweighted values; the manager multiplies by the
 weight, sums, and keeps per-episode sums per term for logging. Distances in ``near_obstacle`` are
-measured from the robot's *surface* (centre distance minus the 0.20 m radius).
+measured from the robot's *surface* (centre distance minus ``env.robot.radius``).
 """
 
 from __future__ import annotations

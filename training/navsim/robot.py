@@ -1,7 +1,7 @@
 """The MJCF of the planar robot in its walled room, with a pool of obstacle slots.
 
 The robot (SPEC §1): body ``base`` with slide joints ``jx``, ``jy`` and hinge ``jz``; a cylinder
-shell of radius 0.20 and half-height 0.15 raised by 0.15; mass 1 kg; velocity actuators ``vx``,
+shell of radius ``env.robot.radius`` (0.20) and half-height 0.15 raised by 0.15; mass 1 kg; velocity actuators ``vx``,
 ``vy`` (kv 100, ctrl ±1.5, force ±200) and ``wz`` (kv 2, ctrl ±2, force ±20).
 
 Obstacles are static geoms of the world body, one per slot: cylinder slots and box slots with
@@ -18,7 +18,6 @@ import numpy as np
 
 from navsim.config import EnvCfg
 
-ROBOT_RADIUS = 0.20
 ROBOT_HALF_HEIGHT = 0.15
 LIDAR_HEIGHT = 0.15  # rays leave the robot centre at this height, horizontally
 OBSTACLE_HALF_HEIGHT = 0.5
@@ -93,7 +92,7 @@ def build_mjcf(cfg: EnvCfg) -> str:
         '      <joint name="jx" type="slide" axis="1 0 0" limited="false"/>',
         '      <joint name="jy" type="slide" axis="0 1 0" limited="false"/>',
         '      <joint name="jz" type="hinge" axis="0 0 1" limited="false"/>',
-        f'      <geom name="shell" type="cylinder" size="{ROBOT_RADIUS} {ROBOT_HALF_HEIGHT}" '
+        f'      <geom name="shell" type="cylinder" size="{cfg.robot.radius:.6g} {ROBOT_HALF_HEIGHT}" '
         f'pos="0 0 {ROBOT_HALF_HEIGHT}" mass="1.0" rgba=".1 .7 .3 1"/>',
         "    </body>",
         "  </worldbody>",
@@ -105,6 +104,19 @@ def build_mjcf(cfg: EnvCfg) -> str:
         "</mujoco>",
     ]
     return "\n".join(lines) + "\n"
+
+
+def body_to_world(cmd: np.ndarray, yaw: np.ndarray | float) -> np.ndarray:
+    """Body-frame commands [vx, vy, wz] (..., 3) -> world-frame actuator controls (..., 3) at
+    heading ``yaw``: (vx, vy) rotated by yaw for ``vx``/``vy``, wz unchanged for ``wz``.
+
+    The C MuJoCo side (``navsim.sim_world``) applies it before every physics substep; NavEnv runs
+    the same rotation as a Warp kernel on the device (``navsim.env._body_command_to_ctrl``), and
+    tests/test_sim_world.py holds the two to the same trajectories.
+    """
+    cmd = np.asarray(cmd, dtype=np.float64)
+    c, s = np.cos(yaw), np.sin(yaw)
+    return np.stack([c * cmd[..., 0] - s * cmd[..., 1], s * cmd[..., 0] + c * cmd[..., 1], cmd[..., 2]], axis=-1)
 
 
 def geom_ids(model: object) -> dict[str, np.ndarray]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from navsim.config import EnvCfg
-from navsim.robot import ROBOT_RADIUS, SlotSizes
+from navsim.robot import SlotSizes
 
 CANDIDATES = 16  # obstacle candidates per slot
 POSE_CANDIDATES = 16  # start / goal candidates per rejection round
@@ -170,8 +170,9 @@ def generate_rooms(n: int, cfg: EnvCfg, geom: RoomGeometry, gen: torch.Generator
         active[:, j] = place
     rooms = RoomBatch(pos, yaw, active, torch.zeros(n, 3, device=device), torch.zeros(n, 2, device=device))
 
-    need_free = ROBOT_RADIUS + room.clearance
-    lim = half - room.wall_margin - ROBOT_RADIUS
+    radius = cfg.robot.radius
+    need_free = radius + room.clearance
+    lim = half - room.wall_margin - radius
     start = torch.zeros(n, 2, device=device)
     done = torch.zeros(n, dtype=torch.bool, device=device)
     for _ in range(ROUNDS):

@@ -1,29 +1,40 @@
-"""One navigation world in C MuJoCo, built exactly like a training world (no ROS in here).
+"""The one-room world in C MuJoCo, built exactly like a training world (no ROS in here).
 
-The MJCF comes from ``navsim.robot.build_mjcf`` and the rooms from ``navsim.rooms.generate_rooms``
-(the training code), so the sim node drives the very robot, room and obstacle pool the policy was
-trained in. Commands are applied as the training env applies them: a body-frame [vx, vy, wz]
-held for ``physics_substeps`` physics steps per control period, rotated by the current yaw into
-the world-frame ``vx``/``vy`` actuators before each substep, ``wz`` direct. The lidar casts the
-training beams (``navsim.lidar.beam_angles``) from the robot centre with ``mj_multiRay``; no return reads
-``max_range``; Gaussian noise as in training, clipped to [0, max_range].
+The single C MuJoCo copy of the training world: the ROS 2 sim node drives :class:`SimWorld`, the
+simulator benchmark's C reference (``navsim.benchmark``) builds its per-world models with
+:func:`compile_world_model` / :func:`place_room` and casts its rays with :class:`RayCaster`, and
+the lidar and physics tests compare NavEnv against these.
+
+- The MJCF comes from ``navsim.robot.build_mjcf`` and the rooms from
+  ``navsim.rooms.generate_rooms`` (the training code), so it is the very robot, room and obstacle
+  pool the policy was trained in.
+- Obstacles are static geoms of the world body, placed after compilation by writing
+  ``geom_pos`` / ``geom_quat`` (:func:`place_room`). Two compiler optimisations would silently
+  break that, so :func:`compile_world_model` turns them off: the "same frame as the body" flag
+  (``geom_sameframe``) makes ``mj_kinematics`` ignore a written yaw, and the world body's static
+  midphase tree, built with the slots parked, would keep moved obstacles from ever colliding.
+- Commands are applied as the training env applies them: a body-frame [vx, vy, wz] held for
+  ``physics_substeps`` physics steps per control period, rotated by the current yaw into the
+  world-frame ``vx``/``vy`` actuators before each substep (``navsim.robot.body_to_world``).
+- The lidar casts the training beams (``navdeploy.scan.BeamLayout``) from the robot centre with
+  ``mj_multiRay``; no return reads ``max_range``; Gaussian noise as in training, clipped to
+  [0, max_range].
+- Episodes end as in training, with the same names (``navsim.outcomes``).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import mujoco
 import numpy as np
 import torch
 
-from navsim.config import NavConfig
-from navsim.lidar import beam_angles
-from navsim.robot import LIDAR_HEIGHT, OBSTACLE_HALF_HEIGHT, PARK_Z, build_mjcf, geom_ids, slot_sizes
-from navsim.rooms import RoomGeometry, generate_rooms
-
-OUTCOMES = ("reached", "collided", "timeout", "out_of_bounds")
+from navdeploy.scan import BeamLayout
+from navsim.config import EnvCfg, NavConfig
+from navsim.outcomes import Outcome, judge
+from navsim.robot import LIDAR_HEIGHT, OBSTACLE_HALF_HEIGHT, PARK_Z, body_to_world, build_mjcf, geom_ids, slot_sizes
+from navsim.rooms import RoomBatch, RoomGeometry, generate_rooms
 
 
 @dataclass(frozen=True)
@@ -35,34 +46,122 @@ class Room:
     start: np.ndarray  # (3,) x, y, yaw
     goal: np.ndarray  # (2,)
 
+    @classmethod
+    def from_batch(cls, rooms: RoomBatch, index: int, seed: int = -1) -> Room:
+        """World ``index`` of a batch of training rooms (torch, any device)."""
+        return cls(
+            int(seed),
+            rooms.slot_pos[index].detach().cpu().double().numpy(),
+            rooms.slot_yaw[index].detach().cpu().double().numpy(),
+            rooms.slot_active[index].detach().cpu().numpy().astype(bool),
+            rooms.start[index].detach().cpu().double().numpy(),
+            rooms.goal[index].detach().cpu().double().numpy(),
+        )
+
+
+def compile_world_model(cfg: EnvCfg) -> mujoco.MjModel:
+    """The training MJCF compiled for C MuJoCo, ready for obstacles placed after compilation."""
+    model = mujoco.MjModel.from_xml_string(build_mjcf(cfg))
+    slots = geom_ids(model)["slots"]
+    # The compiler marks the slot geoms as sharing the world body's frame (identity quat in the
+    # MJCF); mj_kinematics then copies the body's orientation and a written yaw is dropped.
+    model.geom_sameframe[slots] = 0
+    # The world body's static midphase tree is built at compile time with the slots parked; moved
+    # obstacles would never collide. Without it every robot/world geom pair goes through the
+    # per-step bounding checks (cheap: about 20 geoms).
+    model.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_MIDPHASE
+    return model
+
+
+def slot_frames(
+    slot_pos: np.ndarray, slot_yaw: np.ndarray, slot_active: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """World poses of the obstacle slots (any leading batch shape ``...``, S slots): positions
+    (..., S, 3) with inactive slots parked below the floor, quaternions (..., S, 4) and rotation
+    matrices (..., S, 9) of the yaw about z."""
+    pos = np.asarray(slot_pos, dtype=np.float64)
+    yaw = np.asarray(slot_yaw, dtype=np.float64)
+    z = np.where(np.asarray(slot_active, dtype=bool), OBSTACLE_HALF_HEIGHT, PARK_Z)
+    xpos = np.concatenate([pos, z[..., None]], axis=-1)
+    zero = np.zeros_like(yaw)
+    quat = np.stack([np.cos(yaw / 2), zero, zero, np.sin(yaw / 2)], axis=-1)
+    c, s = np.cos(yaw), np.sin(yaw)
+    xmat = np.stack([c, -s, zero, s, c, zero, zero, zero, np.ones_like(yaw)], axis=-1)
+    return xpos, quat, xmat
+
+
+def place_room(model: mujoco.MjModel, slot_ids: np.ndarray, room: Room) -> None:
+    """Write the room's obstacle poses into a model from :func:`compile_world_model`."""
+    xpos, quat, _ = slot_frames(room.slot_pos, room.slot_yaw, room.slot_active)
+    model.geom_pos[slot_ids] = xpos
+    model.geom_quat[slot_ids] = quat
+
+
+class RayCaster:
+    """The training lidar in C MuJoCo: ``mj_multiRay`` along the training beams (BeamLayout) from
+    the robot centre at LIDAR_HEIGHT, horizontal, the robot's own body excluded; no return (or
+    beyond ``max_range``) reads ``max_range``. It sees the geom poses in the data it is given
+    (``geom_xpos`` / ``geom_xmat``)."""
+
+    def __init__(self, beams: BeamLayout, max_range: float, robot_body: int) -> None:
+        self.beams = beams
+        self.max_range = float(max_range)
+        self.robot_body = int(robot_body)
+        angles = beams.angles()
+        self._cos, self._sin = np.cos(angles), np.sin(angles)
+        self._vec = np.zeros((beams.num_beams, 3))
+        self._geomid = np.zeros(beams.num_beams, dtype=np.int32)
+
+    def cast(self, model: mujoco.MjModel, data: mujoco.MjData, pose: np.ndarray) -> np.ndarray:
+        """(num_beams,) ranges in metres from ``pose`` (x, y, yaw), in [0, max_range]."""
+        x, y, yaw = (float(v) for v in pose[:3])
+        c, s = np.cos(yaw), np.sin(yaw)
+        self._vec[:, 0] = c * self._cos - s * self._sin
+        self._vec[:, 1] = s * self._cos + c * self._sin
+        n = self.beams.num_beams
+        dist = np.zeros(n)
+        pnt = np.array([x, y, LIDAR_HEIGHT])
+        mujoco.mj_multiRay(
+            model,
+            data,
+            pnt,
+            self._vec.reshape(-1),
+            None,
+            1,
+            self.robot_body,
+            self._geomid,
+            dist,
+            None,
+            n,
+            self.max_range,
+        )
+        return np.where((dist < 0) | (dist > self.max_range), self.max_range, dist)
+
 
 class SimWorld:
+    """One training world in C MuJoCo: rooms by seed, body-frame commands, scans, outcomes."""
+
     def __init__(self, cfg: NavConfig, noise_std: float | None = None) -> None:
         self.cfg = cfg
         e = cfg.env
         self.env_cfg = e
         self.control_period = float(e.control_period)
         self.substeps = int(e.physics_substeps)
-        self.num_beams = int(e.lidar.num_beams)
+        self.beams = BeamLayout(int(e.lidar.num_beams))
+        self.num_beams = self.beams.num_beams
         self.max_range = float(e.lidar.max_range)
         self.noise_std = float(e.lidar.noise_std if noise_std is None or noise_std < 0 else noise_std)
         self.goal_tolerance = float(e.goal_tolerance)
         self.max_steps = int(round(e.episode_length_s / e.control_period))
         self.half = e.room.size / 2.0
-        self.spec = mujoco.MjSpec.from_string(build_mjcf(e))
-        self.model = self.spec.compile()
+        self.model = compile_world_model(e)
         self.data = mujoco.MjData(self.model)
         ids = geom_ids(self.model)
         self.slot_ids = ids["slots"]
-        self.slot_names = [self.model.geom(int(g)).name for g in self.slot_ids]
         self.shell_id = int(ids["shell"][0])
         self.robot_body = int(self.model.body("base").id)
+        self.lidar = RayCaster(self.beams, self.max_range, self.robot_body)
         self.geometry = RoomGeometry(e, slot_sizes(e), "cpu")
-        ang = beam_angles(self.num_beams)
-        self._cos_b, self._sin_b = np.cos(ang), np.sin(ang)
-        self._vec = np.zeros(3 * self.num_beams)
-        self._dist = np.zeros(self.num_beams)
-        self._geomid = np.zeros(self.num_beams, dtype=np.int32)
         self.rng = np.random.default_rng(0)
         self.room: Room | None = None
         self.steps = 0
@@ -73,51 +172,24 @@ class SimWorld:
         """The room that ``seed`` selects (training's generator, one world)."""
         gen = torch.Generator(device="cpu")
         gen.manual_seed(int(seed))
-        r = generate_rooms(1, self.env_cfg, self.geometry, gen)
-        return Room(
-            int(seed),
-            r.slot_pos[0].double().numpy(),
-            r.slot_yaw[0].double().numpy(),
-            r.slot_active[0].numpy().astype(bool),
-            r.start[0].double().numpy(),
-            r.goal[0].double().numpy(),
-        )
+        return Room.from_batch(generate_rooms(1, self.env_cfg, self.geometry, gen), 0, seed=int(seed))
 
-    def reset(self, room: Room) -> None:
-        """Build the world of ``room``: obstacles placed in the model, robot at the start pose.
-
-        The obstacles are static geoms of the world body. C MuJoCo precomputes the world body's
-        bounding volumes when it compiles, so writing ``model.geom_pos`` afterwards moves what the
-        rays see but not what collides (and the compiler's "same frame" flag drops a written yaw).
-        The model is therefore recompiled for each room (about 6 ms) from the same MJCF.
-        """
+    def reset(self, room: Room, pose: np.ndarray | None = None) -> None:
+        """Build the world of ``room``: obstacles placed, robot at rest at the start pose (or at
+        ``pose``), step count, contact flag and noise stream restarted."""
         self.room = room
-        for k, name in enumerate(self.slot_names):
-            g = self.spec.geom(name)
-            if room.slot_active[k]:
-                g.pos = [float(room.slot_pos[k, 0]), float(room.slot_pos[k, 1]), OBSTACLE_HALF_HEIGHT]
-            else:
-                g.pos = [0.0, 0.0, PARK_Z]
-            half_yaw = 0.5 * float(room.slot_yaw[k])
-            g.quat = [math.cos(half_yaw), 0.0, 0.0, math.sin(half_yaw)]
-        self.model = self.spec.compile()
-        self.data = mujoco.MjData(self.model)
-        m, d = self.model, self.data
-        d.qpos[:3] = room.start
-        mujoco.mj_forward(m, d)
+        place_room(self.model, self.slot_ids, room)
+        mujoco.mj_resetData(self.model, self.data)
+        self.data.qpos[:3] = room.start if pose is None else np.asarray(pose, dtype=np.float64)
+        mujoco.mj_forward(self.model, self.data)
         self.rng = np.random.default_rng(room.seed + 7919)
         self.steps = 0
         self.collided = False
 
     # ------------------------------------------------------------------ stepping
     def apply_command(self, cmd: np.ndarray) -> None:
-        """Body-frame [vx, vy, wz] -> world-frame actuator controls (as the training env does)."""
-        vx, vy, wz = (float(v) for v in cmd)
-        yaw = float(self.data.qpos[2])
-        c, s = math.cos(yaw), math.sin(yaw)
-        self.data.ctrl[0] = c * vx - s * vy
-        self.data.ctrl[1] = s * vx + c * vy
-        self.data.ctrl[2] = wz
+        """Body-frame [vx, vy, wz] -> world-frame actuator controls at the current yaw."""
+        self.data.ctrl[:3] = body_to_world(cmd, float(self.data.qpos[2]))
 
     def step(self, cmd: np.ndarray) -> None:
         """One control period holding ``cmd``: before every physics substep the body-frame command
@@ -144,34 +216,13 @@ class SimWorld:
 
     def body_twist(self) -> np.ndarray:
         yaw = float(self.data.qpos[2])
-        c, s = math.cos(yaw), math.sin(yaw)
+        c, s = np.cos(yaw), np.sin(yaw)
         vx, vy, wz = (float(v) for v in self.data.qvel[:3])
         return np.array([c * vx + s * vy, -s * vx + c * vy, wz])
 
     def scan(self, noise: bool = True) -> np.ndarray:
         """(num_beams,) ranges in metres on the training beams, in [0, max_range]."""
-        x, y, yaw = (float(v) for v in self.data.qpos[:3])
-        c, s = math.cos(yaw), math.sin(yaw)
-        vec = self._vec.reshape(self.num_beams, 3)
-        vec[:, 0] = c * self._cos_b - s * self._sin_b
-        vec[:, 1] = s * self._cos_b + c * self._sin_b
-        pnt = np.array([x, y, LIDAR_HEIGHT])
-        mujoco.mj_multiRay(
-            self.model,
-            self.data,
-            pnt,
-            self._vec,
-            None,
-            1,
-            self.robot_body,
-            self._geomid,
-            self._dist,
-            None,
-            self.num_beams,
-            self.max_range,
-        )
-        d = self._dist.copy()
-        d[(d < 0) | (d > self.max_range)] = self.max_range
+        d = self.lidar.cast(self.model, self.data, self.data.qpos)
         if noise and self.noise_std > 0:
             d = np.clip(d + self.noise_std * self.rng.standard_normal(d.shape), 0.0, self.max_range)
         return d
@@ -179,16 +230,14 @@ class SimWorld:
     def goal_distance(self, goal: np.ndarray | None = None) -> float:
         g = self.room.goal if goal is None else goal
         p = self.data.qpos
-        return float(math.hypot(g[0] - p[0], g[1] - p[1]))
+        return float(np.hypot(g[0] - p[0], g[1] - p[1]))
 
-    def outcome(self, goal: np.ndarray | None = None) -> str | None:
-        """The episode's end, judged like training (collision beats reaching the goal), or None."""
-        if self.collided:
-            return "collided"
-        if bool(np.any(np.abs(self.data.qpos[:2]) > self.half)):
-            return "out_of_bounds"
-        if self.goal_distance(goal) < self.goal_tolerance:
-            return "reached"
-        if self.steps >= self.max_steps:
-            return "timeout"
-        return None
+    def outcome(self, goal: np.ndarray | None = None) -> Outcome | None:
+        """The episode's end, judged like training (collision beats leaving the room beats
+        reaching the goal), or None while it goes on."""
+        return judge(
+            collision=self.collided,
+            out_of_bounds=bool(np.any(np.abs(self.data.qpos[:2]) > self.half)),
+            at_goal=self.goal_distance(goal) < self.goal_tolerance,
+            time_up=self.steps >= self.max_steps,
+        )

@@ -6,7 +6,7 @@
 Auto-reset is off: every world runs one episode, and its end is read directly. Rooms come from a
 seed stream never used in training (default: runner.eval_seed of the checkpoint's config). Prints
 and writes success / collision / timeout rates, mean time to goal and SPL (reference path: the
-straight start-goal line, see navsim/evaluation.py). Overrides change the evaluation rooms, e.g.
+straight start-goal line, see navtrain/evaluation.py). Overrides change the evaluation rooms, e.g.
 ``env.room.num_obstacles=[16,16]`` for denser rooms than training.
 """
 
@@ -34,10 +34,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no such checkpoint: {args.checkpoint}", file=sys.stderr)
         return 2
 
-    from navsim.config import NavConfig, build
-    from navsim.robot import slot_sizes
+    from navtrain.checkpoint import config_from_checkpoint, load_checkpoint
     from navtrain.evaluation import evaluate_checkpoint, plot_trace, write_json
-    from navtrain.runner import load_checkpoint
 
     result, trace = evaluate_checkpoint(
         args.checkpoint,
@@ -52,9 +50,9 @@ def main(argv: list[str] | None = None) -> int:
         write_json(result, args.json)
         print(f"[evaluate] wrote {args.json}")
     if args.plot and trace is not None:
-        cfg = build(NavConfig, load_checkpoint(args.checkpoint)["infos"]["nav_config"])
+        cfg = config_from_checkpoint(load_checkpoint(args.checkpoint))
         title = f"success {100 * result.success_rate:.1f}%  collision {100 * result.collision_rate:.1f}%  ({result.episodes} episodes)"
-        plot_trace(trace, cfg.env.room.size / 2, slot_sizes(cfg.env), args.plot, title=title)
+        plot_trace(trace, cfg.env, args.plot, title=title)
         print(f"[evaluate] wrote {args.plot}")
     return 0
 

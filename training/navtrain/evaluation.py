@@ -15,17 +15,21 @@ import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 
-from navsim.config import NavConfig, build
+from navsim.config import EnvCfg, apply_override, config_from_data, to_dict
 from navsim.env import NavEnv
-from navsim.robot import ROBOT_RADIUS
+from navsim.outcomes import OUTCOMES, Outcome
+from navsim.robot import slot_sizes
 from navsim.rooms import RoomBatch
-from navtrain.ppo_config import runner_cfg
-from navtrain.runner import load_checkpoint
+from navtrain.checkpoint import build_actor, config_from_checkpoint, load_checkpoint
+
+SUCCESS = OUTCOMES.index(Outcome.SUCCESS)
+COLLISION = OUTCOMES.index(Outcome.COLLISION)
+OUT_OF_BOUNDS = OUTCOMES.index(Outcome.OUT_OF_BOUNDS)
+TIMEOUT = OUTCOMES.index(Outcome.TIMEOUT)
 
 
 @dataclass
@@ -46,32 +50,14 @@ class EvalResult:
 class EpisodeTrace:
     rooms: RoomBatch  # the rooms of the plotted worlds
     paths: list[np.ndarray]  # (T_i, 2) per world
-    outcomes: list[str]
-
-
-def config_from_checkpoint(ckpt: dict[str, Any]) -> NavConfig:
-    infos = ckpt.get("infos") or {}
-    if "nav_config" not in infos:
-        raise ValueError("checkpoint has no infos['nav_config']: pass --config with the training config")
-    return build(NavConfig, infos["nav_config"])
-
-
-def make_policy(env: NavEnv, cfg: NavConfig, ckpt: dict[str, Any]) -> torch.nn.Module:
-    """The actor of ``ckpt`` (normaliser included) as a deterministic module on env.device."""
-    from rsl_rl.models import MLPModel
-
-    train_cfg = runner_cfg(cfg, env.obs_manager.obs_groups())
-    actor_cfg = {k: v for k, v in train_cfg["actor"].items() if k != "class_name"}
-    actor = MLPModel(env.get_observations(), train_cfg["obs_groups"], "actor", env.num_actions, **actor_cfg)
-    actor.load_state_dict(ckpt["actor_state_dict"])
-    actor.eval()
-    return actor.to(env.device)
+    outcomes: list[Outcome]
 
 
 def run_episodes(
     env: NavEnv, actor: torch.nn.Module, rooms: RoomBatch, record: int = 0
 ) -> tuple[dict[str, np.ndarray], EpisodeTrace | None]:
-    """One episode per world in ``rooms`` (auto-reset must be off)."""
+    """One episode per world in ``rooms`` (auto-reset must be off). ``outcome`` holds each
+    episode's code: its index in :data:`navsim.outcomes.OUTCOMES`."""
     assert not env.auto_reset, "evaluation needs auto_reset off"
     env.reset(rooms=rooms)
     n = env.num_envs
@@ -96,14 +82,14 @@ def run_episodes(
         prev = pos
         if record:
             trace.append(torch.where(live[:, None], pos, trace[-1]))
-        reason = torch.stack([info.success, info.collision, info.timeout, info.out_of_bounds], dim=-1)
-        code = torch.argmax(reason.long(), dim=-1)
+        reason = torch.stack([getattr(info, str(o)) for o in OUTCOMES], dim=-1)
+        code = torch.argmax(reason.long(), dim=-1)  # the first set flag: the highest priority
         newly = dones.bool() & live
         outcome = torch.where(newly, code, outcome)
         finished |= dones.bool()
         if bool(finished.all()):
             break
-    outcome = torch.where(outcome < 0, torch.full_like(outcome, 2), outcome)  # unfinished = timeout
+    outcome = torch.where(outcome < 0, torch.full_like(outcome, TIMEOUT), outcome)  # unfinished
     result = {
         "outcome": outcome.cpu().numpy(),
         "time_s": (steps * env.env_cfg.control_period).cpu().numpy(),
@@ -115,13 +101,12 @@ def run_episodes(
     if record:
         # Show the failures first (up to half the panels), then successes, in world order.
         codes = outcome.cpu().numpy()
-        failed = [int(i) for i in np.flatnonzero(codes != 0)][: record // 2]
-        chosen = sorted(failed + [int(i) for i in np.flatnonzero(codes == 0)][: record - len(failed)])
+        failed = [int(i) for i in np.flatnonzero(codes != SUCCESS)][: record // 2]
+        chosen = sorted(failed + [int(i) for i in np.flatnonzero(codes == SUCCESS)][: record - len(failed)])
         stacked = torch.stack(trace).cpu().numpy()  # (T, n, 2)
-        names = ["success", "collision", "timeout", "out_of_bounds"]
         paths = [stacked[: int(steps[i].item()) + 1, i] for i in chosen]
         tr = EpisodeTrace(
-            rooms.index(torch.tensor(chosen, device=env.device)), paths, [names[int(codes[i])] for i in chosen]
+            rooms.index(torch.tensor(chosen, device=env.device)), paths, [OUTCOMES[int(codes[i])] for i in chosen]
         )
     return result, tr
 
@@ -138,19 +123,16 @@ def evaluate_checkpoint(
     ckpt = load_checkpoint(checkpoint)
     cfg = config_from_checkpoint(ckpt)
     if overrides:
-        from navsim.config import apply_override, to_dict, validate
-
         data = to_dict(cfg)
         for ov in overrides:
             apply_override(data, ov)
-        cfg = build(NavConfig, data)
-        validate(cfg)
+        cfg = config_from_data(data, where="evaluation overrides")
     seed = cfg.runner.eval_seed if seed is None else seed
-    cfg.env.auto_reset = False
-    cfg.env.lidar.noise_std = cfg.env.lidar.noise_std  # same sensor model as training
+    cfg.env.auto_reset = False  # the sensor model (lidar noise) stays the training one
     batch = min(episodes, num_envs or 500)
     env = NavEnv(cfg, num_envs=batch, device=device, seed=seed)
-    actor = make_policy(env, cfg, ckpt)
+    env.log_episodes = False
+    actor = build_actor(ckpt, cfg, env.device)
     gen = torch.Generator(device=env.device)
     gen.manual_seed(seed)
     parts: list[dict[str, np.ndarray]] = []
@@ -166,14 +148,14 @@ def evaluate_checkpoint(
         print(f"[evaluate] {done}/{episodes} episodes", flush=True)
     allr = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     oc = allr["outcome"]
-    succ = oc == 0
+    succ = oc == SUCCESS
     spl = succ * allr["straight"] / np.maximum(allr["path_len"], allr["straight"])
     result = EvalResult(
         episodes=int(len(oc)),
         success_rate=float(succ.mean()),
-        collision_rate=float((oc == 1).mean()),
-        timeout_rate=float((oc == 2).mean()),
-        out_of_bounds_rate=float((oc == 3).mean()),
+        collision_rate=float((oc == COLLISION).mean()),
+        timeout_rate=float((oc == TIMEOUT).mean()),
+        out_of_bounds_rate=float((oc == OUT_OF_BOUNDS).mean()),
         mean_time_to_goal_s=float(allr["time_s"][succ].mean()) if succ.any() else math.nan,
         spl=float(spl.mean()),
         spl_reference="straight-line start-goal distance (ignores obstacles: conservative)",
@@ -188,7 +170,7 @@ def write_json(result: EvalResult, path: str | Path) -> None:
     Path(path).write_text(json.dumps(asdict(result), indent=2) + "\n")
 
 
-def plot_trace(trace: EpisodeTrace, cfg_half: float, sizes: Any, path: str | Path, title: str = "") -> None:
+def plot_trace(trace: EpisodeTrace, env_cfg: EnvCfg, path: str | Path, title: str = "") -> None:
     """Rooms with obstacles, start, goal and the driven path coloured by outcome."""
     import matplotlib
 
@@ -196,7 +178,15 @@ def plot_trace(trace: EpisodeTrace, cfg_half: float, sizes: Any, path: str | Pat
     import matplotlib.pyplot as plt
     from matplotlib.patches import Circle, Polygon, Rectangle
 
-    colours = {"success": "tab:green", "collision": "tab:red", "timeout": "tab:orange", "out_of_bounds": "tab:purple"}
+    cfg_half = env_cfg.room.size / 2
+    sizes = slot_sizes(env_cfg)
+    robot_radius = env_cfg.robot.radius
+    colours = {
+        Outcome.SUCCESS: "tab:green",
+        Outcome.COLLISION: "tab:red",
+        Outcome.TIMEOUT: "tab:orange",
+        Outcome.OUT_OF_BOUNDS: "tab:purple",
+    }
     n = len(trace.paths)
     cols = min(3, n)
     rows = math.ceil(n / cols)
@@ -227,7 +217,7 @@ def plot_trace(trace: EpisodeTrace, cfg_half: float, sizes: Any, path: str | Pat
         p = trace.paths[i]
         colour = colours[trace.outcomes[i]]
         ax.plot(p[:, 0], p[:, 1], color=colour, lw=2)
-        ax.add_patch(Circle(p[-1], ROBOT_RADIUS, fill=False, ec=colour, lw=1.5))  # footprint at the end
+        ax.add_patch(Circle(p[-1], robot_radius, fill=False, ec=colour, lw=1.5))  # footprint at the end
         ax.plot(*r.start[i, :2].cpu().numpy(), "o", color="tab:blue", ms=8, label="start")
         ax.plot(*r.goal[i].cpu().numpy(), "*", color="gold", mec="k", ms=14, label="goal")
         ax.set_xlim(-cfg_half - 0.2, cfg_half + 0.2)

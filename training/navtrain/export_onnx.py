@@ -1,8 +1,8 @@
 """Checkpoint -> deployment bundle (policy.onnx + contract.json), with a self-check.
 
-The torch side of the export. :func:`export_bundle` rebuilds the policy contract from the config
-stored in the checkpoint (``infos["nav_config"]``; ``config`` is the fallback), rebuilds rsl_rl's
-actor from ``actor_state_dict``, writes the ONNX graph (normaliser + MLP, raw mean action out)
+The torch side of the export. :func:`export_bundle` loads the checkpoint, its config and its actor
+through :mod:`navtrain.checkpoint` (``infos["nav_config"]``; ``config`` is the fallback), builds the
+contract from that config's own contract objects (policy spec, action scaling, robot radius), writes the ONNX graph (normaliser + MLP, raw mean action out)
 through :mod:`navdeploy.bundle`, and then checks itself:
 
 - ``onnx.checker`` on the written file (full check);
@@ -20,13 +20,13 @@ from typing import Any
 
 import numpy as np
 import torch
-from rsl_rl.models import MLPModel
 from tensordict import TensorDict
 
 from navdeploy.bundle import ONNX_FILE, MlpWeights, make_contract, write_bundle
-from navdeploy.spec import PolicySpec, compare_specs
-from navsim.config import NavConfig, build, load_config, to_dict, validate
+from navdeploy.spec import PolicySpec
+from navsim.config import NavConfig, to_dict
 from navsim.observations import POLICY_GROUP
+from navtrain.checkpoint import CheckpointError, build_actor, config_from_checkpoint, load_checkpoint
 
 DEFAULT_TOL = 1e-5
 DEFAULT_NUM_OBS = 1024
@@ -40,72 +40,12 @@ class ExportCheckError(ExportError):
     """The exported ONNX does not reproduce the torch actor within tolerance."""
 
 
-def config_from_checkpoint(ckpt: dict[str, Any], config: str | Path | NavConfig | None = None) -> NavConfig:
-    """The training config: ``infos['nav_config']`` of the checkpoint, else ``config``."""
-    infos = ckpt.get("infos") or {}
-    stored = infos.get("nav_config") if isinstance(infos, dict) else None
-    fallback = None
-    if config is not None:
-        fallback = config if isinstance(config, NavConfig) else load_config(config)
-    if stored is None:
-        if fallback is None:
-            raise ExportError(
-                "the checkpoint has no infos['nav_config'] and no config was given (--config conf/nav.yaml)"
-            )
-        return fallback
-    cfg = build(NavConfig, stored)
-    validate(cfg)
-    if fallback is not None:
-        from navsim.observations import ObservationManager
-
-        a = ObservationManager(cfg.observations, _dims(cfg), 1, "cpu").policy_spec
-        b = ObservationManager(fallback.observations, _dims(fallback), 1, "cpu").policy_spec
-        diffs = compare_specs(a, b)
-        if diffs:
-            raise ExportError("--config disagrees with the checkpoint's own config: " + "; ".join(diffs))
-    return cfg
-
-
-def _dims(cfg: NavConfig) -> Any:
-    from navdeploy.terms import SensorDims
-
-    e = cfg.env
-    return SensorDims(e.lidar.num_beams, e.lidar.max_range, e.robot.v_max, e.robot.omega_max)
-
-
 def policy_spec_for(cfg: NavConfig) -> PolicySpec:
-    from navsim.observations import ObservationManager
-
-    return ObservationManager(cfg.observations, _dims(cfg), 1, "cpu").policy_spec
-
-
-def build_actor(actor_state: dict[str, torch.Tensor], cfg: NavConfig, obs_dim: int) -> MLPModel:
-    """rsl_rl's actor as training built it, with the checkpoint's weights (strict load)."""
-    m = cfg.model
-    obs = TensorDict({POLICY_GROUP: torch.zeros(1, obs_dim)}, batch_size=[1])
-    actor = MLPModel(
-        obs,
-        {"actor": [POLICY_GROUP]},
-        "actor",
-        3,
-        hidden_dims=list(m.actor_hidden_dims),
-        activation=m.activation,
-        obs_normalization=m.obs_normalization,
-        distribution_cfg={"class_name": "GaussianDistribution", "init_std": m.init_noise_std, "std_type": "scalar"},
-    )
-    w = actor_state.get("mlp.0.weight")
-    if w is None or w.shape[1] != obs_dim:
-        got = None if w is None else tuple(w.shape)
-        raise ExportError(f"actor input layer {got} does not take the {obs_dim}-dim policy observation")
-    try:
-        actor.load_state_dict(actor_state, strict=True)
-    except RuntimeError as err:
-        raise ExportError(f"actor_state_dict does not fit the configured actor: {err}") from None
-    actor.eval()
-    return actor
+    """The policy observation spec of ``cfg`` (the contract's observation part)."""
+    return cfg.policy_spec()
 
 
-def actor_weights(actor: MLPModel, activation: str) -> MlpWeights:
+def actor_weights(actor: torch.nn.Module, activation: str) -> MlpWeights:
     """The actor's normaliser buffers and Linear layers as numpy arrays."""
     obs_dim = actor.obs_dim
     norm = actor.obs_normalizer
@@ -130,14 +70,14 @@ def actor_weights(actor: MLPModel, activation: str) -> MlpWeights:
 
 
 @torch.no_grad()
-def actor_mean(actor: MLPModel, obs: torch.Tensor) -> torch.Tensor:
+def actor_mean(actor: torch.nn.Module, obs: torch.Tensor) -> torch.Tensor:
     """Deterministic (mean) raw action of the torch actor."""
     return actor(TensorDict({POLICY_GROUP: obs.float().cpu()}, batch_size=[obs.shape[0]]))
 
 
 @torch.no_grad()
 def record_observations(
-    actor: MLPModel, cfg: NavConfig, num_obs: int, num_envs: int = 32, device: str = "cpu", seed: int = 12345
+    actor: torch.nn.Module, cfg: NavConfig, num_obs: int, num_envs: int = 32, device: str = "cpu", seed: int = 12345
 ) -> torch.Tensor:
     """Roll the env out with the (stochastic) policy and keep every policy observation it saw."""
     from navsim.env import NavEnv
@@ -156,7 +96,9 @@ def record_observations(
     return torch.cat(out, dim=0)
 
 
-def check_onnx(onnx_path: str | Path, actor: MLPModel, obs: torch.Tensor, tol: float = DEFAULT_TOL) -> dict[str, Any]:
+def check_onnx(
+    onnx_path: str | Path, actor: torch.nn.Module, obs: torch.Tensor, tol: float = DEFAULT_TOL
+) -> dict[str, Any]:
     """onnx.checker, then onnxruntime vs the torch actor on ``obs``; raises ExportCheckError."""
     import onnx
     import onnxruntime as ort
@@ -213,12 +155,13 @@ def export_bundle(
     least ``num_obs`` of them). Returns the ONNX path. Raises ExportError / ExportCheckError.
     """
     ckpt_path = Path(checkpoint_path)
-    ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=True)
-    if "actor_state_dict" not in ckpt:
-        raise ExportError(f"{ckpt_path} has no actor_state_dict (keys: {sorted(ckpt)})")
-    cfg = config_from_checkpoint(ckpt, config)
-    spec = policy_spec_for(cfg)
-    actor = build_actor(ckpt["actor_state_dict"], cfg, spec.obs_dim)
+    ckpt = load_checkpoint(ckpt_path)
+    try:
+        cfg = config_from_checkpoint(ckpt, config)
+        actor = build_actor(ckpt, cfg)
+    except CheckpointError as err:
+        raise ExportError(f"{ckpt_path}: {err}") from None
+    spec = cfg.policy_spec()
     weights = actor_weights(actor, cfg.model.activation)
 
     if observations is None:
@@ -229,10 +172,6 @@ def export_bundle(
     if observations.shape[0] < num_obs or observations.shape[1] != spec.obs_dim:
         raise ExportError(f"need >= {num_obs} observations of width {spec.obs_dim}, got {tuple(observations.shape)}")
 
-    from navdeploy.action import ActionScaling
-
-    r = cfg.env.robot
-    scaling = ActionScaling(r.v_max, r.omega_max, r.limit_planar_speed)
     extra = {
         "source": {
             "checkpoint": ckpt_path.name,
@@ -244,7 +183,15 @@ def export_bundle(
         },
     }
     eps = float(weights.eps)
-    contract = make_contract(spec, scaling, cfg.env.control_period, cfg.env.goal_tolerance, eps, extra)
+    contract = make_contract(
+        spec,
+        cfg.action_scaling(),
+        cfg.env.control_period,
+        cfg.env.goal_tolerance,
+        eps,
+        extra,
+        robot_radius=cfg.env.robot.radius,
+    )
     path = write_bundle(out_dir, weights, contract)
     report = check_onnx(path, actor, observations, tol)
     report_path = Path(out_dir) / "export_check.json"

@@ -5,7 +5,26 @@ from __future__ import annotations
 from typing import Any
 
 from navsim.config import NavConfig, to_dict
-from navsim.observations import check_actor_groups
+from navsim.observations import POLICY_GROUP, check_actor_groups
+
+ACTOR_OBS_GROUPS = {"actor": [POLICY_GROUP]}
+"""The actor's inputs: the policy group only (what the robot can build)."""
+
+
+def actor_cfg(cfg: NavConfig) -> dict[str, Any]:
+    """rsl_rl's actor model config: MLP with empirical normalisation and a scalar-std Gaussian."""
+    m = cfg.model
+    return {
+        "class_name": "MLPModel",
+        "hidden_dims": list(m.actor_hidden_dims),
+        "activation": m.activation,
+        "obs_normalization": m.obs_normalization,
+        "distribution_cfg": {
+            "class_name": "GaussianDistribution",
+            "init_std": m.init_noise_std,
+            "std_type": "scalar",
+        },
+    }
 
 
 def runner_cfg(cfg: NavConfig, obs_groups: dict[str, list[str]]) -> dict[str, Any]:
@@ -20,17 +39,7 @@ def runner_cfg(cfg: NavConfig, obs_groups: dict[str, list[str]]) -> dict[str, An
         "logger": r.logger,
         "obs_groups": {k: list(v) for k, v in obs_groups.items()},
         "check_for_nan": True,
-        "actor": {
-            "class_name": "MLPModel",
-            "hidden_dims": list(m.actor_hidden_dims),
-            "activation": m.activation,
-            "obs_normalization": m.obs_normalization,
-            "distribution_cfg": {
-                "class_name": "GaussianDistribution",
-                "init_std": m.init_noise_std,
-                "std_type": "scalar",
-            },
-        },
+        "actor": actor_cfg(cfg),
         "critic": {
             "class_name": "MLPModel",
             "hidden_dims": list(m.critic_hidden_dims),

@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         result, trace = evaluate_checkpoint(checkpoint, episodes=episodes, device=device)
         write_json(result, log_dir / "eval.json")
         if trace is not None:
-            plot_trace(trace, cfg.env.room.size / 2, env.sizes, log_dir / "eval.png", title=f"{name}")
+            plot_trace(trace, cfg.env, log_dir / "eval.png", title=f"{name}")
         print(
             f"[train] evaluation ({result.episodes} unseen rooms): success {100 * result.success_rate:.1f}% "
             f"collision {100 * result.collision_rate:.1f}% timeout {100 * result.timeout_rate:.1f}% SPL {result.spl:.3f}",

@@ -14,7 +14,8 @@ Episodes: the room of episode ``k`` is the training generator's room for ``seed 
 publishes the episode's goal on the goal topic (transient local), or with ``publish_goal: false``
 takes goals from that topic. It ends an episode on reaching the goal, a collision (any contact of
 the robot shell), leaving the room, or the episode time limit, and reports each outcome as a JSON
-string on the episode topic and in its log. After ``num_episodes`` (0 = endless) it exits when
+string on the episode topic and in its log, named as in training (``navsim.outcomes``: success,
+collision, out_of_bounds, timeout). After ``num_episodes`` (0 = endless) it exits when
 ``exit_when_done`` is set.
 """
 
@@ -46,6 +47,7 @@ from nav_policy.ros_common import (
     run_node,
 )
 from navsim.config import load_config
+from navsim.outcomes import Outcome
 from navsim.sim_world import SimWorld
 
 
@@ -170,15 +172,15 @@ class SimNode(Node):
         self.results.append(result)
         self.episode_pub.publish(String(data=json.dumps(result)))
         text = f"episode {self.episode} (seed {self.room.seed}): {outcome} after {result['sim_time_s']} s"
-        if outcome == "reached":
+        if outcome == Outcome.SUCCESS:
             self.get_logger().info(text)
         else:
             self.get_logger().warn(text)
         self.episode += 1
         if self.num_episodes > 0 and self.episode >= self.num_episodes:
             self.done = True
-            ok = sum(r["outcome"] == "reached" for r in self.results)
-            self.get_logger().info(f"all {self.num_episodes} episodes done: {ok} reached")
+            ok = sum(r["outcome"] == Outcome.SUCCESS for r in self.results)
+            self.get_logger().info(f"all {self.num_episodes} episodes done: {ok} {Outcome.SUCCESS}")
         else:
             self._start_episode()
 
@@ -188,9 +190,9 @@ class SimNode(Node):
         scan = LaserScan()
         ns_to_stamp(self.t_ns, scan.header.stamp)
         scan.header.frame_id = self.scan_frame
-        scan.angle_min = -np.pi
-        scan.angle_increment = 2.0 * np.pi / w.num_beams
-        scan.angle_max = scan.angle_min + (w.num_beams - 1) * scan.angle_increment
+        scan.angle_min = w.beams.angle_min
+        scan.angle_increment = w.beams.angle_increment
+        scan.angle_max = w.beams.angle_max
         scan.time_increment = 0.0
         scan.scan_time = w.control_period
         scan.range_min = 0.0
@@ -223,7 +225,7 @@ class SimNode(Node):
         goal = self._goal()
         outcome = self.world.outcome(goal) if goal is not None else None
         if outcome is None and goal is None and self.world.steps >= self.world.max_steps:
-            outcome = "timeout"
+            outcome = Outcome.TIMEOUT
         if outcome is not None:
             self._finish_episode(outcome)
 

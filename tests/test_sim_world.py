@@ -1,5 +1,6 @@
-"""The sim node's C MuJoCo world against the training env (MuJoCo Warp): same rooms, same scans,
-same response to commands, same episode judgement. No ROS needed here."""
+"""The one-room C MuJoCo world (navsim.sim_world, used by the sim node, the benchmark's reference
+and the lidar tests) against the training env (MuJoCo Warp): same rooms, same scans, same response
+to commands, same episode judgement and outcome names. No ROS needed here."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ import numpy as np
 import pytest
 import torch
 
+from navdeploy.scan import BeamLayout
 from navsim.config import load_config
+from navsim.outcomes import OUTCOMES, Outcome
+from navsim.robot import body_to_world
 from navsim.rooms import RoomBatch
-from navsim.sim_world import SimWorld
+from navsim.sim_world import Room, SimWorld
 
 SEEDS = [0, 1, 2, 3]
 
@@ -106,26 +110,61 @@ def test_episode_outcomes(world: SimWorld) -> None:
         world.step(np.array([c * d[0] + s * d[1], -s * d[0] + c * d[1], 0.0]) * 1.5 / max(np.linalg.norm(d), 1e-6))
         if world.outcome() is not None:
             break
-    assert world.outcome() == "collided"
+    assert world.outcome() == Outcome.COLLISION == "collision"
     world.reset(room)
     assert world.outcome() is None
     world.data.qpos[:2] = room.goal + np.array([0.1, 0.0])
     world.step(np.zeros(3))
-    assert world.outcome() == "reached"
+    assert world.outcome() == Outcome.SUCCESS == "success"
     world.reset(room)
     for _ in range(world.max_steps):
         world.step(np.zeros(3))
-    assert world.outcome() == "timeout"
+    assert world.outcome() == Outcome.TIMEOUT
+    world.reset(room, pose=np.array([world.half + 0.5, 0.0, 0.0]))  # outside the room
+    world.step(np.zeros(3))
+    assert world.outcome() == Outcome.OUT_OF_BOUNDS
 
 
-def test_policy_episodes_end_alike_in_both_simulators(make_env, cfg) -> None:
+def test_one_outcome_vocabulary() -> None:
+    """The env's termination reasons, its StepInfo flags and the C world's outcomes are one set."""
+    from dataclasses import fields
+
+    from navsim.env import StepInfo
+
+    assert {str(o) for o in OUTCOMES} == {"success", "collision", "timeout", "out_of_bounds"}
+    assert {f.name for f in fields(StepInfo)} - {"pose"} == {str(o) for o in OUTCOMES}
+    assert OUTCOMES[0] == Outcome.COLLISION  # collision beats everything
+
+
+def test_scan_uses_the_robot_side_beam_layout(world: SimWorld) -> None:
+    assert world.beams == BeamLayout(world.num_beams)
+    assert world.beams.angle_min == pytest.approx(-math.pi)
+    assert world.beams.angle_max == pytest.approx(math.pi - 2 * math.pi / world.num_beams)
+
+
+def test_body_to_world_rotates_the_planar_command() -> None:
+    cmd = np.array([[1.0, 0.5, 0.3], [1.0, 0.5, 0.3]])
+    out = body_to_world(cmd, np.array([0.0, math.pi / 2]))
+    assert out[0] == pytest.approx([1.0, 0.5, 0.3])
+    assert out[1] == pytest.approx([-0.5, 1.0, 0.3])
+
+
+def test_room_from_a_training_batch_round_trips(env_and_rooms) -> None:
+    env, rooms = env_and_rooms
+    env.reset(_batch(rooms))
+    for i, room in enumerate(rooms):
+        again = Room.from_batch(env.rooms, i, seed=room.seed)
+        assert np.allclose(again.slot_pos, room.slot_pos, atol=1e-6) and np.allclose(again.goal, room.goal, atol=1e-6)
+        assert np.array_equal(again.slot_active, room.slot_active)
+
+
+def test_policy_episodes_end_alike_in_both_simulators(make_env, cfg, fixture_bundle) -> None:
     """The trained bundle, noise off, six rooms: the sim node's world (scans -> deploy runtime ->
     command) and the training env (policy observations -> same ONNX actions) end every episode
     the same way on the same step."""
-    import ros_helpers as h
     from navdeploy.runtime import PolicyRuntime, ScanInput
 
-    rt = PolicyRuntime.load(h.fixture_bundle())
+    rt = PolicyRuntime.load(fixture_bundle)
     seeds = list(range(101, 107))
     limit = 60
     world = SimWorld(cfg)
@@ -138,10 +177,10 @@ def test_policy_episodes_end_alike_in_both_simulators(make_env, cfg) -> None:
         info = env.last_info
         for i in range(len(seeds)):
             if warp[i] is None:
-                if bool(info.collision[i]):
-                    warp[i] = ("collided", t)
-                elif bool(info.success[i]):
-                    warp[i] = ("reached", t)
+                for o in OUTCOMES:
+                    if bool(getattr(info, str(o))[i]):
+                        warp[i] = (o, t)
+                        break
         if all(warp):
             break
     ours: list[tuple[str, int] | None] = []
@@ -153,4 +192,4 @@ def test_policy_episodes_end_alike_in_both_simulators(make_env, cfg) -> None:
             world.step(rt.step(scan, pose=world.pose(), twist=world.body_twist(), goal=room.goal))
         ours.append((world.outcome(), world.steps) if world.outcome() else None)
     assert ours == warp
-    assert {o for o, _ in filter(None, ours)} >= {"reached"}
+    assert {o for o, _ in filter(None, ours)} >= {Outcome.SUCCESS}
