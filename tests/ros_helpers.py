@@ -1,22 +1,30 @@
-"""Helpers of the ROS 2 tests: loopback-only DDS, private domain ids, processes, launch stand-in.
+"""Helpers of the ROS 2 tests: the two ROS packages, bundles, a launch stand-in, an install prefix.
+
+Processes and DDS settings come from :mod:`navbags.rosproc` (one implementation, shared with the bag
+tools and the latency benchmark), re-exported here:
 
 - :class:`DomainLease` picks a ROS_DOMAIN_ID no other test process on this machine holds (a file
   lock per id), so concurrent test runs never hear each other.
-- :func:`ros_env` is the environment of every spawned node: that domain, Fast DDS on a UDPv4
-  transport bound to 127.0.0.1 with the built-in transports (and shared memory) off, and
+- :func:`ros_env` (``node_env``) is the environment of every spawned node: that domain, Fast DDS on
+  a UDPv4 transport bound to 127.0.0.1 with the built-in transports (and shared memory) off, and
   ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST as well.
-- :class:`Proc` runs a node with its output in a log file; ``stop()`` sends SIGTERM, then SIGKILL.
-- :class:`TestNode` is an rclpy node of the test process in its own context on the same domain,
-  with ``spin_until`` that waits on conditions (discovery counts, messages), never on sleeps.
+- :class:`NodeProc` runs a node with its output in a log file; ``stop()`` sends SIGTERM, then
+  SIGKILL; :func:`node_processes` stops every one put in it.
+- :class:`RosSide` is an rclpy node of the test process in its own context on the same domain, with
+  ``spin_until`` that waits on conditions (discovery counts, messages), never on sleeps.
+
+Here:
+
+- :func:`entry_point_script` finds a node's console script and checks which ROS package declares it.
 - :func:`record_launch` runs a launch file's ``generate_launch_description()`` against a recording
   stand-in of the ``launch`` / ``launch_ros`` API and returns the nodes it would start, with
   parameters and remappings resolved; :func:`node_command` turns one into the command line that
   launch_ros would run (parameter dicts become a params file, as launch_ros does).
+- :func:`install_share_prefix` lays the ROS packages' data files out as an install prefix.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib.metadata
 import json
 import math
@@ -24,9 +32,7 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import types
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,13 +40,15 @@ from typing import Any
 import numpy as np
 import yaml
 
+from navbags.rosproc import LOCK_DIR, DomainLease, NodeProc, RosSide, node_env, node_processes  # noqa: F401
+from navbags.rosproc import loopback_env as loopback_settings
+
 REPO = Path(__file__).resolve().parents[1]
-PKG_SRC = REPO / "ros2_ws" / "src" / "nav_policy"
+ROS_SRC = REPO / "ros2_ws" / "src"
+PKG_SRC = ROS_SRC / "nav_policy"  # the robot package: policy node, launch files, policy.yaml
+SIM_PKG_SRC = ROS_SRC / "nav_policy_sim"  # the simulation package: sim node, sim.yaml
+PACKAGES = {"nav_policy": PKG_SRC, "nav_policy_sim": SIM_PKG_SRC}
 FIXTURE_BUNDLE = REPO / "tests" / "fixtures" / "bundle"
-# Loopback-only Fast DDS settings and the per-machine ROS_DOMAIN_ID leases are shared with the bag
-# tools (one definition: navbags.rosproc).
-from navbags.rosproc import LOCK_DIR, DomainLease, NodeProc, node_env  # noqa: E402,F401
-from navbags.rosproc import loopback_env as loopback_settings  # noqa: E402
 
 # The test process's own participants follow the same rules (read when the first one is created).
 os.environ.update(loopback_settings())
@@ -58,13 +66,15 @@ def require_ros() -> None:
         ) from exc
 
 
-def entry_point_script(name: str) -> Path:
-    """The console script of ``nav_policy`` called ``name`` (fails saying how to install)."""
+def entry_point_script(name: str, package: str = "nav_policy") -> Path:
+    """The console script ``name`` of the ROS package ``package`` (fails saying how to install)."""
     eps = {ep.name: ep for ep in importlib.metadata.entry_points(group="console_scripts")}
     ep = eps.get(name)
-    assert ep is not None and ep.dist is not None and ep.dist.name == "nav_policy", (
-        f"console script '{name}' of nav_policy is not installed: pip install --no-deps -e ros2_ws/src/nav_policy "
-        "(scripts/setup.sh does it)"
+    src = PACKAGES.get(package, ROS_SRC / package).relative_to(REPO)
+    assert ep is not None and ep.dist is not None and ep.dist.name == package, (
+        f"console script '{name}' of {package} is not installed"
+        + (f" (it comes from {ep.dist.name})" if ep is not None and ep.dist is not None else "")
+        + f": pip install --no-deps -e {src} (scripts/setup.sh does it)"
     )
     path = Path(sys.prefix) / "bin" / name
     if not path.is_file():
@@ -75,65 +85,6 @@ def entry_point_script(name: str) -> Path:
 
 
 ros_env = node_env  # loopback DDS, the leased domain, unbuffered output (+ extra variables)
-
-
-class Proc(NodeProc):
-    """A spawned node, started in the repository; output to ``log``; SIGTERM then SIGKILL on stop."""
-
-    def __init__(self, cmd: list[str], env: dict[str, str], log: Path) -> None:
-        super().__init__(cmd, None, log, env=env, cwd=REPO)
-
-
-@contextlib.contextmanager
-def processes() -> Iterator[list[Proc]]:
-    """A list to put Procs in; all are stopped (SIGTERM -> SIGKILL) on exit, whatever happens."""
-    procs: list[Proc] = []
-    try:
-        yield procs
-    finally:
-        for p in procs:
-            p.stop()
-
-
-class TestNode:
-    """An rclpy node of the test process in its own context on ``domain_id``."""
-
-    def __init__(self, domain_id: int, name: str = "nav_policy_test") -> None:
-        require_ros()
-        import rclpy
-        from rclpy.executors import SingleThreadedExecutor
-
-        self.rclpy = rclpy
-        self.context = rclpy.Context()
-        rclpy.init(context=self.context, domain_id=domain_id)
-        self.node = rclpy.create_node(name, context=self.context)
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
-
-    def spin_until(self, cond: Callable[[], bool], timeout: float, what: str = "", procs: list[Proc] = ()) -> None:
-        deadline = time.monotonic() + timeout
-        while not cond():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                logs = "\n".join(f"--- {p.cmd[0]} (alive={p.alive()}):\n{p.output()[-3000:]}" for p in procs)
-                raise AssertionError(f"timed out after {timeout} s waiting for {what}\n{logs}")
-            for p in procs:
-                if not p.alive():
-                    raise AssertionError(
-                        f"{p.cmd[0]} exited ({p.popen.returncode}) while waiting for {what}:\n{p.output()[-4000:]}"
-                    )
-            self.executor.spin_once(timeout_sec=min(left, 0.05))
-
-    def spin_for(self, seconds: float) -> None:
-        """Process callbacks for a while (used to collect messages over a known period)."""
-        deadline = time.monotonic() + seconds
-        while (left := deadline - time.monotonic()) > 0:
-            self.executor.spin_once(timeout_sec=min(left, 0.05))
-
-    def close(self) -> None:
-        self.executor.shutdown()
-        self.node.destroy_node()
-        self.rclpy.shutdown(context=self.context)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -371,8 +322,9 @@ def record_launch(
 
 
 def node_command(node: RecordedNode, workdir: Path) -> list[str]:
-    """The command line launch_ros would run for ``node`` (dict parameters via a params file)."""
-    cmd = [str(entry_point_script(node.executable)), "--ros-args"]
+    """The command line launch_ros would run for ``node`` (dict parameters via a params file): the
+    executable is the console script of ``node.package`` (checked), as ``lib/<package>/`` holds it."""
+    cmd = [str(entry_point_script(node.executable, node.package)), "--ros-args"]
     if node.name:
         cmd += ["-r", f"__node:={node.name}"]
     for f in node.param_files:
@@ -386,36 +338,39 @@ def node_command(node: RecordedNode, workdir: Path) -> list[str]:
     return cmd
 
 
-def install_share_prefix(workdir: Path) -> Path:
-    """Build the package's wheel (no network) and lay its data files out as an install prefix.
+def install_share_prefix(workdir: Path, packages: tuple[str, ...] = tuple(PACKAGES)) -> Path:
+    """Build each ROS package's wheel (no network) and lay its data files out as one install prefix.
 
-    Returns the prefix: <prefix>/share/ament_index/... and <prefix>/share/nav_policy/... exactly as
-    a regular (non-editable) pip install or colcon places them.
+    Returns the prefix: <prefix>/share/ament_index/... and <prefix>/share/<package>/... exactly as
+    a regular (non-editable) pip install or colcon places them. Each package's console-script entry
+    points are written to ``<workdir>/entry_points/<package>.txt``.
     """
     import zipfile
 
-    wheel_dir = workdir / "wheel"
-    # Build from a copy (symlinks resolved, as colcon's copy does): no build/ or egg-info left in
-    # the source tree, and no stale build/lib from an earlier build ends up in the wheel.
-    src = workdir / "src"
-    shutil.copytree(PKG_SRC, src, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
-    base = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheel_dir), str(src)]
-    # Offline with the venv's setuptools first; an isolated build (fetches setuptools) otherwise.
-    proc = subprocess.run([*base, "--no-build-isolation"], capture_output=True, text=True, timeout=300)
-    if proc.returncode != 0:
-        proc = subprocess.run(base, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, f"pip wheel of nav_policy failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
-    (wheel,) = wheel_dir.glob("nav_policy-*.whl")
     prefix = workdir / "prefix"
-    with zipfile.ZipFile(wheel) as z:
-        for info in z.infolist():
-            parts = Path(info.filename).parts
-            if len(parts) > 2 and parts[0].endswith(".data") and parts[1] == "data":
-                target = prefix.joinpath(*parts[2:])
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(z.read(info))
-            elif parts[-1] == "entry_points.txt":
-                (workdir / "entry_points.txt").write_bytes(z.read(info))
+    (workdir / "entry_points").mkdir(parents=True, exist_ok=True)
+    for package in packages:
+        wheel_dir = workdir / "wheel" / package
+        # Build from a copy (symlinks resolved, as colcon's copy does): no build/ or egg-info left in
+        # the source tree, and no stale build/lib from an earlier build ends up in the wheel.
+        src = workdir / "src" / package
+        shutil.copytree(PACKAGES[package], src, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+        base = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheel_dir), str(src)]
+        # Offline with the venv's setuptools first; an isolated build (fetches setuptools) otherwise.
+        proc = subprocess.run([*base, "--no-build-isolation"], capture_output=True, text=True, timeout=300)
+        if proc.returncode != 0:
+            proc = subprocess.run(base, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, f"pip wheel of {package} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+        (wheel,) = wheel_dir.glob(f"{package}-*.whl")
+        with zipfile.ZipFile(wheel) as z:
+            for info in z.infolist():
+                parts = Path(info.filename).parts
+                if len(parts) > 2 and parts[0].endswith(".data") and parts[1] == "data":
+                    target = prefix.joinpath(*parts[2:])
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(z.read(info))
+                elif parts[-1] == "entry_points.txt":
+                    (workdir / "entry_points" / f"{package}.txt").write_bytes(z.read(info))
     return prefix
 
 

@@ -19,6 +19,8 @@ import pytest
 
 import ros_helpers as h
 
+pytestmark = pytest.mark.ros
+
 STALE = 0.3  # [s] the node's stale_timeout in this module
 V_MAX, W_MAX = 1.0, 1.5  # configured limits, below the bundle's 1.5 / 2.0: clamping is exercised
 
@@ -52,8 +54,8 @@ class Rig:
             "-p",
             "static_goal_frames:=map_fixed 1.0 0.0 0.0",
         ]
-        self.proc = h.Proc(cmd, h.ros_env(self.lease.domain_id), tmp / "policy_node.log")
-        self.tn = h.TestNode(self.lease.domain_id)
+        self.proc = h.NodeProc(cmd, self.lease.domain_id, tmp / "policy_node.log")
+        self.tn = h.RosSide(self.lease.domain_id, "nav_policy_test")
         n = self.tn.node
         self.scan_pub = n.create_publisher(LaserScan, "/scan", SENSOR_QOS)
         self.odom_pub = n.create_publisher(Odometry, "/odom", 10)

@@ -1,18 +1,22 @@
-"""The ament_python package, its launch files, and the node graphs they start (real rclpy).
+"""The two ament_python packages, their launch files, and the node graphs they start (real rclpy).
 
-``ros2 launch`` does not exist on these machines (no launch / launch_ros on PyPI), so each launch
-file's ``generate_launch_description()`` runs against a recording stand-in of the launch API
-(tests/ros_helpers.py). From the recording we check that every executable is a console entry point
-of the package, every parameter file exists and parses, every parameter is one the node declares,
-and every remapped topic is one the node uses; then we start that very node graph as processes
-(the command lines launch_ros would run) and check that it works: robot.launch.py with remapped
-topics, and sim.launch.py as the closed loop with the trained bundle fixture.
+``nav_policy`` is the robot package (policy node, robot.launch.py and sim.launch.py, policy.yaml);
+``nav_policy_sim`` the simulation package (sim node, sim.yaml), which depends on nav_policy and the
+training side. ``ros2 launch`` does not exist on these machines (no launch / launch_ros on PyPI), so
+each launch file's ``generate_launch_description()`` runs against a recording stand-in of the launch
+API (tests/ros_helpers.py), with both packages laid out as an install prefix built from their
+wheels. From the recording we check that every executable is a console entry point of the package
+the launch file names, every parameter file is the installed copy and parses, every parameter is
+one the node declares, and every remapped topic is one the node uses; then we start that very node
+graph as processes (the command lines launch_ros would run) and check that it works: robot.launch.py
+with remapped topics, and sim.launch.py as the closed loop with the trained bundle fixture.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -20,49 +24,94 @@ import pytest
 import yaml
 
 import ros_helpers as h
+from navsim.outcomes import Outcome
 
-LAUNCH_FILES = ("sim.launch.py", "robot.launch.py")
+LAUNCH_FILES = ("sim.launch.py", "robot.launch.py")  # both in nav_policy/launch
 CLOSED_LOOP_SEED = 0  # sim.launch.py's default seed: rooms 0..4 of the sim node's generator
 CLOSED_LOOP_EPISODES = 5
+# What each package's nodes are (console scripts) and which config files it installs.
+NODES = {"nav_policy": {"policy_node"}, "nav_policy_sim": {"sim_node"}}
+CONFIGS = {"nav_policy": {"policy.yaml"}, "nav_policy_sim": {"sim.yaml"}}
+# rosdep keys for the Python libraries the packages' code imports (pip installs the rest).
+PY_KEYS = {"python3-numpy", "python3-yaml"}
+ROS_IMPORTS = ("rclpy", "launch", "launch_ros", "ament_index_python", "nav_policy")
 
 
 @pytest.fixture(scope="module")
 def install(tmp_path_factory) -> Path:
-    """The package's data files laid out as a pip/colcon install prefix (built from the wheel)."""
-    return h.install_share_prefix(tmp_path_factory.mktemp("nav_policy_install"))
+    """Both packages' data files laid out as one pip/colcon install prefix (built from their wheels)."""
+    return h.install_share_prefix(tmp_path_factory.mktemp("ros_install"))
 
 
-# --------------------------------------------------------------------------- package
+@pytest.fixture(scope="module")
+def robot_install(install: Path, tmp_path_factory) -> Path:
+    """The same prefix without nav_policy_sim: what a robot installs."""
+    prefix = tmp_path_factory.mktemp("robot_install") / "prefix"
+    shutil.copytree(install, prefix, ignore=shutil.ignore_patterns("nav_policy_sim"))
+    assert not list(prefix.rglob("*nav_policy_sim*"))
+    return prefix
 
 
-def test_package_xml_format3_with_the_imported_dependencies() -> None:
-    root = ET.parse(h.PKG_SRC / "package.xml").getroot()
+def _entry_points(install: Path, package: str) -> str:
+    return (install.parent / "entry_points" / f"{package}.txt").read_text()
+
+
+# --------------------------------------------------------------------------- packages
+
+
+def _imported_ros_packages(package: str) -> set[str]:
+    src = h.PACKAGES[package]
+    files = [*(src / package).glob("*.py"), *(src / "launch").glob("*.py")]
+    text = "\n".join(p.read_text() for p in files)
+    used = set(re.findall(r"^\s*(?:from|import) (\w+)\.(?:msg|srv)\b", text, re.M))
+    used |= {m for m in re.findall(r"^\s*(?:from|import) (\w+)", text, re.M) if m in ROS_IMPORTS}
+    return used - {package}
+
+
+@pytest.mark.parametrize("package", sorted(h.PACKAGES))
+def test_package_xml_declares_exactly_what_the_package_imports(package: str) -> None:
+    root = ET.parse(h.PACKAGES[package] / "package.xml").getroot()
     assert root.tag == "package" and root.get("format") == "3"
-    assert root.findtext("name") == "nav_policy"
+    assert root.findtext("name") == package
     assert root.find("export/build_type").text == "ament_python"
     assert root.findtext("buildtool_depend") == "ament_python"
     deps = {e.text for e in root if e.tag in ("depend", "exec_depend")}
-    sources = "\n".join(p.read_text() for p in (h.PKG_SRC / "nav_policy").glob("*.py"))
-    used = set(re.findall(r"^\s*(?:from|import) (\w+)\.(?:msg|srv)\b", sources, re.M))
-    used |= {"rclpy", "launch", "launch_ros", "ament_index_python"}
-    assert used <= deps, f"imported but not declared in package.xml: {sorted(used - deps)}"
-    assert {"python3-numpy", "python3-yaml"} <= deps
+    used = _imported_ros_packages(package)
+    assert used <= deps, f"{package}: imported but not declared in package.xml: {sorted(used - deps)}"
+    assert PY_KEYS <= deps
+    # Nothing beyond what the code uses: the robot package declares no simulator dependency.
+    assert deps - used - PY_KEYS == set(), f"{package}: declared but not used: {sorted(deps - used - PY_KEYS)}"
+    if package == "nav_policy":
+        assert "nav_policy_sim" not in deps and "rosgraph_msgs" not in deps
+        assert not any(k in d for d in deps for k in ("torch", "mujoco", "warp")), deps
+    else:
+        assert {"nav_policy", "rclpy", "rosgraph_msgs"} <= deps  # the sim node uses nav_policy.ros_common
 
 
 def test_install_layout_marker_share_and_entry_points(install: Path) -> None:
-    assert (install / "share/ament_index/resource_index/packages/nav_policy").is_file()
-    share = install / "share/nav_policy"
-    assert (share / "package.xml").is_file()
-    for name in ("policy.yaml", "sim.yaml"):
-        assert (share / "config" / name).is_file()
+    assert not (h.REPO / "launch").exists(), "launch files live in the ROS package, not a top-level launch/"
+    for package, src in h.PACKAGES.items():
+        assert (install / "share/ament_index/resource_index/packages" / package).is_file()
+        share = install / "share" / package
+        assert (share / "package.xml").read_text() == (src / "package.xml").read_text()
+        assert {f.name for f in (share / "config").iterdir()} == CONFIGS[package]
+        for name in CONFIGS[package]:
+            assert (share / "config" / name).read_text() == (src / "config" / name).read_text()
+        eps = _entry_points(install, package)
+        assert set(re.findall(r"^(\w+) = ", eps, re.M)) == NODES[package], eps
+        for node in NODES[package]:
+            assert f"{node} = {package}.{node}:main" in eps
+            h.entry_point_script(node, package)  # and installed in this environment, from that package
+        # colcon installs the scripts where ros2 run / launch_ros look for them
+        cfg = (src / "setup.cfg").read_text()
+        assert f"install_scripts=$base/lib/{package}" in cfg and f"script_dir=$base/lib/{package}" in cfg
+    launch = install / "share/nav_policy/launch"
+    assert {f.name for f in launch.iterdir()} == set(LAUNCH_FILES)
     for name in LAUNCH_FILES:
-        installed = share / "launch" / name
-        assert installed.read_text() == (h.REPO / "launch" / name).read_text(), f"{name}: share copy differs"
-    eps = (install.parent / "entry_points.txt").read_text()
-    assert "policy_node = nav_policy.policy_node:main" in eps and "sim_node = nav_policy.sim_node:main" in eps
-    # colcon installs the scripts where ros2 run / launch_ros look for them
-    cfg = (h.PKG_SRC / "setup.cfg").read_text()
-    assert "install_scripts=$base/lib/nav_policy" in cfg and "script_dir=$base/lib/nav_policy" in cfg
+        src = h.PKG_SRC / "launch" / name
+        assert src.is_file() and not src.is_symlink(), f"{src} must be a real file"
+        assert (launch / name).read_text() == src.read_text(), f"{name}: share copy differs"
+    assert not (install / "share/nav_policy_sim/launch").exists()
 
 
 # --------------------------------------------------------------------------- launch recordings
@@ -80,15 +129,15 @@ def _topic_params(files: list[Path]) -> dict[str, str]:
 def test_launch_file_nodes_are_entry_points_with_parsable_params_and_known_topics(install: Path, name: str) -> None:
     rec = h.record_launch(install / "share/nav_policy/launch" / name, {"bundle": "/some/bundle"}, ament_prefix=install)
     assert rec.nodes, f"{name} starts no node"
-    eps = (install.parent / "entry_points.txt").read_text()
     for node in rec.nodes:
-        assert node.package == "nav_policy"
-        assert re.search(rf"^{node.executable} = nav_policy\.", eps, re.M), f"{node.executable} is no entry point"
-        h.entry_point_script(node.executable)  # and installed in this environment
+        assert node.package in NODES and node.executable in NODES[node.package], (node.package, node.executable)
+        eps = _entry_points(install, node.package)
+        assert re.search(rf"^{node.executable} = {node.package}\.", eps, re.M), f"{node.executable} is no entry point"
+        h.entry_point_script(node.executable, node.package)  # and installed in this environment
         assert node.param_files, f"{node.name}: no parameter file"
         for f in node.param_files:
             assert f.is_file(), f"{name}: parameter file {f} does not exist"
-            assert f.is_relative_to(install), f"{f} is not the installed copy"
+            assert f.is_relative_to(install / "share" / node.package), f"{f} is not {node.package}'s installed copy"
             data = yaml.safe_load(f.read_text())
             assert isinstance(data, dict) and data, f"{f}: empty"
             for key, section in data.items():
@@ -99,10 +148,14 @@ def test_launch_file_nodes_are_entry_points_with_parsable_params_and_known_topic
             assert src in topics, f"{name}: remapping of '{src}', which {node.executable} does not use ({topics})"
     if name == "robot.launch.py":
         (node,) = rec.nodes
+        assert node.package == "nav_policy"
         assert {s for s, _ in node.remappings} == {"/scan", "/odom", "/goal_pose", "/cmd_vel"}
         assert {"scan", "odom", "goal", "cmd_vel", "params_file", "bundle"} <= set(rec.arguments)
     else:
-        assert {n.executable for n in rec.nodes} == {"sim_node", "policy_node"}
+        assert {(n.package, n.executable) for n in rec.nodes} == {
+            ("nav_policy_sim", "sim_node"),
+            ("nav_policy", "policy_node"),
+        }
         assert {"bundle", "seed", "use_sim_time"} <= set(rec.arguments)
         policy = next(n for n in rec.nodes if n.executable == "policy_node")
         sim = next(n for n in rec.nodes if n.executable == "sim_node")
@@ -114,6 +167,15 @@ def test_launch_file_nodes_are_entry_points_with_parsable_params_and_known_topic
         assert next(n for n in rec2.nodes if n.executable == "policy_node").params["use_sim_time"] is False
 
 
+def test_robot_install_runs_robot_launch_and_refuses_sim_launch_saying_why(robot_install: Path) -> None:
+    """Without nav_policy_sim (a robot), robot.launch.py works and sim.launch.py stops with one clear line."""
+    launch = robot_install / "share/nav_policy/launch"
+    (node,) = h.record_launch(launch / "robot.launch.py", {"bundle": "/b"}, ament_prefix=robot_install).nodes
+    assert (node.package, node.executable) == ("nav_policy", "policy_node")
+    with pytest.raises(RuntimeError, match="needs the nav_policy_sim package"):
+        h.record_launch(launch / "sim.launch.py", {"bundle": "/b"}, ament_prefix=robot_install)
+
+
 def test_undeclared_launch_argument_is_an_error(install: Path) -> None:
     with pytest.raises(AssertionError, match="not declared"):
         h.record_launch(install / "share/nav_policy/launch/robot.launch.py", {"sacn": "/x"}, ament_prefix=install)
@@ -122,7 +184,7 @@ def test_undeclared_launch_argument_is_an_error(install: Path) -> None:
 # --------------------------------------------------------------------------- running graphs
 
 
-def _declared_parameters(tn: h.TestNode, node_name: str, procs) -> set[str]:
+def _declared_parameters(tn: h.RosSide, node_name: str, procs) -> set[str]:
     from rcl_interfaces.srv import ListParameters
 
     client = tn.node.create_client(ListParameters, f"/{node_name}/list_parameters")
@@ -142,6 +204,7 @@ def _check_params_declared(tn, rec_node: h.RecordedNode, procs) -> None:
     assert given <= declared, f"{rec_node.name}: parameters not declared by the node: {sorted(given - declared)}"
 
 
+@pytest.mark.ros
 def test_robot_launch_graph_runs_with_remapped_topics(install: Path, tmp_path: Path) -> None:
     from geometry_msgs.msg import PoseStamped, Twist
     from nav_msgs.msg import Odometry
@@ -157,9 +220,9 @@ def test_robot_launch_graph_runs_with_remapped_topics(install: Path, tmp_path: P
     (node,) = rec.nodes
     lease = h.DomainLease()
     try:
-        with h.processes() as procs:
-            procs.append(h.Proc(h.node_command(node, tmp_path), h.ros_env(lease.domain_id), tmp_path / "policy.log"))
-            tn = h.TestNode(lease.domain_id)
+        with h.node_processes() as procs:
+            procs.append(h.NodeProc(h.node_command(node, tmp_path), lease.domain_id, tmp_path / "policy.log"))
+            tn = h.RosSide(lease.domain_id, "nav_policy_test")
             try:
                 n = tn.node
                 scan_pub = n.create_publisher(LaserScan, remap["scan"], SENSOR_QOS)
@@ -208,6 +271,8 @@ def test_robot_launch_graph_runs_with_remapped_topics(install: Path, tmp_path: P
         lease.release()
 
 
+@pytest.mark.ros
+@pytest.mark.slow
 def test_sim_launch_closed_loop_reaches_goals(install: Path, tmp_path: Path) -> None:
     """Sim node + policy node from sim.launch.py, with the trained bundle fixture, five rooms."""
     from std_msgs.msg import String
@@ -223,8 +288,8 @@ def test_sim_launch_closed_loop_reaches_goals(install: Path, tmp_path: Path) -> 
     rec = h.record_launch(install / "share/nav_policy/launch/sim.launch.py", args, ament_prefix=install)
     lease = h.DomainLease()
     try:
-        with h.processes() as procs:
-            tn = h.TestNode(lease.domain_id)
+        with h.node_processes() as procs:
+            tn = h.RosSide(lease.domain_id, "nav_policy_test")
             try:
                 episodes = []
                 tn.node.create_subscription(
@@ -232,7 +297,7 @@ def test_sim_launch_closed_loop_reaches_goals(install: Path, tmp_path: Path) -> 
                 )
                 for node in rec.nodes:
                     cmd = h.node_command(node, tmp_path)
-                    procs.append(h.Proc(cmd, h.ros_env(lease.domain_id), tmp_path / f"{node.name}.log"))
+                    procs.append(h.NodeProc(cmd, lease.domain_id, tmp_path / f"{node.name}.log"))
                 for node in rec.nodes:
                     _check_params_declared(tn, node, procs)
                 sim = next(p for p, n in zip(procs, rec.nodes, strict=True) if n.executable == "sim_node")
@@ -251,6 +316,7 @@ def test_sim_launch_closed_loop_reaches_goals(install: Path, tmp_path: Path) -> 
     outcomes = [e["outcome"] for e in episodes]
     print("closed loop:", json.dumps(episodes, indent=None))
     assert [e["seed"] for e in episodes] == list(range(CLOSED_LOOP_SEED, CLOSED_LOOP_SEED + CLOSED_LOOP_EPISODES))
-    assert "collided" not in outcomes, f"collision in the closed loop: {episodes}\n{logs}"
-    assert outcomes.count("reached") >= 4, f"goal reached in {outcomes.count('reached')}/5: {episodes}\n{logs}"
+    reached = outcomes.count(Outcome.SUCCESS)
+    assert Outcome.COLLISION not in outcomes, f"collision in the closed loop: {episodes}\n{logs}"
+    assert reached >= 4, f"goal reached in {reached}/5: {episodes}\n{logs}"
     assert all(e["sim_time_s"] <= 30.0 for e in episodes)

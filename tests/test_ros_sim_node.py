@@ -1,4 +1,5 @@
-"""The sim node process on its own (real rclpy, loopback): what it publishes, its pace, episodes."""
+"""The sim node (package nav_policy_sim) on its own (real rclpy, loopback): what it publishes, its
+pace, its episodes."""
 
 from __future__ import annotations
 
@@ -6,25 +7,30 @@ import json
 import math
 import time
 
+import pytest
+
 import ros_helpers as h
+from navsim.outcomes import Outcome
+
+pytestmark = pytest.mark.ros
 
 
 def test_sim_node_publishes_training_scan_odom_clock_goal_and_reports_timeouts(tmp_path) -> None:
     h.require_ros()
-    from geometry_msgs.msg import PoseStamped
+    from geometry_msgs.msg import PoseStamped, Twist
     from nav_msgs.msg import Odometry
     from rosgraph_msgs.msg import Clock
     from sensor_msgs.msg import LaserScan
     from std_msgs.msg import String
 
-    from nav_policy.ros_common import EVENT_QOS, GOAL_LATCHED_QOS, SENSOR_QOS
+    from nav_policy.ros_common import CMD_QOS, EVENT_QOS, GOAL_LATCHED_QOS, GOAL_QOS, SENSOR_QOS
 
     rtf = 4.0
     cmd = [
-        str(h.entry_point_script("sim_node")),
+        str(h.entry_point_script("sim_node", "nav_policy_sim")),
         "--ros-args",
         "--params-file",
-        str(h.PKG_SRC / "config" / "sim.yaml"),
+        str(h.SIM_PKG_SRC / "config" / "sim.yaml"),
         "-p",
         "seed:=3",
         "-p",
@@ -34,12 +40,12 @@ def test_sim_node_publishes_training_scan_odom_clock_goal_and_reports_timeouts(t
         "-p",
         f"real_time_factor:={rtf}",
         "-p",
-        "wait_for_policy_timeout:=0.0",
+        "wait_for_policy_timeout:=30.0",
     ]
     lease = h.DomainLease()
     try:
-        with h.processes() as procs:
-            tn = h.TestNode(lease.domain_id)
+        with h.node_processes() as procs:
+            tn = h.RosSide(lease.domain_id, "nav_policy_test")
             try:
                 n = tn.node
                 scans, odoms, clocks, goals, episodes = [], [], [], [], []
@@ -47,8 +53,13 @@ def test_sim_node_publishes_training_scan_odom_clock_goal_and_reports_timeouts(t
                 n.create_subscription(Odometry, "/odom", odoms.append, 10)
                 n.create_subscription(Clock, "/clock", lambda m: clocks.append((time.monotonic(), h_sec(m.clock))), 10)
                 n.create_subscription(PoseStamped, "/goal_pose", goals.append, GOAL_LATCHED_QOS)
+                # The test stands in for the policy node: a scan and a (volatile, as the policy node's)
+                # goal subscriber and a /cmd_vel publisher that stays silent (the base stops).
+                policy_goals = []
+                n.create_subscription(PoseStamped, "/goal_pose", policy_goals.append, GOAL_QOS)
+                n.create_publisher(Twist, "/cmd_vel", CMD_QOS)
                 n.create_subscription(String, "/sim/episode", lambda m: episodes.append(json.loads(m.data)), EVENT_QOS)
-                procs.append(h.Proc(cmd, h.ros_env(lease.domain_id), tmp_path / "sim.log"))
+                procs.append(h.NodeProc(cmd, lease.domain_id, tmp_path / "sim.log"))
                 # no liveness check while waiting: the sim exits by itself after its two episodes
                 tn.spin_until(lambda: len(episodes) >= 2, 60, "two timed-out episodes")
                 assert procs[0].popen.wait(20) == 0, procs[0].output()[-3000:]
@@ -58,9 +69,9 @@ def test_sim_node_publishes_training_scan_odom_clock_goal_and_reports_timeouts(t
     finally:
         lease.release()
 
-    assert [e["outcome"] for e in episodes] == ["timeout", "timeout"], episodes
+    assert [e["outcome"] for e in episodes] == [Outcome.TIMEOUT, Outcome.TIMEOUT], episodes
     assert [e["seed"] for e in episodes] == [3, 4] and all(e["steps"] == 20 for e in episodes)
-    assert "episode 0 (seed 3): timeout" in log
+    assert "episode 0 (seed 3): timeout" in log and "policy node connected" in log
     s = scans[-1]
     assert len(s.ranges) == 72 and s.header.frame_id == "base_link"
     assert math.isclose(s.angle_min, -math.pi, abs_tol=1e-6)
@@ -69,9 +80,12 @@ def test_sim_node_publishes_training_scan_odom_clock_goal_and_reports_timeouts(t
     o = odoms[-1]
     assert o.header.frame_id == "odom" and o.child_frame_id == "base_link"
     assert h_sec(o.header.stamp) == h_sec(s.header.stamp)
-    assert [g.header.frame_id for g in goals[:1]] == ["odom"] and len(goals) >= 1
-    # the goal published for episode 0 is the one the episode was judged against
-    assert abs(goals[0].pose.position.x - episodes[0]["goal"][0]) < 1e-3
+    # one goal per episode, in the odom frame, the one the episode was judged against; the first
+    # goes out once the (volatile) goal subscriber of the policy node has matched, so it gets it too
+    for received in (goals, policy_goals):
+        assert [g.header.frame_id for g in received] == ["odom", "odom"]
+        for g, e in zip(received, episodes, strict=True):
+            assert math.dist((g.pose.position.x, g.pose.position.y), e["goal"]) < 1e-3, (g, e)
     # /clock advances by the control period per step, at about real_time_factor x wall time
     sims = [c for _, c in clocks]
     steps = {round(b - a, 6) for a, b in zip(sims, sims[1:], strict=False)}
@@ -87,14 +101,14 @@ def h_sec(stamp) -> float:
 
 def test_sim_node_takes_goals_from_the_topic_when_not_publishing_its_own() -> None:
     """publish_goal: false, in-process: a goal in the odom frame becomes the episode's goal, one in
-    another frame is ignored, and reaching it ends the episode as 'reached'."""
+    another frame is ignored, and reaching it ends the episode as a success."""
     h.require_ros()
     import numpy as np
     import rclpy
     from geometry_msgs.msg import PoseStamped, Twist
     from rclpy.parameter import Parameter
 
-    from nav_policy.sim_node import SimNode
+    from nav_policy_sim.sim_node import SimNode
 
     lease = h.DomainLease()
     ctx = rclpy.Context()
@@ -134,7 +148,7 @@ def test_sim_node_takes_goals_from_the_topic_when_not_publishing_its_own() -> No
                 t.linear.x, t.linear.y = c * dx + s * dy, -s * dx + c * dy  # reaches it in ~1 s
                 node.on_cmd(t)
                 node.advance()
-            assert node.done and node.results[0]["outcome"] == "reached", node.results
+            assert node.done and node.results[0]["outcome"] == Outcome.SUCCESS, node.results
             assert node.results[0]["goal"] == [round(float(start[0] + 0.5), 4), round(float(start[1]), 4)]
         finally:
             node.destroy_node()

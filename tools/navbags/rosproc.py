@@ -1,12 +1,17 @@
-"""Processes and DDS settings for recording and replay: loopback only, one private domain per run.
+"""Node processes and DDS settings: loopback only, one private domain per run.
+
+The one implementation of these for everything that starts ROS 2 nodes from Python: recording and
+replay, the latency benchmark, and the ROS tests (tests/ros_helpers.py re-exports them).
 
 - :func:`loopback_env` keeps Fast DDS on 127.0.0.1 (UDPv4 transport bound to loopback, built-in
   transports and shared memory off, ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``).
 - :class:`DomainLease` holds a ``ROS_DOMAIN_ID`` exclusively among the processes of this machine.
-- :class:`NodeProc` runs a console script of ``nav_policy`` with its log in a file; ``stop()`` sends
-  SIGTERM, then SIGKILL to the process group it created.
+- :class:`NodeProc` runs a node (a console script of ``nav_policy`` / ``nav_policy_sim``) with its
+  log in a file; ``stop()`` sends SIGTERM, then SIGKILL to the process group it created;
+  :func:`node_processes` stops every one put in it, whatever happens.
 - :class:`RosSide` is this process's own rclpy context / node / executor on that domain, with
-  ``spin_until`` that waits on conditions (discovery counts, messages), never on sleeps.
+  ``spin_until`` that waits on conditions (discovery counts, messages), never on sleeps, and fails
+  early with the logs of a watched node process that died.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 LOCK_DIR = Path(tempfile.gettempdir()) / "nav_policy_ros_domains"  # shared with the ROS tests' leases
@@ -111,6 +116,10 @@ def node_env(domain_id: int, extra: dict[str, str] | None = None) -> dict[str, s
     return env
 
 
+# The ROS package that provides each node executable (for the error message when one is missing).
+NODE_PACKAGES = {"policy_node": "nav_policy", "sim_node": "nav_policy_sim"}
+
+
 def console_script(name: str) -> str:
     """Path of a console script (``policy_node``, ``sim_node``) next to this Python, or on PATH."""
     here = Path(sys.executable).parent / name
@@ -118,8 +127,10 @@ def console_script(name: str) -> str:
         return str(here)
     found = shutil.which(name)
     if not found:
+        pkg = NODE_PACKAGES.get(name, "nav_policy")
         raise FileNotFoundError(
-            f"console script '{name}' not found: pip install --no-deps -e ros2_ws/src/nav_policy (scripts/setup.sh)"
+            f"console script '{name}' not found: pip install --no-deps -e ros2_ws/src/{pkg} (scripts/setup.sh), "
+            f"or source a colcon install that has {pkg}"
         )
     return found
 
@@ -188,6 +199,17 @@ class NodeProc:
         return self.popen.returncode
 
 
+@contextlib.contextmanager
+def node_processes() -> Iterator[list[NodeProc]]:
+    """A list to put NodeProcs in; all are stopped (SIGTERM -> SIGKILL) on exit, whatever happens."""
+    procs: list[NodeProc] = []
+    try:
+        yield procs
+    finally:
+        for p in procs:
+            p.stop()
+
+
 class Timeout(RuntimeError):
     pass
 
@@ -208,21 +230,33 @@ class RosSide:
         self.executor.add_node(self.node)
         self.watch: list[NodeProc] = []
 
-    def spin_until(self, cond: Callable[[], bool], timeout: float, what: str) -> None:
+    def spin_until(
+        self, cond: Callable[[], bool], timeout: float, what: str, procs: Sequence[NodeProc] | None = None
+    ) -> None:
+        """Spin until ``cond()``; raise :class:`Timeout` after ``timeout`` s, or RuntimeError as soon as
+        a watched process (``procs``, default ``self.watch``) has exited, with their logs."""
+        watch = list(self.watch if procs is None else procs)
         deadline = time.monotonic() + timeout
         while not cond():
             left = deadline - time.monotonic()
             if left <= 0:
-                raise Timeout(f"timed out after {timeout} s waiting for {what}" + self._logs())
-            for p in self.watch:
+                raise Timeout(f"timed out after {timeout} s waiting for {what}" + self._logs(watch))
+            for p in watch:
                 if not p.alive():
                     raise RuntimeError(
-                        f"{p.name} exited ({p.popen.returncode}) while waiting for {what}" + self._logs()
+                        f"{p.name} exited ({p.popen.returncode}) while waiting for {what}" + self._logs(watch)
                     )
             self.executor.spin_once(timeout_sec=min(left, 0.05))
 
-    def _logs(self) -> str:
-        return "".join(f"\n--- {p.name} (alive={p.alive()}):\n{p.output()[-3000:]}" for p in self.watch)
+    def spin_for(self, seconds: float) -> None:
+        """Process callbacks for a while (to collect messages over a known period)."""
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            self.executor.spin_once(timeout_sec=min(left, 0.05))
+
+    @staticmethod
+    def _logs(procs: Sequence[NodeProc]) -> str:
+        return "".join(f"\n--- {p.name} (alive={p.alive()}):\n{p.output()[-3000:]}" for p in procs)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):

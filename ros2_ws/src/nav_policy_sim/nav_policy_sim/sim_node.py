@@ -11,8 +11,9 @@ policy's timer publishes for it (up to ``lockstep_timeout`` wall seconds): the f
 still gives each command exactly one control period, as in training.
 
 Episodes: the room of episode ``k`` is the training generator's room for ``seed + k``. The sim
-publishes the episode's goal on the goal topic (transient local), or with ``publish_goal: false``
-takes goals from that topic. It ends an episode on reaching the goal, a collision (any contact of
+publishes the episode's goal on the goal topic (transient local; the first one once a policy node
+has subscribed, see ``wait_for_policy_timeout``), or with ``publish_goal: false`` takes goals from
+that topic. It ends an episode on reaching the goal, a collision (any contact of
 the robot shell), leaving the room, or the episode time limit, and reports each outcome as a JSON
 string on the episode topic and in its log, named as in training (``navsim.outcomes``: success,
 collision, out_of_bounds, timeout). After ``num_episodes`` (0 = endless) it exits when
@@ -103,6 +104,7 @@ class SimNode(Node):
         self.results: list[dict] = []
         self.done = False
         self._warned: set[str] = set()
+        self.running = False
         self._start_episode()
         self.get_logger().info(
             f"sim: seed {self.seed}, {self.world.num_beams} beams, max range {self.world.max_range} m, "
@@ -145,13 +147,18 @@ class SimNode(Node):
             f"{self.room.start[1]:.2f}, {self.room.start[2]:.2f}), goal ({self.room.goal[0]:.2f}, "
             f"{self.room.goal[1]:.2f}), {int(self.room.slot_active.sum())} obstacles"
         )
-        if self.goal_pub is not None:
-            msg = PoseStamped()
-            msg.header.frame_id = self.odom_frame
-            ns_to_stamp(self.t_ns, msg.header.stamp)
-            msg.pose.position.x, msg.pose.position.y = (float(v) for v in self.room.goal)
-            msg.pose.orientation.w = 1.0
-            self.goal_pub.publish(msg)
+        if self.running:  # the first episode's goal goes out once the policy node is there (run())
+            self._publish_goal()
+
+    def _publish_goal(self) -> None:
+        if self.goal_pub is None:
+            return
+        msg = PoseStamped()
+        msg.header.frame_id = self.odom_frame
+        ns_to_stamp(self.t_ns, msg.header.stamp)
+        msg.pose.position.x, msg.pose.position.y = (float(v) for v in self.room.goal)
+        msg.pose.orientation.w = 1.0
+        self.goal_pub.publish(msg)
 
     def _goal(self) -> np.ndarray | None:
         return self.room.goal if self.publish_goal else self.ext_goal
@@ -231,19 +238,25 @@ class SimNode(Node):
 
     # ------------------------------------------------------------------ main loop
     def wait_for_peers(self, executor, stop) -> None:
-        """Wait (wall time) until someone subscribes to the scan and publishes /cmd_vel."""
+        """Wait (wall time) until someone subscribes to the scan (and the goal) and publishes /cmd_vel.
+
+        The goal subscription matters: a policy node subscribes to goals volatile (as RViz / Nav2
+        publish them), so a goal published before it matched would never reach it."""
         if self.wait_for_policy <= 0:
             return
         deadline = time.monotonic() + self.wait_for_policy
         while not stop.is_set() and time.monotonic() < deadline:
-            if self.scan_pub.get_subscription_count() > 0 and self.cmd_sub.get_publisher_count() > 0:
-                self.get_logger().info("policy node connected (scan subscriber and cmd_vel publisher seen)")
+            goal_seen = self.goal_pub is None or self.goal_pub.get_subscription_count() > 0
+            if self.scan_pub.get_subscription_count() > 0 and self.cmd_sub.get_publisher_count() > 0 and goal_seen:
+                self.get_logger().info("policy node connected (scan and goal subscribers, cmd_vel publisher seen)")
                 return
             executor.spin_once(timeout_sec=0.05)
         self.get_logger().warn(f"no policy node after {self.wait_for_policy} s; running anyway")
 
     def run(self, executor, stop) -> None:
         self.wait_for_peers(executor, stop)
+        self.running = True
+        self._publish_goal()  # the first episode's goal
         wall0 = time.monotonic()
         k = 0
         while not stop.is_set() and rclpy.ok() and not self.done:
