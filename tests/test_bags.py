@@ -1,8 +1,9 @@
 """Rosbag2 record / replay (issue 6): fixture bags, the offline reference, live replay into the node.
 
 The fixture bags in tests/fixtures/bags were recorded from the simulator with the trained bundle
-tests/fixtures/bundle (``python tools/bag_record.py ...``, see docs/bags.md). The live tests start
-real ``policy_node`` / ``sim_node`` processes on a private loopback ROS domain each.
+tests/fixtures/bundle (``nav-bag-record ...``, see docs/bags.md). The live tests (marked ``ros``)
+start real ``policy_node`` / ``sim_node`` processes on a private loopback ROS domain each. That the
+offline reference and the node share one controller is tests/test_bag_shared_controller.py.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 BAGS = REPO / "tests" / "fixtures" / "bags"
 BUNDLE = REPO / "tests" / "fixtures" / "bundle"
 FIXTURES = ["nominal_seed0", "nominal_seed3", "faults_seed0"]
-RERECORD = "re-record with python tools/bag_record.py (commands in docs/bags.md)"
+RERECORD = "re-record with nav-bag-record (commands in docs/bags.md)"
 
 
 def _bag(name: str) -> Path:
@@ -189,6 +190,7 @@ def replays(tmp_path_factory):
     return out
 
 
+@pytest.mark.ros
 @pytest.mark.parametrize("name", FIXTURES)
 def test_replay_matches_offline_and_recorded(name, replays):
     rep = replays[name]
@@ -202,6 +204,7 @@ def test_replay_matches_offline_and_recorded(name, replays):
     assert rep.ok()
 
 
+@pytest.mark.ros
 @pytest.mark.parametrize("name", FIXTURES)
 def test_replay_accounts_for_every_message(name, replays):
     rep = replays[name]
@@ -218,6 +221,7 @@ def test_replay_accounts_for_every_message(name, replays):
     assert rep.counts[ODOM]["seen"] == rep.counts[ODOM]["in_bag"]
 
 
+@pytest.mark.ros
 def test_fault_bag_zero_exactly_where_the_safety_rules_say(replays):
     rep = replays["faults_seed0"]
     messages, custom = read_bag(_bag("faults_seed0"))
@@ -277,6 +281,7 @@ def test_fault_bag_zero_exactly_where_the_safety_rules_say(replays):
     assert rep.node_states[goal_tick] == "driving"
 
 
+@pytest.mark.ros
 def test_time_scaled_replay(tmp_path):
     """Paced by the recorded log times (rate 1: as recorded) gives the same commands."""
     rep = replay_bag(_bag("nominal_seed3"), BUNDLE, rate=1.0, log_dir=tmp_path)
@@ -289,6 +294,8 @@ def test_time_scaled_replay(tmp_path):
 # ------------------------------------------------------------------------------ live recording
 
 
+@pytest.mark.ros
+@pytest.mark.slow
 def test_record_cli_then_replay(tmp_path):
     """Record two short seeded episodes with faults through the real sim and policy nodes, replay them."""
     plan = FaultPlan(episode=1, drop_scan=[2], nan_all=[4], odom_delay={6: 1, 7: 1}, goal_shift={9: (0.3, 0.3)})
@@ -326,3 +333,29 @@ def test_record_cli_then_replay(tmp_path):
     assert bad.max_delta_recorded == pytest.approx(5e-4, rel=1e-6)
     assert not bad.ok()
     shutil.rmtree(tmp_path / "tampered")
+
+
+@pytest.mark.ros
+def test_console_scripts_replay_a_fixture_and_run_as_modules(tmp_path):
+    """nav-bag-replay (console script) replays a fixture bag and exits 0; the modules run with -m too."""
+    import subprocess
+    import sys
+
+    from navbags.rosproc import console_script
+
+    out = tmp_path / "report.json"
+    proc = subprocess.run(
+        [console_script("nav-bag-replay"), str(_bag("nominal_seed3")), "--bundle", str(BUNDLE), "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "-> PASS" in proc.stdout
+    (report,) = json.loads(out.read_text())
+    assert report["pass"] and report["max_delta_offline"] == 0.0 and report["max_delta_recorded"] == 0.0
+    for module in ("navbags.record_cli", "navbags.replay_cli", "navbags.latency"):
+        proc = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0 and "usage:" in proc.stdout, (module, proc.stderr[-2000:])
+    for script in ("nav-bag-record", "nav-benchmark-latency"):
+        assert subprocess.run([console_script(script), "--help"], capture_output=True, timeout=60).returncode == 0

@@ -15,8 +15,13 @@ one over loopback DDS (private domain, UDPv4 on 127.0.0.1 only). Two modes:
 Also reports the node's own inference time (status topic) and its resident memory (VmRSS and
 peak VmHWM from /proc). Not a test: run it and copy the numbers into docs/ros2.md.
 
-    python benchmarks/latency_node.py --messages 2000
-    python benchmarks/latency_node.py --mode wall --control-period 0.02 --messages 1000
+    nav-benchmark-latency --messages 2000
+    nav-benchmark-latency --mode wall --control-period 0.02 --messages 1000
+    python -m navbags.latency --bundle /path/to/bundle      # the same
+
+Uses only installed packages: the policy node's console script and config (``nav_policy``), the
+loopback / process helpers of :mod:`navbags.rosproc`. The bundle defaults to ``$NAV_POLICY_BUNDLE``,
+else ``tests/fixtures/bundle`` under the current directory (the repository's trained fixture).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import tempfile
 import time
@@ -31,12 +37,21 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
-sys.path.insert(0, str(REPO / "deploy"))
-sys.path.insert(0, str(REPO / "training"))
+from navbags.rosproc import DomainLease, NodeProc, RosSide, console_script, node_processes
 
-import ros_helpers as h  # noqa: E402  (loopback settings, domain lease, process handling)
+FIXTURE_BUNDLE = Path("tests") / "fixtures" / "bundle"
+
+
+def default_bundle() -> Path:
+    """``$NAV_POLICY_BUNDLE``, else the repository's fixture bundle (run from the repository root)."""
+    env = os.environ.get("NAV_POLICY_BUNDLE")
+    bundle = Path(env) if env else FIXTURE_BUNDLE
+    if not (bundle / "policy.onnx").is_file():
+        raise SystemExit(
+            f"no policy bundle at '{bundle}': pass --bundle (a folder with policy.onnx + contract.json), set "
+            "NAV_POLICY_BUNDLE, or run from the repository root (tests/fixtures/bundle)"
+        )
+    return bundle
 
 
 def proc_memory(pid: int) -> dict[str, float]:
@@ -52,10 +67,13 @@ def pct(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values), q))
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
-        "--bundle", type=Path, default=None, help="bundle folder (default: tests/fixtures/bundle if present)"
+        "--bundle",
+        type=Path,
+        default=None,
+        help="bundle folder (default: $NAV_POLICY_BUNDLE, else tests/fixtures/bundle under the current directory)",
     )
     ap.add_argument("--messages", type=int, default=2000, help="measured messages (>= 1000 for the README numbers)")
     ap.add_argument("--warmup", type=int, default=100)
@@ -64,29 +82,26 @@ def main() -> int:
     ap.add_argument("--scan-rate", type=float, default=200.0, help="wall mode: scans per second")
     ap.add_argument("--beams", type=int, default=72, help="beams per published scan (resampled by the node)")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
-    h.require_ros()
     from geometry_msgs.msg import PoseStamped, Twist
     from nav_msgs.msg import Odometry
     from rosgraph_msgs.msg import Clock
     from sensor_msgs.msg import LaserScan
     from std_msgs.msg import String
 
+    from nav_policy.paths import config_file
     from nav_policy.ros_common import GOAL_QOS, SENSOR_QOS, ns_to_stamp
 
     work = Path(tempfile.mkdtemp(prefix="nav_latency_"))
-    bundle = args.bundle
-    if bundle is None:
-        fixture = h.FIXTURE_BUNDLE
-        bundle = fixture if (fixture / "policy.onnx").is_file() else h.write_goal_seeking_bundle(work / "bundle")
+    bundle = (args.bundle or default_bundle()).resolve()
     sim_time = args.mode == "clock"
-    lease = h.DomainLease()
+    lease = DomainLease()
     cmd = [
-        str(h.entry_point_script("policy_node")),
+        console_script("policy_node"),
         "--ros-args",
         "--params-file",
-        str(h.PKG_SRC / "config" / "policy.yaml"),
+        str(config_file("policy.yaml")),
         "-p",
         f"bundle_path:={bundle}",
         "-p",
@@ -97,10 +112,10 @@ def main() -> int:
     if not sim_time:
         cmd += ["-p", f"control_period:={args.control_period}"]
     results: dict[str, object] = {}
-    with h.processes() as procs:
-        proc = h.Proc(cmd, h.ros_env(lease.domain_id), work / "policy_node.log")
+    with node_processes() as procs:
+        proc = NodeProc(cmd, lease.domain_id, work / "policy_node.log")
         procs.append(proc)
-        tn = h.TestNode(lease.domain_id, "latency_bench")
+        tn = RosSide(lease.domain_id, "latency_bench")
         n = tn.node
         scan_pub = n.create_publisher(LaserScan, "/scan", SENSOR_QOS)
         odom_pub = n.create_publisher(Odometry, "/odom", 10)

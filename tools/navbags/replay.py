@@ -12,8 +12,9 @@ two ticks (checked: otherwise the rclpy executor could run the timer between two
 topic, and the tick would be ambiguous).
 
 Each command is compared with (a) the command recorded in the bag for the same tick and (b) the
-offline reference (:mod:`navbags.reference`), and each state with both; every message of the bag
-gets a fate in the accounting (published and seen by which ticks, superseded, compared, annotation).
+offline reference (:mod:`navbags.reference`: the node's own safety controller, driven without ROS),
+and each state with both; every message of the bag gets a fate in the accounting (published and
+seen by which ticks, superseded, compared, annotation).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import json
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -168,8 +170,12 @@ def replay_bag(
     rate: float = 0.0,
     timeout: float = 30.0,
     log_dir: str | Path | None = None,
+    node_command: Sequence[str] | None = None,
 ) -> ReplayReport:
-    """Replay ``bag`` into a fresh ``policy_node`` running ``bundle``; see the module docstring."""
+    """Replay ``bag`` into a fresh ``policy_node`` running ``bundle``; see the module docstring.
+
+    ``node_command`` is the node's command line before its ``--ros-args`` (default: the installed
+    ``policy_node`` console script)."""
     from geometry_msgs.msg import PoseStamped, Twist
     from nav_msgs.msg import Odometry
     from rclpy.duration import Duration
@@ -219,9 +225,8 @@ def replay_bag(
             n.create_subscription(String, STATUS, lambda m: node_states.append(json.loads(m.data)["state"]), out_qos),
         ]
         node_params = {"bundle_path": str(bundle), "use_sim_time": True, **params.ros_params()}
-        proc = NodeProc(
-            [console_script("policy_node"), *ros_args(node_params)], lease.domain_id, log_dir / "policy_node.log"
-        )
+        cmd = list(node_command) if node_command else [console_script("policy_node")]
+        proc = NodeProc([*cmd, *ros_args(node_params)], lease.domain_id, log_dir / "policy_node.log")
         ros.watch = [proc]
         ros.spin_until(
             lambda: (
