@@ -1,16 +1,27 @@
-# nav_policy on ROS 2 Kilted (official image, Ubuntu 24.04, Python 3.12).
+# nav_policy on ROS 2 Kilted (official image, Ubuntu 24.04, Python 3.12). Two targets:
 #
-#   docker build -t nav_policy .
-#   docker run --rm nav_policy                      # ros2 launch nav_policy sim.launch.py (fixture bundle)
-#   docker run --rm nav_policy ros2 launch nav_policy sim.launch.py seed:=7 lockstep:=true num_episodes:=5
-#   docker run --rm --net=host -v /opt/bundle:/bundle nav_policy \
-#       ros2 launch nav_policy robot.launch.py bundle:=/bundle scan:=/lidar/scan
+#   robot  ROS 2 base + numpy + pyyaml + onnxruntime + navdeploy (deploy/) + the nav_policy package.
+#          No torch, no MuJoCo, no training code. Runs robot.launch.py against the robot's topics.
+#   sim    robot + CPU torch, MuJoCo and the training side (training/, conf/) + the nav_policy_sim
+#          package. Runs sim.launch.py: the sim node and the policy node in a closed loop.
 #
-# ROS 2 itself (rclpy, messages, launch, launch_ros, colcon) comes from the image's apt packages;
-# the Python dependencies come from requirements.txt with pip, minus the ros-* PyPI wheels (the
-# image has the real ROS 2), with torch from PyTorch's CPU index so no CUDA build is pulled.
+#   docker build --target robot -t nav_policy:robot .
+#   docker run --rm --net=host -v /opt/bundle:/bundle nav_policy:robot \
+#       ros2 launch nav_policy robot.launch.py scan:=/lidar/scan cmd_vel:=/base/cmd_vel
+#   docker build --target sim -t nav_policy:sim .
+#   docker run --rm nav_policy:sim                   # ros2 launch nav_policy sim.launch.py (fixture bundle)
+#   docker run --rm nav_policy:sim ros2 launch nav_policy sim.launch.py seed:=7 lockstep:=true num_episodes:=5
+#
+# ROS 2 itself (rclpy, messages, launch, launch_ros, colcon, rosdep) comes from the image's apt
+# packages; Python libraries come from requirements.txt (the one place versions are pinned) with pip,
+# never its ros-* PyPI wheels (the image has the real ROS 2). torch comes from PyTorch's CPU index,
+# so no CUDA build is pulled.
 ARG ROS_DISTRO=kilted
-FROM ros:${ROS_DISTRO}-ros-base
+
+# ------------------------------------------------------------------------------------------------
+FROM ros:${ROS_DISTRO}-ros-base AS base
+ARG ROS_DISTRO
+ENV ROS_DISTRO=${ROS_DISTRO}
 
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ENV DEBIAN_FRONTEND=noninteractive \
@@ -20,33 +31,67 @@ ENV DEBIAN_FRONTEND=noninteractive \
 
 RUN apt-get update \
     && apt-get install -y --no-install-recommends python3-pip python3-colcon-common-extensions \
-    && rm -rf /var/lib/apt/lists/*
-
-WORKDIR /ws
-# Dependencies first (their layer survives source edits).
-COPY requirements.txt pyproject.toml ./
-RUN pip3 install --index-url https://download.pytorch.org/whl/cpu torch==2.13.0 \
-    && grep -v -E '^(ros-|rosgraph_msgs)' requirements.txt > /tmp/requirements.docker.txt \
-    && pip3 install -r /tmp/requirements.docker.txt
-
-COPY . .
-# The training / deploy packages (navsim, navdeploy) the nodes import, then the ROS 2 package.
-RUN pip3 install --no-deps -e . \
-    && apt-get update \
-    && rosdep update --rosdistro "${ROS_DISTRO}" \
-    && rosdep install --from-paths ros2_ws/src --ignore-src -y --rosdistro "${ROS_DISTRO}" \
     && rm -rf /var/lib/apt/lists/* \
-    && source "/opt/ros/${ROS_DISTRO}/setup.bash" \
-    && cd ros2_ws && colcon build --packages-select nav_policy --event-handlers console_direct+
+    && rosdep update --rosdistro "${ROS_DISTRO}"
 
-# Source ROS 2 and the workspace overlay for every command.
+# Every command runs with ROS 2 and the workspace overlay sourced.
 RUN printf '%s\n' '#!/bin/bash' 'set -e' \
       'source "/opt/ros/${ROS_DISTRO}/setup.bash" --' \
       'source /ws/ros2_ws/install/setup.bash --' \
       'exec "$@"' > /nav_policy_entrypoint.sh \
     && chmod +x /nav_policy_entrypoint.sh
+WORKDIR /ws
+ENTRYPOINT ["/nav_policy_entrypoint.sh"]
+
+# ------------------------------------------------------------------------------------------------
+FROM base AS robot
+
+# The robot runtime's dependencies only (nav-policy-deploy: numpy, pyyaml, onnxruntime), at the pins.
+COPY requirements.txt /ws/requirements.txt
+RUN grep -E '^(numpy|pyyaml|onnxruntime)==' requirements.txt > /tmp/robot-requirements.txt \
+    && test "$(wc -l < /tmp/robot-requirements.txt)" -eq 3 \
+    && pip3 install -r /tmp/robot-requirements.txt
+
+# navdeploy: contract, scan rule, action scaling, safety controller, ONNX runtime.
+COPY deploy /ws/deploy
+RUN pip3 install --no-deps /ws/deploy
+
+# The robot ROS package (policy node, launch files, config), built with colcon.
+COPY ros2_ws/src/nav_policy /ws/ros2_ws/src/nav_policy
+RUN apt-get update \
+    && rosdep install --from-paths ros2_ws/src/nav_policy --ignore-src -y --rosdistro "${ROS_DISTRO}" \
+    && rm -rf /var/lib/apt/lists/* \
+    && source "/opt/ros/${ROS_DISTRO}/setup.bash" \
+    && cd ros2_ws && colcon build --packages-select nav_policy --event-handlers console_direct+ \
+    && python3 -c "import navdeploy.runtime, onnxruntime; import importlib.util as u; assert u.find_spec('torch') is None"
+
+# Mount the trained bundle (policy.onnx + contract.json) here, or pass bundle:=/path.
+ENV NAV_POLICY_BUNDLE=/bundle
+CMD ["ros2", "launch", "nav_policy", "robot.launch.py"]
+
+# ------------------------------------------------------------------------------------------------
+FROM robot AS sim
+
+# The training side's dependencies: CPU torch first (from PyTorch's index), then the other pins
+# except the ROS 2 PyPI wheels.
+RUN pip3 install --index-url https://download.pytorch.org/whl/cpu "$(grep -E '^torch==' requirements.txt)" \
+    && grep -v -E '^(ros-|torch==)' requirements.txt > /tmp/sim-requirements.txt \
+    && pip3 install -r /tmp/sim-requirements.txt
+
+# navsim / navtrain (editable: the config loader reads conf/nav.yaml next to training/).
+COPY conf /ws/conf
+COPY training /ws/training
+RUN pip3 install --no-deps -e /ws/training
+
+# The simulation ROS package (sim node, sim.yaml); it depends on nav_policy.
+COPY ros2_ws/src/nav_policy_sim /ws/ros2_ws/src/nav_policy_sim
+RUN apt-get update \
+    && rosdep install --from-paths ros2_ws/src --ignore-src -y --rosdistro "${ROS_DISTRO}" \
+    && rm -rf /var/lib/apt/lists/* \
+    && source "/opt/ros/${ROS_DISTRO}/setup.bash" \
+    && cd ros2_ws && colcon build --packages-up-to nav_policy_sim --event-handlers console_direct+
 
 # The trained bundle shipped with the tests; mount your own and pass bundle:=... to replace it.
+COPY tests/fixtures/bundle /ws/tests/fixtures/bundle
 ENV NAV_POLICY_BUNDLE=/ws/tests/fixtures/bundle
-ENTRYPOINT ["/nav_policy_entrypoint.sh"]
 CMD ["ros2", "launch", "nav_policy", "sim.launch.py"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from navdeploy.controller import (
     State,
     clamp_command,
     parse_goal_frames,
+    resolve_settings,
     yaw_from_quaternion,
 )
 from navdeploy.runtime import PolicyRuntime, ScanInput, ScanUnusable
@@ -144,3 +146,105 @@ def test_yaw_from_quaternion() -> None:
     assert yaw_from_quaternion(0, 0, math.sin(0.4), math.cos(0.4)) == pytest.approx(0.8)
     assert yaw_from_quaternion(0, 0, 0, 0) is None
     assert yaw_from_quaternion(0, 0, np.inf, 1) is None
+
+
+# ------------------------------------------------------------------ messages, settings, tick guard
+def _stamp(t: float) -> SimpleNamespace:
+    sec = int(t)
+    return SimpleNamespace(sec=sec, nanosec=int(round((t - sec) * 1e9)))
+
+
+def scan_msg(ranges, t: float = 1.0, **kw) -> SimpleNamespace:
+    """A LaserScan-like object (rclpy messages and rosbags dataclasses have these attributes)."""
+    n = len(ranges)
+    fields = dict(angle_min=-math.pi, angle_increment=2 * math.pi / max(n, 1), range_min=0.05, range_max=6.0)
+    fields.update(kw)
+    return SimpleNamespace(header=SimpleNamespace(stamp=_stamp(t), frame_id="base_link"), ranges=ranges, **fields)
+
+
+def odom_msg(t: float = 1.0, frame: str = "odom", x: float = 0.0, q=(0.0, 0.0, 0.0, 1.0)) -> SimpleNamespace:
+    v3 = lambda a=0.0, b=0.0, c=0.0: SimpleNamespace(x=a, y=b, z=c)
+    pose = SimpleNamespace(position=v3(x), orientation=SimpleNamespace(x=q[0], y=q[1], z=q[2], w=q[3]))
+    twist = SimpleNamespace(linear=v3(), angular=v3())
+    return SimpleNamespace(
+        header=SimpleNamespace(stamp=_stamp(t), frame_id=frame),
+        pose=SimpleNamespace(pose=pose),
+        twist=SimpleNamespace(twist=twist),
+    )
+
+
+def goal_msg(x: float, y: float, frame: str = "odom") -> SimpleNamespace:
+    return SimpleNamespace(
+        header=SimpleNamespace(stamp=_stamp(0.0), frame_id=frame),
+        pose=SimpleNamespace(position=SimpleNamespace(x=x, y=y, z=0.0)),
+    )
+
+
+def test_message_adapters_fold_messages_like_the_node(runtime: PolicyRuntime) -> None:
+    c = make(runtime, goal_frames=parse_goal_frames("map 1.0 0.0 0.0"))
+    assert c.scan_message(scan_msg([3.0] * 72, t=2.0), now=5.0) is None
+    assert c.scan.stamp == pytest.approx(2.0)
+    assert c.odom_message(odom_msg(t=0.0), now=2.1) is None  # an unset stamp: taken at "now"
+    assert c.odom.stamp == pytest.approx(2.1)
+    assert c.goal_message(goal_msg(2.0, 0.0, "map"))[0] and c.goal == pytest.approx((3.0, 0.0))
+    r = c.tick(2.2)
+    assert r.state == State.DRIVING and r.distance == pytest.approx(3.0)
+    # numpy ranges (as rosbags decodes a float32 sequence) work the same
+    c.scan_message(scan_msg(np.full(72, 3.0, dtype=np.float32), t=2.2), now=2.2)
+    assert c.tick(2.2).cmd == pytest.approx(r.cmd)
+    assert c.odom_message(odom_msg(t=2.2, frame="map"), now=2.2) is not None
+    assert c.tick(2.2).state == State.BAD_ODOM
+
+
+def test_unreadable_messages_make_their_input_unusable(runtime: PolicyRuntime) -> None:
+    c = make(runtime)
+    c.scan_message(scan_msg([3.0] * 72), now=1.0)
+    c.odom_message(odom_msg(), now=1.0)
+    c.goal_message(goal_msg(3.0, 0.0))
+    assert c.tick(1.0).state == State.DRIVING
+    problem = c.scan_message(scan_msg(["far"] * 72), now=1.0)  # not even a ScanInput
+    assert problem and problem.startswith("scan unusable")
+    r = c.tick(1.0)
+    assert r.state == State.BAD_SCAN and not r.cmd.any()
+    c.scan_message(scan_msg([3.0] * 72), now=1.0)
+    assert c.tick(1.0).state == State.DRIVING
+    assert c.odom_message(SimpleNamespace(header=None), now=1.0) is not None
+    assert c.tick(1.0).state == State.BAD_ODOM
+    c.odom_message(odom_msg(), now=1.0)
+    ok, text = c.goal_message(SimpleNamespace(pose=None))
+    assert not ok and "could not be read" in text and c.goal is None
+    assert c.tick(1.0).state == State.NO_GOAL
+    c.input_failed("odom", "callback failed")
+    assert c.tick(1.0).state == State.BAD_ODOM and c.odom_error == "callback failed"
+
+
+def test_resolve_settings_from_parameters_and_contract(runtime: PolicyRuntime) -> None:
+    ct = runtime.contract
+    s, warnings = resolve_settings(ct)
+    assert s.control_period == ct.control_period and s.goal_tolerance == ct.goal_tolerance and not warnings
+    assert s.limits == Limits(ct.v_max, ct.omega_max, ct.scaling.limit_planar_speed)
+    s, warnings = resolve_settings(ct, v_max=ct.v_max / 2, omega_max=ct.omega_max * 2, static_goal_frames="map 1 2 0")
+    assert s.limits.v_max == ct.v_max / 2 and s.limits.omega_max == ct.omega_max  # capped to the bundle's
+    assert len(warnings) == 1 and "omega_max" in warnings[0] and set(s.goal_frames) == {"map"}
+    for kw, name in (({"v_max": -1.0}, "v_max"), ({"stale_timeout": 0.0}, "stale_timeout")):
+        with pytest.raises(ValueError, match=name):
+            resolve_settings(ct, **kw)
+    with pytest.raises(ValueError, match="static_goal_frames"):
+        resolve_settings(ct, static_goal_frames="map 1")
+    c = PolicyController.from_settings(runtime, s)
+    assert c.scan_errors == (ScanUnusable,) and c.limits == s.limits
+
+
+def test_tick_never_raises(runtime: PolicyRuntime) -> None:
+    class ResetFails:
+        def reset(self) -> None:
+            raise RuntimeError("boom")
+
+        def step(self, *a, **k):
+            return np.zeros(3)
+
+    c = make(ResetFails())
+    feed(c, 1.0)
+    c.set_goal(3.0, 0.0, "odom")
+    r = c.tick(1.0)
+    assert r.state == State.ERROR and "boom" in r.reason and not r.cmd.any()

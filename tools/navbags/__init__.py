@@ -1,11 +1,15 @@
-"""Rosbag2 recording and replay for the nav_policy node (issue 6).
+"""Rosbag2 recording and replay for the nav_policy node (distribution nav-policy-bags, tools/).
+
+Command-line tools (console scripts, or ``python -m``): ``nav-bag-record`` (:mod:`navbags.record_cli`),
+``nav-bag-replay`` (:mod:`navbags.replay_cli`), ``nav-benchmark-latency`` (:mod:`navbags.latency`).
 
 - :mod:`navbags.bagio`: the topics a nav_policy bag holds, and reading / writing real rosbag2 bags
   (MCAP storage) with the pure-Python ``rosbags`` library.
 - :mod:`navbags.reference`: the offline reference: the bag's inputs, event by event, through the
-  deploy runtime and the node's documented safety rules (numpy + onnxruntime + rosbags, no ROS).
+  node's own safety controller (``navdeploy.controller``) and the deploy runtime (numpy +
+  onnxruntime + rosbags, no ROS).
 - :mod:`navbags.rosproc`: loopback-only DDS settings, private domain ids, node processes with a
-  SIGTERM -> SIGKILL fallback.
+  SIGTERM -> SIGKILL fallback (also what the ROS tests use).
 - :mod:`navbags.record`: runs the sim node and the policy node in lockstep through a relay that can
   inject faults, and records what the policy node saw and said.
 - :mod:`navbags.replay`: plays a bag's inputs into a live policy node, tick by tick, and compares
