@@ -25,10 +25,7 @@ from typing import Any
 import numpy as np
 
 from navbags.bagio import CLOCK, GOAL, INPUT, ODOM, SCAN, BagMessage, decode
-from navdeploy.controller import FAULT_STATES, PolicyController, State, resolve_settings
-
-ZERO_STATES = tuple(s.value for s in State if s != State.DRIVING)  # every one publishes exactly zero
-FAULTS = tuple(s.value for s in State if s in FAULT_STATES)
+from navdeploy.controller import PolicyController, resolve_settings
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,7 @@
-"""Small pieces shared by the nodes: QoS profiles, time conversion, a signal-safe spin loop."""
+"""Small pieces shared by the nodes: QoS profiles, stamps, a signal-safe spin loop.
+
+(A header stamp in seconds, as the policy node reads it, is ``navdeploy.controller.stamp_seconds``.)
+"""
 
 from __future__ import annotations
 
@@ -32,16 +35,6 @@ EVENT_QOS = QoSProfile(
     reliability=ReliabilityPolicy.RELIABLE,
     durability=DurabilityPolicy.TRANSIENT_LOCAL,
 )
-
-
-def stamp_to_sec(stamp) -> float:
-    return float(stamp.sec) + 1e-9 * float(stamp.nanosec)
-
-
-def sec_to_stamp(t: float, msg_stamp) -> None:
-    ns = int(round(t * 1e9))
-    msg_stamp.sec = ns // 1_000_000_000
-    msg_stamp.nanosec = ns % 1_000_000_000
 
 
 def ns_to_stamp(ns: int, msg_stamp) -> None:
