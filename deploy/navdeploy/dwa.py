@@ -1,0 +1,392 @@
+"""A classical baseline on the policy's interface: a dynamic-window planner for the holonomic base.
+
+Numpy only. :class:`DwaPlanner` is built from the same :class:`~navdeploy.bundle.Contract` as
+:class:`~navdeploy.runtime.PolicyRuntime` (limits, control period, goal tolerance, lidar beams and
+max range, robot radius when the contract carries it) and has the same call::
+
+    planner = DwaPlanner(contract, DwaParams.from_yaml())   # defaults: navdeploy/dwa.yaml
+    cmd = planner.step(scan, pose, twist, goal)              # np.ndarray (3,) [vx, vy, wz], SI, body
+    planner.reset()                                          # new goal or new episode
+
+One step:
+
+1. The scan goes through :func:`navdeploy.scan.resample_scan` (the runtime's rule and options),
+   then every sector that reads less than the max range becomes one obstacle point in the body
+   frame, on the training beam angles of the contract. Points out of reach of every trajectory
+   (further than the longest trajectory plus the clearance cap) are dropped.
+2. The dynamic window is the box ``centre +- (a_lin, a_lin, a_ang) * control_period`` intersected
+   with the limits (the planar norm too, when the contract limits it). The centre is the previous
+   command; after :meth:`DwaPlanner.reset`, or when the measured twist is more than
+   ``resync_windows`` windows away from it (the base is not following), it is the measured body
+   twist. Hence consecutive commands differ by at most ``a * control_period`` per component
+   while the base follows its commands.
+3. The window is sampled on an ``n_vx x n_vy x n_wz`` grid (plus the centre and the braking
+   command). Each sample is held as a constant body-frame twist for ``horizon_s`` (an arc,
+   closed form), evaluated every ``check_dt`` seconds.
+4. A trajectory is admissible when its centre stays at least ``robot_radius + safety_margin +
+   margin_per_speed * planar speed`` from every scan point at every evaluated time after the start
+   (or, when the robot is already closer than that, never gets closer than it is now). The
+   horizon must cover braking from full speed plus one period (``horizon_s >= v_max / a_lin +
+   control_period``, checked): a clear arc then leaves room to stop along it.
+5. Admissible trajectories are scored: ``w_progress * progress + w_heading * heading +
+   w_clearance * clearance + w_speed * speed`` (each term in [-1, 1] or [0, 1], see
+   :meth:`DwaPlanner.evaluate`). The best one's twist is the command.
+6. With no admissible trajectory the command brakes: each component moves toward zero by at most
+   its window half-width. Within the goal tolerance the command brakes as well.
+
+The command is finally clamped to the contract's limits (per component, then the planar norm),
+like :func:`navdeploy.action.action_to_command` does for the policy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from navdeploy.bundle import Contract
+from navdeploy.scan import ScanInput, ScanOptions, ScanUnusable, resample_scan
+
+__all__ = ["DEFAULT_PARAMS_FILE", "DwaConfigError", "DwaParams", "DwaPlanner", "ScanUnusable", "contract_radius"]
+
+DEFAULT_PARAMS_FILE = Path(__file__).with_name("dwa.yaml")
+
+
+class DwaConfigError(ValueError):
+    """A DWA parameters file or value is invalid (unknown key, wrong type, out of range)."""
+
+
+@dataclass(frozen=True)
+class DwaParams:
+    """Planner parameters; the documented defaults live in ``navdeploy/dwa.yaml``."""
+
+    a_lin: float = 3.0
+    a_ang: float = 4.0
+    horizon_s: float = 0.8
+    check_dt: float = 0.1
+    n_vx: int = 7
+    n_vy: int = 7
+    n_wz: int = 5
+    safety_margin: float = 0.05
+    margin_per_speed: float = 0.05
+    robot_radius: float = 0.2
+    clearance_cap: float = 1.0
+    w_progress: float = 1.0
+    w_heading: float = 0.1
+    w_clearance: float = 0.3
+    w_speed: float = 0.3
+    resync_windows: float = 3.0
+
+    def __post_init__(self) -> None:
+        positive = ("a_lin", "a_ang", "horizon_s", "check_dt", "robot_radius", "clearance_cap", "resync_windows")
+        for name in positive:
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v > 0):
+                raise DwaConfigError(f"dwa parameter '{name}' must be a finite number > 0, got {v!r}")
+        for name in ("safety_margin", "margin_per_speed", "w_progress", "w_heading", "w_clearance", "w_speed"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v >= 0):
+                raise DwaConfigError(f"dwa parameter '{name}' must be a finite number >= 0, got {v!r}")
+        for name in ("n_vx", "n_vy", "n_wz"):
+            v = getattr(self, name)
+            if not (1 <= v <= 41):
+                raise DwaConfigError(f"dwa parameter '{name}' must be an integer in [1, 41], got {v!r}")
+        if self.check_dt > self.horizon_s:
+            raise DwaConfigError(f"dwa parameter 'check_dt' ({self.check_dt}) exceeds 'horizon_s' ({self.horizon_s})")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None, where: str = "dwa") -> DwaParams:
+        """Typed parameters from plain data; an unknown key raises naming it."""
+        data = data or {}
+        if not isinstance(data, dict):
+            raise DwaConfigError(f"{where}: the top level must be a mapping, got {type(data).__name__}")
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        kwargs: dict[str, Any] = {}
+        for key, value in data.items():
+            if key not in fields:
+                raise DwaConfigError(f"{where}: unknown key '{key}' (known: {', '.join(fields)})")
+            default = fields[key].default
+            if isinstance(default, int):
+                if isinstance(value, bool) or not isinstance(value, int):
+                    raise DwaConfigError(f"{where}: '{key}' must be an integer, got {value!r}")
+                kwargs[key] = value
+            else:
+                if isinstance(value, str):
+                    try:  # PyYAML reads 1e-3 (no dot) as a string
+                        value = float(value)
+                    except ValueError:
+                        pass
+                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    raise DwaConfigError(f"{where}: '{key}' must be a number, got {value!r}")
+                kwargs[key] = float(value)
+        try:
+            return cls(**kwargs)
+        except DwaConfigError as err:
+            raise DwaConfigError(f"{where}: {err}") from None
+
+    @classmethod
+    def from_yaml(cls, path: str | Path | None = None) -> DwaParams:
+        """Load ``path`` (default: the ``dwa.yaml`` beside this module)."""
+        import yaml
+
+        p = Path(path) if path is not None else DEFAULT_PARAMS_FILE
+        if not p.is_file():
+            raise DwaConfigError(f"dwa parameters file not found: {p}")
+        return cls.from_dict(yaml.safe_load(p.read_text()), where=str(p))
+
+    def replace(self, **changes: Any) -> DwaParams:
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def contract_radius(contract: Contract) -> float | None:
+    """The robot radius the contract carries, or None.
+
+    Looked up as ``contract.robot_radius`` (the contract's ``robot.radius``), then in the training
+    config that exports record (``source.nav_config.env.robot.radius``).
+    """
+    raw = contract.raw if isinstance(contract.raw, dict) else {}
+    robot = raw.get("robot") if isinstance(raw.get("robot"), dict) else {}
+    nav = (raw.get("source") or {}).get("nav_config") or {}
+    candidates = [
+        getattr(contract, "robot_radius", None),
+        robot.get("radius"),
+        ((nav.get("env") or {}).get("robot") or {}).get("radius"),
+    ]
+    for c in candidates:
+        if isinstance(c, (int, float)) and not isinstance(c, bool) and math.isfinite(c) and c > 0:
+            return float(c)
+    return None
+
+
+def _vec(x: Any, n: int, what: str) -> np.ndarray:
+    a = np.asarray(x, dtype=np.float64).reshape(-1)
+    if a.shape[0] != n:
+        raise ValueError(f"{what} needs {n} values, got {a.shape[0]}")
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{what} has non-finite values: {a.tolist()}")
+    return a
+
+
+def arc_poses(twists: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """Poses (S, T, 3) [x, y, yaw] reached from the origin by holding body twists (S, 3) for
+    ``times`` (T,) seconds (exact integration of a constant body-frame twist)."""
+    vx, vy, wz = (twists[:, i : i + 1] for i in range(3))
+    t = times[None, :]
+    th = wz * t
+    small = np.abs(wz) < 1e-6
+    wsafe = np.where(small, 1.0, wz)
+    # sin(w t)/w and (1 - cos(w t))/w, with their series near w = 0.
+    s_over = np.where(small, t - wz * wz * t**3 / 6.0, np.sin(th) / wsafe)
+    c_over = np.where(small, wz * t * t / 2.0, (1.0 - np.cos(th)) / wsafe)
+    x = vx * s_over - vy * c_over
+    y = vx * c_over + vy * s_over
+    return np.stack([x, y, th], axis=-1)
+
+
+class DwaPlanner:
+    """Dynamic-window planner with :class:`~navdeploy.runtime.PolicyRuntime`'s ``step`` signature."""
+
+    def __init__(
+        self,
+        contract: Contract,
+        params: DwaParams | None = None,
+        scan_options: ScanOptions | None = None,
+    ) -> None:
+        self.contract = contract
+        self.params = params if params is not None else DwaParams.from_yaml()
+        self.scan_options = scan_options or ScanOptions()
+        p = self.params
+        radius = contract_radius(contract)
+        self.radius_source = "contract" if radius is not None else "params"
+        self.robot_radius = radius if radius is not None else p.robot_radius
+        self.safe_distance = self.robot_radius + p.safety_margin
+        self.v_max = float(contract.scaling.v_max)
+        self.omega_max = float(contract.scaling.omega_max)
+        self.limit_planar = bool(contract.scaling.limit_planar_speed)
+        self.period = float(contract.control_period)
+        need = self.v_max / p.a_lin + self.period
+        if p.horizon_s < need - 1e-9:
+            raise DwaConfigError(
+                f"dwa parameter 'horizon_s' ({p.horizon_s}) is shorter than braking from v_max plus one period "
+                f"(v_max / a_lin + control_period = {need:.3f} s)"
+            )
+        self.half_window = np.array([p.a_lin, p.a_lin, p.a_ang]) * self.period
+        n_checks = max(1, int(math.ceil(p.horizon_s / p.check_dt - 1e-9)))
+        self.times = np.linspace(p.horizon_s / n_checks, p.horizon_s, n_checks)
+        angles = float(contract.angle_min) + np.arange(contract.num_beams) * float(contract.angle_increment)
+        self._beam_cs = np.stack([np.cos(angles), np.sin(angles)], axis=-1)
+        self._grid = self._unit_grid()
+        self._prev: np.ndarray | None = None
+        self.last_info: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------------------------------
+
+    def reset(self) -> None:
+        """Forget the previous command: the next window is centred on the measured twist."""
+        self._prev = None
+        self.last_info = {}
+
+    @property
+    def prev_command(self) -> np.ndarray | None:
+        return None if self._prev is None else self._prev.copy()
+
+    def _unit_grid(self) -> np.ndarray:
+        p = self.params
+        axes = [np.linspace(-1.0, 1.0, n) if n > 1 else np.zeros(1) for n in (p.n_vx, p.n_vy, p.n_wz)]
+        g = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, 3)
+        return g
+
+    def clamp(self, cmd: np.ndarray) -> np.ndarray:
+        """Clamp a command to the contract's limits (components, then the planar norm)."""
+        c = np.asarray(cmd, dtype=np.float64).reshape(3).copy()
+        c[~np.isfinite(c)] = 0.0
+        c[0:2] = np.clip(c[0:2], -self.v_max, self.v_max)
+        c[2] = np.clip(c[2], -self.omega_max, self.omega_max)
+        if self.limit_planar:
+            speed = math.hypot(c[0], c[1])
+            if speed > self.v_max:
+                c[0:2] *= self.v_max / speed
+        return c
+
+    def resample(self, scan: ScanInput) -> np.ndarray:
+        """The scan on the contract's beams (metres), by the runtime's rule; raises ScanUnusable."""
+        o = self.scan_options
+        return resample_scan(scan, self.contract.num_beams, self.contract.max_range, o.fill, o.fill_value, o.below_min)
+
+    def scan_points(self, ranges: np.ndarray) -> np.ndarray:
+        """Body-frame (M, 2) obstacle points: the sectors with a return (below the max range)."""
+        hit = ranges < self.contract.max_range - 1e-6
+        return ranges[hit, None] * self._beam_cs[hit]
+
+    def window(self, twist: np.ndarray) -> np.ndarray:
+        """The window's centre (3,): previous command, or the measured twist (clamped)."""
+        meas = self.clamp(twist)
+        if self._prev is None:
+            return meas
+        if np.any(np.abs(meas - self._prev) > self.params.resync_windows * self.half_window):
+            return meas
+        return self._prev.copy()
+
+    def candidates(self, centre: np.ndarray) -> np.ndarray:
+        """(S, 3) twists in the window around ``centre`` and within the limits."""
+        lim = np.array([self.v_max, self.v_max, self.omega_max])
+        lo = np.maximum(centre - self.half_window, -lim)
+        hi = np.minimum(centre + self.half_window, lim)
+        mid, half = 0.5 * (lo + hi), 0.5 * (hi - lo)
+        samples = mid + self._grid * half
+        samples = np.concatenate([samples, centre[None, :], self.brake(centre)[None, :]], axis=0)
+        if self.limit_planar:
+            ok = np.hypot(samples[:, 0], samples[:, 1]) <= self.v_max + 1e-9
+            samples = samples[ok]
+        return samples
+
+    def brake(self, centre: np.ndarray) -> np.ndarray:
+        """Each component toward zero by at most its window half-width."""
+        return centre - np.clip(centre, -self.half_window, self.half_window)
+
+    def evaluate(self, samples: np.ndarray, points: np.ndarray, goal_body: np.ndarray) -> dict[str, np.ndarray]:
+        """Admissibility and score terms of each sample (vectorised over samples x times x points).
+
+        - progress: (d_goal_now - closest goal distance along the arc) / (v_max * horizon), in
+          [-1, 1] (an arc through the goal earns it fully, whatever it does afterwards);
+        - heading: (1 + cos(final yaw - bearing of the goal from the end point)) / 2, in [0, 1];
+        - clearance: clip((min centre-to-point distance - radius) / clearance_cap, 0, 1);
+        - speed: the planar velocity's component toward the goal / v_max, clipped at 0, in [0, 1]:
+          speed never pays for driving across or away from the goal, so a blocked robot stops
+          instead of roaming.
+        """
+        p = self.params
+        poses = arc_poses(samples, self.times)  # (S, T, 3)
+        xy = poses[..., :2]
+        s, t = xy.shape[:2]
+        reach = self.v_max * p.horizon_s + self.safe_distance + p.clearance_cap
+        if points.shape[0]:
+            near = points[np.einsum("ij,ij->i", points, points) <= reach * reach]
+        else:
+            near = points
+        if near.shape[0]:
+            flat = xy.reshape(-1, 2)
+            d2 = (
+                np.einsum("ij,ij->i", flat, flat)[:, None]
+                + np.einsum("ij,ij->i", near, near)[None, :]
+                - 2.0 * flat @ near.T
+            )
+            dmin_t = np.sqrt(np.maximum(d2.min(axis=1), 0.0)).reshape(s, t)  # (S, T)
+            dmin = dmin_t.min(axis=1)
+            d_now = float(np.sqrt(np.einsum("ij,ij->i", near, near).min()))
+        else:
+            dmin = np.full(s, np.inf)
+            d_now = math.inf
+        speed = np.hypot(samples[:, 0], samples[:, 1])
+        safe = self.safe_distance + p.margin_per_speed * speed
+        threshold = np.minimum(safe, d_now - 1e-9)
+        admissible = dmin >= threshold
+        end = xy[:, -1, :]
+        d_goal_now = float(np.hypot(goal_body[0], goal_body[1]))
+        to_goal = goal_body[None, :] - end
+        d_goal_all = np.hypot(goal_body[0] - xy[..., 0], goal_body[1] - xy[..., 1])
+        progress = (d_goal_now - d_goal_all.min(axis=1)) / (self.v_max * p.horizon_s)
+        bearing = np.arctan2(to_goal[:, 1], to_goal[:, 0])
+        heading = 0.5 * (1.0 + np.cos(poses[:, -1, 2] - bearing))
+        clearance = np.clip((dmin - self.robot_radius) / p.clearance_cap, 0.0, 1.0)
+        g_dir = goal_body / max(d_goal_now, 1e-9)
+        speed = np.maximum(samples[:, 0] * g_dir[0] + samples[:, 1] * g_dir[1], 0.0) / self.v_max
+        score = p.w_progress * progress + p.w_heading * heading + p.w_clearance * clearance + p.w_speed * speed
+        return {
+            "admissible": admissible,
+            "score": score,
+            "progress": progress,
+            "heading": heading,
+            "clearance": clearance,
+            "speed": speed,
+            "min_distance": dmin,
+        }
+
+    def step(self, scan: ScanInput, pose: Any, twist: Any, goal: Any) -> np.ndarray:
+        """Scan, odometry pose (x, y, yaw), body twist (vx, vy, wz), goal (gx, gy) in the odometry
+        frame -> (3,) body-frame command [vx, vy, wz] in m/s, m/s, rad/s.
+
+        Raises ScanUnusable (before touching any state) when the scan carries no information, and
+        ValueError for a malformed or non-finite pose, twist or goal.
+        """
+        ranges = self.resample(scan)
+        x, y, yaw = _vec(pose, 3, "pose")
+        tw = _vec(twist, 3, "twist")
+        gx, gy = _vec(goal, 2, "goal")
+        c, s = math.cos(yaw), math.sin(yaw)
+        dx, dy = gx - x, gy - y
+        goal_body = np.array([c * dx + s * dy, -s * dx + c * dy])
+        centre = self.window(tw)
+        if math.hypot(dx, dy) < self.contract.goal_tolerance:
+            cmd = self.brake(centre)
+            info: dict[str, Any] = {"mode": "goal_reached", "n_samples": 0, "n_admissible": 0}
+        else:
+            samples = self.candidates(centre)
+            ev = self.evaluate(samples, self.scan_points(ranges), goal_body)
+            ok = ev["admissible"]
+            if ok.any():
+                score = np.where(ok, ev["score"], -np.inf)
+                best = int(np.argmax(score))
+                cmd = samples[best]
+                info = {"mode": "track", "score": float(score[best])}
+            else:
+                cmd = self.brake(centre)
+                info = {"mode": "brake"}
+            info.update(n_samples=int(samples.shape[0]), n_admissible=int(ok.sum()))
+        cmd = self.clamp(cmd)
+        self._prev = cmd.copy()
+        self.last_info = info
+        return cmd.copy()
+
+    def goal_reached(self, pose: Any, goal: Any) -> bool:
+        """Within the contract's goal tolerance (the simulator's success radius)."""
+        p = _vec(pose, 3, "pose")
+        g = _vec(goal, 2, "goal")
+        return bool(np.hypot(g[0] - p[0], g[1] - p[1]) < self.contract.goal_tolerance)

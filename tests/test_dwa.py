@@ -1,0 +1,304 @@
+"""The DWA baseline (navdeploy.dwa): limits, braking at a wall, reaching a goal, the acceleration
+window, and its parameters file. Fast: a tiny kinematic simulation with an exact 2D ray caster,
+no MuJoCo and no training."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from navdeploy.bundle import read_contract
+from navdeploy.dwa import DEFAULT_PARAMS_FILE, DwaConfigError, DwaParams, DwaPlanner
+from navdeploy.scan import ScanInput, ScanUnusable
+
+BUNDLE = Path(__file__).resolve().parent / "fixtures" / "bundle"
+EPS = 1e-9
+
+
+@pytest.fixture(scope="module")
+def contract():
+    return read_contract(BUNDLE)
+
+
+@pytest.fixture
+def planner(contract) -> DwaPlanner:
+    return DwaPlanner(contract, DwaParams.from_yaml())
+
+
+# ----------------------------------------------------------------------------------------------
+# A tiny world: segments, an exact ray caster, and exact-enough kinematics.
+
+
+def room_walls(half: float = 4.0) -> list[tuple[tuple[float, float], tuple[float, float]]]:
+    c = [(-half, -half), (half, -half), (half, half), (-half, half)]
+    return [(c[i], c[(i + 1) % 4]) for i in range(4)]
+
+
+def cast(pose, segments, n: int = 180, angle_min: float = 0.0, max_range: float = 6.0) -> ScanInput:
+    """A LaserScan-like scan (not the training layout) of the segments from the robot centre."""
+    x, y, yaw = pose
+    ang = yaw + angle_min + np.arange(n) * (2 * math.pi / n)
+    d = np.stack([np.cos(ang), np.sin(ang)], axis=1)  # (n, 2)
+    ranges = np.full(n, np.inf)
+    for (ax, ay), (bx, by) in segments:
+        e = np.array([bx - ax, by - ay])
+        w = np.array([ax - x, ay - y])
+        den = d[:, 0] * (-e[1]) - d[:, 1] * (-e[0])  # det([d, -e])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = (w[0] * (-e[1]) - w[1] * (-e[0])) / den
+            u = (d[:, 0] * w[1] - d[:, 1] * w[0]) / den
+        hit = (np.abs(den) > 1e-12) & (t >= 0) & (u >= 0) & (u <= 1)
+        ranges = np.where(hit, np.minimum(ranges, t), ranges)
+    ranges = np.where(ranges > max_range, np.inf, ranges)
+    return ScanInput(ranges, angle_min, 2 * math.pi / n, 0.05, max_range)
+
+
+def segment_distance(p, segments) -> float:
+    best = math.inf
+    for a, b in segments:
+        a, b = np.asarray(a, float), np.asarray(b, float)
+        ab = b - a
+        t = np.clip(np.dot(np.asarray(p) - a, ab) / np.dot(ab, ab), 0.0, 1.0)
+        best = min(best, float(np.linalg.norm(a + t * ab - np.asarray(p))))
+    return best
+
+
+def integrate(pose, cmd, dt: float, substeps: int = 50):
+    """Hold the body-frame command for dt (fine Euler substeps, independent of the planner's arcs)."""
+    x, y, yaw = pose
+    h = dt / substeps
+    for _ in range(substeps):
+        c, s = math.cos(yaw), math.sin(yaw)
+        x += (c * cmd[0] - s * cmd[1]) * h
+        y += (s * cmd[0] + c * cmd[1]) * h
+        yaw += cmd[2] * h
+    return (x, y, yaw)
+
+
+def run_closed_loop(planner, segments, start, goal, ticks, twist0=(0.0, 0.0, 0.0)):
+    """Drive with twist = previous command (a base that tracks exactly); return poses and commands."""
+    pose, twist = tuple(start), np.asarray(twist0, float)
+    poses, cmds = [pose], []
+    planner.reset()
+    for _ in range(ticks):
+        cmd = planner.step(cast(pose, segments), pose, twist, goal)
+        cmds.append(cmd)
+        pose = integrate(pose, cmd, planner.period)
+        twist = cmd
+        poses.append(pose)
+        if math.hypot(goal[0] - pose[0], goal[1] - pose[1]) < planner.contract.goal_tolerance:
+            break
+    return np.array(poses), np.array(cmds)
+
+
+def within_limits(cmd, contract) -> bool:
+    v, w = contract.scaling.v_max, contract.scaling.omega_max
+    return bool(
+        cmd.shape == (3,)
+        and np.all(np.isfinite(cmd))
+        and abs(cmd[0]) <= v + EPS
+        and abs(cmd[1]) <= v + EPS
+        and abs(cmd[2]) <= w + EPS
+        and math.hypot(cmd[0], cmd[1]) <= v + EPS
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+def test_commands_stay_within_the_limits_for_random_inputs(planner, contract):
+    rng = np.random.default_rng(7)
+    used = 0
+    for k in range(400):
+        if k % 25 == 0:
+            planner.reset()
+        n = int(rng.integers(1, 400))
+        ranges = rng.uniform(-0.5, 8.0, n)
+        bad = rng.random(n)
+        ranges[bad < 0.1] = np.nan
+        ranges[(bad >= 0.1) & (bad < 0.2)] = np.inf
+        ranges[(bad >= 0.2) & (bad < 0.25)] = -np.inf
+        ranges[(bad >= 0.25) & (bad < 0.3)] = 0.0
+        inc = float(rng.choice([1, -1])) * rng.uniform(0.001, 2 * math.pi / max(n, 1))
+        scan = ScanInput(ranges, rng.uniform(-4, 4), inc, rng.uniform(0, 0.2), rng.uniform(1, 12))
+        pose = (rng.normal(0, 20), rng.normal(0, 20), rng.uniform(-10, 10))
+        twist = rng.normal(0, 3.0, 3)  # often far outside the limits
+        goal = (rng.normal(0, 20), rng.normal(0, 20))
+        try:
+            cmd = planner.step(scan, pose, twist, goal)
+        except ScanUnusable:
+            continue
+        used += 1
+        assert within_limits(cmd, contract), (k, cmd)
+    assert used > 300
+
+
+def test_non_finite_odometry_is_refused_not_turned_into_a_command(planner):
+    scan = cast((0, 0, 0), room_walls())
+    for pose, twist, goal in [
+        ((math.nan, 0, 0), (0, 0, 0), (1, 1)),
+        ((0, 0, 0), (math.inf, 0, 0), (1, 1)),
+        ((0, 0, 0), (0, 0, 0), (1, math.nan)),
+    ]:
+        with pytest.raises(ValueError):
+            planner.step(scan, pose, twist, goal)
+    assert planner.prev_command is None
+
+
+def test_brakes_within_the_window_in_front_of_a_wall(planner):
+    """Facing a wall at 0.35 m at 1 m/s, goal behind it: no forward arc is admissible, so the
+    command brakes by exactly a_lin * period per tick, reaches zero and never drives forward."""
+    wall = [((0.35, -10.0), (0.35, 10.0))]
+    a_dt = planner.params.a_lin * planner.period
+    pose, twist = (0.0, 0.0, 0.0), np.array([1.0, 0.0, 0.0])
+    planner.reset()
+    cmd = planner.step(cast(pose, wall), pose, twist, (3.0, 0.0))
+    assert planner.last_info["mode"] == "brake"
+    assert cmd[0] == pytest.approx(1.0 - a_dt)
+    assert abs(cmd[1]) <= EPS and cmd[2] == pytest.approx(0.0)
+
+
+@pytest.mark.parametrize("gap0, v0", [(0.55, 1.0), (0.8, 1.5), (2.0, 1.5)])
+def test_stops_in_front_of_a_wall_it_faces(planner, gap0, v0):
+    """Closed loop toward a long wall with the goal behind it: the forward command never rises,
+    the centre stays >= radius + margin from the wall, and the robot comes to rest (no creep)."""
+    wall = [((gap0, -20.0), (gap0, 20.0))]
+    poses, cmds = run_closed_loop(planner, wall, (0.0, 0.0, 0.0), (gap0 + 2.0, 0.0), ticks=50, twist0=(v0, 0, 0))
+    gap = gap0 - poses[:, 0]
+    assert gap.min() >= planner.safe_distance - 1e-6, gap.min()
+    assert np.all(np.diff(cmds[:, 0]) <= EPS), cmds[:, 0]  # never speeds up toward the wall
+    assert cmds[0, 0] <= v0 + EPS
+    assert np.all(np.abs(cmds[-10:, 0]) <= 1e-6), cmds[-10:]
+    assert np.ptp(poses[-10:, 0]) <= 0.01  # at rest in front of the wall (no more than dither)
+
+
+def test_reaches_a_goal_in_an_empty_room(planner):
+    walls = room_walls(4.0)
+    start, goal = (-3.0, -2.5, 2.5), (2.8, 2.6)
+    poses, cmds = run_closed_loop(planner, walls, start, goal, ticks=200)
+    final = poses[-1]
+    assert math.hypot(goal[0] - final[0], goal[1] - final[1]) < planner.contract.goal_tolerance
+    clearance = min(segment_distance(p[:2], walls) for p in poses)
+    assert clearance > planner.robot_radius
+    assert len(cmds) * planner.period < 10.0  # ~8.3 m at up to 1.5 m/s
+
+
+def test_goes_around_a_small_obstacle_without_touching_it(planner):
+    """A 0.3 m post on the straight line to the goal. (A wide wall square across the line is a
+    local minimum that this memoryless DWA does not escape: it stops in front of it.)"""
+    walls = room_walls(4.0)
+    box = [
+        ((0.0, -0.15), (0.3, -0.15)),
+        ((0.3, -0.15), (0.3, 0.15)),
+        ((0.3, 0.15), (0.0, 0.15)),
+        ((0.0, 0.15), (0.0, -0.15)),
+    ]
+    segs = walls + box
+    start, goal = (-2.5, 0.05, 0.0), (2.5, 0.0)
+    poses, _ = run_closed_loop(planner, segs, start, goal, ticks=250)
+    assert math.hypot(goal[0] - poses[-1, 0], goal[1] - poses[-1, 1]) < planner.contract.goal_tolerance
+    assert min(segment_distance(p[:2], box) for p in poses) > planner.robot_radius
+
+
+def test_respects_the_acceleration_window(planner):
+    """|command_t - command_{t-1}| <= (a_lin, a_lin, a_ang) * period per tick, in closed loop
+    through clutter and with scans that change abruptly."""
+    rng = np.random.default_rng(3)
+    half = np.array([planner.params.a_lin, planner.params.a_lin, planner.params.a_ang]) * planner.period
+    segs = room_walls(4.0) + [((1.0, -1.0), (1.0, 1.5)), ((-1.5, 1.0), (0.5, 2.5))]
+    _, cmds = run_closed_loop(planner, segs, (-3.0, 0.0, 0.0), (3.0, 3.0), ticks=150)
+    assert len(cmds) > 10
+    assert np.all(np.abs(np.diff(cmds, axis=0)) <= half + EPS)
+    # Random scans and goals, base following the commands.
+    planner.reset()
+    prev = np.zeros(3)
+    for _ in range(200):
+        ranges = rng.uniform(0.2, 6.0, 72)
+        cmd = planner.step(ScanInput.training_beams(ranges, 72), (0, 0, rng.uniform(-3, 3)), prev, rng.normal(0, 3, 2))
+        assert np.all(np.abs(cmd - prev) <= half + EPS), (cmd, prev)
+        prev = cmd
+
+
+def test_first_window_after_reset_is_centred_on_the_measured_twist(planner):
+    scan = cast((0, 0, 0), room_walls())
+    half = np.array([planner.params.a_lin, planner.params.a_lin, planner.params.a_ang]) * planner.period
+    twist = np.array([0.8, -0.3, 0.5])
+    planner.reset()
+    cmd = planner.step(scan, (0, 0, 0), twist, (3.0, 0.0))
+    assert np.all(np.abs(cmd - twist) <= half + EPS)
+
+
+def test_brakes_inside_the_goal_tolerance(planner):
+    scan = cast((0, 0, 0), room_walls())
+    planner.reset()
+    cmd = planner.step(scan, (0.0, 0.0, 0.0), (1.0, 0.0, 0.0), (0.1, 0.0))
+    assert planner.last_info["mode"] == "goal_reached"
+    assert cmd[0] == pytest.approx(1.0 - planner.params.a_lin * planner.period)
+
+
+def test_unusable_scan_raises_before_touching_state(planner):
+    planner.reset()
+    with pytest.raises(ScanUnusable):
+        planner.step(ScanInput(np.full(10, np.nan), -math.pi, 0.6), (0, 0, 0), (0, 0, 0), (1, 0))
+    assert planner.prev_command is None
+
+
+# ----------------------------------------------------------------------------------------------
+# Parameters and construction
+
+
+def test_default_yaml_loads_and_matches_the_class_defaults():
+    assert DwaParams.from_yaml(DEFAULT_PARAMS_FILE) == DwaParams()
+
+
+def test_yaml_with_an_unknown_key_is_refused_naming_it(tmp_path):
+    p = tmp_path / "dwa.yaml"
+    p.write_text("a_lin: 2.0\nw_sped: 0.1\n")
+    with pytest.raises(DwaConfigError) as err:
+        DwaParams.from_yaml(p)
+    msg = str(err.value)
+    assert "'w_sped'" in msg and "\n" not in msg
+
+
+@pytest.mark.parametrize(
+    "text, word",
+    [("n_vx: 2.5\n", "n_vx"), ("a_lin: fast\n", "a_lin"), ("a_lin: -1\n", "a_lin"), ("w_speed: true\n", "w_speed")],
+)
+def test_yaml_with_bad_values_is_refused_naming_the_key(tmp_path, text, word):
+    p = tmp_path / "dwa.yaml"
+    p.write_text(text)
+    with pytest.raises(DwaConfigError, match=word):
+        DwaParams.from_yaml(p)
+
+
+def test_yaml_scientific_notation_is_a_number(tmp_path):
+    p = tmp_path / "dwa.yaml"
+    p.write_text("safety_margin: 5e-2\n")
+    assert DwaParams.from_yaml(p).safety_margin == pytest.approx(0.05)
+
+
+def test_horizon_shorter_than_braking_is_refused(contract):
+    with pytest.raises(DwaConfigError, match="horizon_s"):
+        DwaPlanner(contract, DwaParams(a_lin=1.0, horizon_s=0.8))
+
+
+def test_built_from_the_contract(planner, contract):
+    assert planner.contract is contract
+    assert planner.v_max == contract.scaling.v_max and planner.omega_max == contract.scaling.omega_max
+    assert planner.period == contract.control_period
+    assert planner.robot_radius == pytest.approx(0.2) and planner.radius_source == "contract"
+
+
+def test_import_needs_numpy_only():
+    code = (
+        "import sys; import navdeploy.dwa; "
+        "bad = [m for m in ('torch', 'mujoco', 'navsim', 'navtrain', 'onnxruntime') if m in sys.modules]; "
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr
