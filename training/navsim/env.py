@@ -218,9 +218,11 @@ class NavEnv(VecEnv):
         rewards = self.reward_manager.compute(state)
         self.prev_goal_dist = goal_dist
         self.prev_action = action
-        self.last_info = StepInfo(pose, success, collision, time_outs, out_of_bounds)
+        # Outcomes by priority (navsim.outcomes): a collision outside the room counts as a collision.
+        left_room = out_of_bounds & ~collision
+        self.last_info = StepInfo(pose, success, collision, time_outs, left_room)
 
-        flags = {"success": success, "collision": collision, "timeout": time_outs, "out_of_bounds": out_of_bounds}
+        flags = {"success": success, "collision": collision, "timeout": time_outs, "out_of_bounds": left_room}
         reasons = {str(o): flags[o] for o in OUTCOMES}
         length_s = self.episode_length_buf.float() * self.env_cfg.control_period * dones.float()
         sums = self.reward_manager.close_episodes(dones)
