@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from navbags.rosproc import LOCK_DIR, DomainLease, NodeProc, RosSide, node_env, node_processes  # noqa: F401
+from navbags.rosproc import LOCK_DIR, DomainLease, NodeProc, RosSide, node_env, node_processes, ros_args  # noqa: F401
 from navbags.rosproc import loopback_env as loopback_settings
 
 REPO = Path(__file__).resolve().parents[1]

@@ -273,8 +273,10 @@ def test_robot_launch_graph_runs_with_remapped_topics(install: Path, tmp_path: P
 
 @pytest.mark.ros
 @pytest.mark.slow
-def test_sim_launch_closed_loop_reaches_goals(install: Path, tmp_path: Path) -> None:
-    """Sim node + policy node from sim.launch.py, with the trained bundle fixture, five rooms."""
+@pytest.mark.parametrize("controller", ["policy", "dwa"])
+def test_sim_launch_closed_loop_reaches_goals(install: Path, tmp_path: Path, controller: str) -> None:
+    """Sim node + policy node from sim.launch.py, with the trained bundle fixture, five rooms; the
+    dynamic-window baseline (controller:=dwa) drives the same loop from the same bundle's contract."""
     from std_msgs.msg import String
 
     from nav_policy.ros_common import EVENT_QOS
@@ -284,8 +286,10 @@ def test_sim_launch_closed_loop_reaches_goals(install: Path, tmp_path: Path) -> 
         "bundle": str(bundle),
         "num_episodes": str(CLOSED_LOOP_EPISODES),
         "lockstep": "true",
+        "controller": controller,
     }
     rec = h.record_launch(install / "share/nav_policy/launch/sim.launch.py", args, ament_prefix=install)
+    assert next(n for n in rec.nodes if n.executable == "policy_node").params["controller"] == controller
     lease = h.DomainLease()
     try:
         with h.node_processes() as procs:
@@ -320,3 +324,22 @@ def test_sim_launch_closed_loop_reaches_goals(install: Path, tmp_path: Path) -> 
     assert Outcome.COLLISION not in outcomes, f"collision in the closed loop: {episodes}\n{logs}"
     assert reached >= 4, f"goal reached in {reached}/5: {episodes}\n{logs}"
     assert all(e["sim_time_s"] <= 30.0 for e in episodes)
+
+
+@pytest.mark.ros
+@pytest.mark.parametrize(("params", "needle"), [({"controller": "mpc"}, "parameter 'controller' must be one of")])
+def test_policy_node_refuses_an_unknown_controller(tmp_path: Path, params: dict, needle: str) -> None:
+    h.require_ros()
+    cmd = [str(h.entry_point_script("policy_node")), *h.ros_args({"bundle_path": str(h.fixture_bundle()), **params})]
+    lease = h.DomainLease()
+    try:
+        with h.node_processes() as procs:
+            proc = h.NodeProc(cmd, lease.domain_id, tmp_path / "policy.log")
+            procs.append(proc)
+            code = proc.popen.wait(60)
+            out = proc.output()
+    finally:
+        lease.release()
+    assert code != 0, out[-2000:]
+    assert needle in out, out[-2000:]
+    assert "Traceback" not in out, out[-2000:]

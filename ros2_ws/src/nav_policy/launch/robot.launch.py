@@ -31,6 +31,9 @@ def generate_launch_description():
                 default_value=os.path.join(share, "config", "policy.yaml"),
                 description="policy node parameters (ROS 2 params YAML)",
             ),
+            DeclareLaunchArgument(
+                "controller", default_value="policy", description="policy | dwa (dynamic-window baseline)"
+            ),
             DeclareLaunchArgument("use_sim_time", default_value="false"),
             DeclareLaunchArgument("scan", default_value="/scan", description="LaserScan topic"),
             DeclareLaunchArgument("odom", default_value="/odom", description="Odometry topic"),
@@ -45,6 +48,7 @@ def generate_launch_description():
                     LaunchConfiguration("params_file"),
                     {
                         "bundle_path": ParameterValue(LaunchConfiguration("bundle"), value_type=str),
+                        "controller": ParameterValue(LaunchConfiguration("controller"), value_type=str),
                         "use_sim_time": ParameterValue(LaunchConfiguration("use_sim_time"), value_type=bool),
                     },
                 ],

@@ -39,6 +39,9 @@ def generate_launch_description():
             ),
             DeclareLaunchArgument("seed", default_value="0", description="room seed of the first episode"),
             DeclareLaunchArgument("num_episodes", default_value="0", description="episodes to run, 0 = endless"),
+            DeclareLaunchArgument(
+                "controller", default_value="policy", description="policy | dwa (dynamic-window baseline)"
+            ),
             DeclareLaunchArgument("use_sim_time", default_value="true", description="policy node follows /clock"),
             DeclareLaunchArgument("real_time_factor", default_value="1.0", description="sim speed, 0 = max"),
             DeclareLaunchArgument(
@@ -70,6 +73,7 @@ def generate_launch_description():
                     LaunchConfiguration("policy_params_file"),
                     {
                         "bundle_path": ParameterValue(LaunchConfiguration("bundle"), value_type=str),
+                        "controller": ParameterValue(LaunchConfiguration("controller"), value_type=str),
                         "use_sim_time": use_sim_time,
                     },
                 ],

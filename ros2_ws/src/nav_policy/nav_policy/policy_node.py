@@ -1,5 +1,9 @@
 """ROS 2 policy node: /scan + /odom + goal -> exported policy (deploy runtime) -> /cmd_vel.
 
+``controller:=dwa`` swaps the policy for the dynamic-window baseline (``navdeploy.dwa``), built
+from the same bundle's contract (limits, period, radius), behind the same safety controller,
+topics and status.
+
 Publishes on a timer at the control period (default from the bundle's contract), never from a
 subscription callback, so a missing or stale sensor can never freeze the last command in place:
 every tick publishes either the clamped policy command or an explicit zero. State changes are
@@ -32,7 +36,10 @@ from nav_policy.ros_common import (
     run_node,
 )
 from navdeploy.controller import FAULT_STATES, PolicyController, State, resolve_settings
+from navdeploy.dwa import DwaParams, DwaPlanner
 from navdeploy.runtime import PolicyRuntime
+
+CONTROLLERS = ("policy", "dwa")
 
 
 class PolicyNode(Node):
@@ -53,7 +60,11 @@ class PolicyNode(Node):
         self.odom_frame = p("odom_frame", "odom").value
         self.base_frame = p("base_frame", "base_link").value
         goal_frames_text = p("static_goal_frames", "").value
+        controller = p("controller", "policy").value
+        dwa_params_file = p("dwa_params_file", "").value
 
+        if controller not in CONTROLLERS:
+            raise StartupError(f"parameter 'controller' must be one of {', '.join(CONTROLLERS)}, got '{controller}'")
         if not bundle:
             raise StartupError(
                 "parameter 'bundle_path' is empty: point it at a folder with policy.onnx + contract.json"
@@ -66,6 +77,13 @@ class PolicyNode(Node):
         except Exception as exc:
             raise StartupError(f"cannot load bundle '{bundle}': {type(exc).__name__}: {exc}") from exc
         c = self.runtime.contract
+        driver = self.runtime
+        if controller == "dwa":
+            try:
+                params = DwaParams.from_yaml(os.path.expanduser(dwa_params_file) if dwa_params_file else None)
+                driver = DwaPlanner(c, params)
+            except (OSError, ValueError) as exc:
+                raise StartupError(f"cannot build the dwa controller: {exc}") from exc
         try:
             settings, warnings = resolve_settings(
                 c,
@@ -84,7 +102,7 @@ class PolicyNode(Node):
         self.control_period = settings.control_period
         tol, limits = settings.goal_tolerance, settings.limits
         # The one safety controller (navdeploy.controller), shared with the bag replay's reference.
-        self.ctrl = PolicyController.from_settings(self.runtime, settings)
+        self.ctrl = PolicyController.from_settings(driver, settings)
         self.state: State | None = None
         self._odom_problem: str | None = None
         self._scan_problem: str | None = None
@@ -101,7 +119,7 @@ class PolicyNode(Node):
         ]
         self.timer = self.create_timer(self.control_period, self.on_tick)
         self.get_logger().info(
-            f"bundle {bundle} (fingerprint {getattr(c, 'fingerprint', '?')}); period {self.control_period} s, "
+            f"controller {controller}; bundle {bundle} (fingerprint {getattr(c, 'fingerprint', '?')}); period {self.control_period} s, "
             f"goal tolerance {tol} m, limits v {limits.v_max} m/s w {limits.omega_max} rad/s, "
             f"stale timeout {stale_timeout} s; {' + '.join(x.topic_name for x in subs)} -> {self.cmd_pub.topic_name}"
         )
