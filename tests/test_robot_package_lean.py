@@ -31,7 +31,14 @@ ROBOT_THIRD_PARTY = {"numpy", "yaml", "onnxruntime", "rclpy", "ament_index_pytho
 ROBOT_THIRD_PARTY |= {"geometry_msgs", "nav_msgs", "sensor_msgs", "std_msgs", "rcl_interfaces", "builtin_interfaces"}
 ROBOT_OWN = {"navdeploy", "nav_policy"}
 # The robot's PyPI distributions: the runtime's declared dependencies plus the ROS 2 client wheels.
-ROS_WHEELS = ("ros-rclpy", "ros-rmw-fastrtps-cpp", "ros-sensor-msgs", "ros-geometry-msgs", "ros-nav-msgs", "ros-std-msgs")
+ROS_WHEELS = (
+    "ros-rclpy",
+    "ros-rmw-fastrtps-cpp",
+    "ros-sensor-msgs",
+    "ros-geometry-msgs",
+    "ros-nav-msgs",
+    "ros-std-msgs",
+)
 
 
 def robot_files() -> list[Path]:
