@@ -108,9 +108,10 @@ def write_goal_seeking_bundle(out: Path) -> Path:
     to [-1, 1] and scales), so the robot side can be tested without a trained network.
     """
     from navdeploy.action import ActionScaling
-    from navdeploy.bundle import MlpWeights, make_contract, write_bundle
+    from navdeploy.bundle import make_contract
     from navdeploy.runtime import policy_spec_from_config
     from navsim.config import load_config, to_dict
+    from navtrain.onnx_writer import MlpWeights, write_bundle
 
     cfg = load_config()
     data = to_dict(cfg)

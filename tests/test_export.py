@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from conftest import REPO, TRAIN_OVERRIDES
-from navdeploy.bundle import CONTRACT_FILE, FINGERPRINT_KEY, METADATA_KEY, ONNX_FILE, make_contract, write_bundle
+from navdeploy.bundle import CONTRACT_FILE, FINGERPRINT_KEY, METADATA_KEY, ONNX_FILE, make_contract
 from navdeploy.runtime import PolicyRuntime
 from navsim.config import load_config
 from navtrain.checkpoint import CheckpointError, build_actor, config_from_checkpoint
@@ -33,6 +33,7 @@ from navtrain.export_onnx import (
     export_bundle,
     policy_spec_for,
 )
+from navtrain.onnx_writer import write_bundle
 
 pytestmark = pytest.mark.slow
 

@@ -16,11 +16,12 @@ import pytest
 import yaml
 
 from navdeploy.action import ActionScaling, action_to_command
-from navdeploy.bundle import CONTRACT_FILE, BundleError, MlpWeights, make_contract, parse_contract, write_bundle
+from navdeploy.bundle import CONTRACT_FILE, BundleError, make_contract, parse_contract
 from navdeploy.runtime import ContractError, PolicyRuntime, ScanInput, ScanUnusable, policy_spec_from_config
 from navdeploy.scan import BeamLayout, ScanOptions, beam_angles, resample_scan
 from navdeploy.spec import build_policy_obs, make_policy_spec
 from navdeploy.terms import ObsContext, SensorDims
+from navtrain.onnx_writer import MlpWeights, write_bundle
 
 B = 72
 R = 6.0

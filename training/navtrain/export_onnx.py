@@ -22,11 +22,12 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
-from navdeploy.bundle import ONNX_FILE, MlpWeights, make_contract, write_bundle
+from navdeploy.bundle import ONNX_FILE, make_contract
 from navdeploy.spec import PolicySpec
 from navsim.config import NavConfig, to_dict
 from navsim.observations import POLICY_GROUP
 from navtrain.checkpoint import CheckpointError, build_actor, config_from_checkpoint, load_checkpoint
+from navtrain.onnx_writer import MlpWeights, write_bundle
 
 DEFAULT_TOL = 1e-5
 DEFAULT_NUM_OBS = 1024
