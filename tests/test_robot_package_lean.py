@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -131,7 +132,13 @@ def test_robot_package_installs_and_imports_in_a_venv_without_the_training_side(
         assert out.returncode == 0, out.stderr[-3000:]
 
     pip(*robot_pins())
-    pip("--no-deps", str(REPO / "deploy"), str(REPO / "ros2_ws" / "src" / "nav_policy"))
+    # Build from copies: setuptools writes build/ folders into the source it installs from.
+    sources = [tmp_path / "deploy", tmp_path / "nav_policy"]
+    shutil.copytree(REPO / "deploy", sources[0], ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    shutil.copytree(
+        REPO / "ros2_ws" / "src" / "nav_policy", sources[1], ignore=shutil.ignore_patterns("build", "*.egg-info")
+    )
+    pip("--no-deps", *map(str, sources))
     listed = subprocess.run([str(py), "-m", "pip", "list"], capture_output=True, text=True, env=env).stdout.lower()
     for heavy in ("torch", "mujoco", "warp-lang", "rsl-rl-lib", "nav-policy-training"):
         assert f"\n{heavy} " not in listed, f"{heavy} is installed in the robot venv"

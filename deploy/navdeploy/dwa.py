@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from navdeploy.bundle import Contract
+from navdeploy.runtime import finite_vector
 from navdeploy.scan import ScanInput, ScanOptions, ScanUnusable, resample_scan
 
 __all__ = ["DEFAULT_PARAMS_FILE", "DwaConfigError", "DwaParams", "DwaPlanner", "ScanUnusable", "contract_radius"]
@@ -163,15 +164,6 @@ def contract_radius(contract: Contract) -> float | None:
         if isinstance(c, (int, float)) and not isinstance(c, bool) and math.isfinite(c) and c > 0:
             return float(c)
     return None
-
-
-def _vec(x: Any, n: int, what: str) -> np.ndarray:
-    a = np.asarray(x, dtype=np.float64).reshape(-1)
-    if a.shape[0] != n:
-        raise ValueError(f"{what} needs {n} values, got {a.shape[0]}")
-    if not np.all(np.isfinite(a)):
-        raise ValueError(f"{what} has non-finite values: {a.tolist()}")
-    return a
 
 
 def arc_poses(twists: np.ndarray, times: np.ndarray) -> np.ndarray:
@@ -357,9 +349,9 @@ class DwaPlanner:
         ValueError for a malformed or non-finite pose, twist or goal.
         """
         ranges = self.resample(scan)
-        x, y, yaw = _vec(pose, 3, "pose")
-        tw = _vec(twist, 3, "twist")
-        gx, gy = _vec(goal, 2, "goal")
+        x, y, yaw = finite_vector(pose, 3, "pose")
+        tw = finite_vector(twist, 3, "twist")
+        gx, gy = finite_vector(goal, 2, "goal")
         c, s = math.cos(yaw), math.sin(yaw)
         dx, dy = gx - x, gy - y
         goal_body = np.array([c * dx + s * dy, -s * dx + c * dy])
@@ -387,6 +379,6 @@ class DwaPlanner:
 
     def goal_reached(self, pose: Any, goal: Any) -> bool:
         """Within the contract's goal tolerance (the simulator's success radius)."""
-        p = _vec(pose, 3, "pose")
-        g = _vec(goal, 2, "goal")
+        p = finite_vector(pose, 3, "pose")
+        g = finite_vector(goal, 2, "goal")
         return bool(np.hypot(g[0] - p[0], g[1] - p[1]) < self.contract.goal_tolerance)

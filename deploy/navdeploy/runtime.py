@@ -52,7 +52,8 @@ def registry_spec_for(contract: Contract) -> PolicySpec:
     return make_policy_spec({t.name: dict(t.params) for t in contract.spec.terms}, contract.spec.dims)
 
 
-def _vec(x: Any, n: int, what: str) -> np.ndarray:
+def finite_vector(x: Any, n: int, what: str) -> np.ndarray:
+    """``x`` as ``n`` finite float64 values (pose, twist, goal); ValueError naming ``what`` otherwise."""
     a = np.asarray(x, dtype=np.float64).reshape(-1)
     if a.shape[0] != n:
         raise ValueError(f"{what} needs {n} values, got {a.shape[0]}")
@@ -136,9 +137,9 @@ class PolicyRuntime:
         ranges = self.resample(scan)
         ctx = ObsContext(
             scan=ranges[None, :],
-            pose=_vec(pose, 3, "pose")[None, :],
-            twist=_vec(twist, 3, "twist")[None, :],
-            goal=_vec(goal, 2, "goal")[None, :],
+            pose=finite_vector(pose, 3, "pose")[None, :],
+            twist=finite_vector(twist, 3, "twist")[None, :],
+            goal=finite_vector(goal, 2, "goal")[None, :],
             prev_action=self._prev_action.astype(np.float64),
             dims=self.spec.dims,
         )
@@ -171,6 +172,6 @@ class PolicyRuntime:
 
     def goal_reached(self, pose: Any, goal: Any) -> bool:
         """Within the contract's goal tolerance (the simulator's success radius)."""
-        p = _vec(pose, 3, "pose")
-        g = _vec(goal, 2, "goal")
+        p = finite_vector(pose, 3, "pose")
+        g = finite_vector(goal, 2, "goal")
         return bool(np.hypot(g[0] - p[0], g[1] - p[1]) < self.contract.goal_tolerance)

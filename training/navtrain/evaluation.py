@@ -1,6 +1,11 @@
-"""Deterministic evaluation of a checkpoint on rooms the training never saw.
+"""Deterministic evaluation on rooms the training never saw: a checkpoint, or a robot-side controller.
 
-The policy acts with its mean action. Auto-reset is off, so each world runs exactly one episode
+A checkpoint's policy acts with its mean action (torch, batched). A robot-side controller (the
+exported policy through ``navdeploy.runtime.PolicyRuntime``, or the dynamic-window baseline
+``navdeploy.dwa.DwaPlanner``) is called world by world with exactly the node's inputs (the
+simulated scan as a LaserScan on the training beams, odometry pose and body twist, goal) and its
+SI command is fed back as the normalised action (:class:`RobotSideActor`); its compute time per
+call is measured. Auto-reset is off, so each world runs exactly one episode
 and its end (reason, time, path) is read directly. Rooms come from a dedicated seed stream
 (``runner.eval_seed``, far from the small training seeds).
 
@@ -13,18 +18,24 @@ from __future__ import annotations
 
 import json
 import math
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
+from tensordict import TensorDict
 
-from navsim.config import EnvCfg, apply_override, config_from_data, to_dict
+from navsim.config import EnvCfg, NavConfig, apply_override, config_from_data, to_dict
 from navsim.env import NavEnv
 from navsim.outcomes import OUTCOMES, Outcome
 from navsim.robot import slot_sizes
 from navsim.rooms import RoomBatch
 from navtrain.checkpoint import build_actor, config_from_checkpoint, load_checkpoint
+
+ActFn = Callable[[TensorDict, torch.Tensor], torch.Tensor]
 
 SUCCESS = OUTCOMES.index(Outcome.SUCCESS)
 COLLISION = OUTCOMES.index(Outcome.COLLISION)
@@ -44,6 +55,8 @@ class EvalResult:
     spl_reference: str
     seed: int
     num_obstacles: list[int]
+    controller: str = "policy (checkpoint, torch)"
+    compute_ms_per_step: float | None = None  # robot-side controllers: mean time of one call
 
 
 @dataclass
@@ -53,11 +66,69 @@ class EpisodeTrace:
     outcomes: list[Outcome]
 
 
+def torch_actor(actor: torch.nn.Module) -> ActFn:
+    """A checkpoint's actor as an evaluation policy: the mean action, batched."""
+
+    def act(obs: TensorDict, live: torch.Tensor) -> torch.Tensor:
+        with torch.inference_mode():
+            return actor(obs, stochastic_output=False)
+
+    return act
+
+
+class RobotSideActor:
+    """Robot-side controllers (one per world) driving the batched simulator, as the node drives them.
+
+    Each live world's controller gets the simulated scan (a LaserScan on the training beams, range
+    max = the lidar's max range), the odometry pose, the body-frame twist and the goal, and returns
+    the body-frame command in SI units; the command becomes the normalised action the simulator
+    scales back (exactly, since the command is inside the limits). A scan the controller cannot use
+    gives a zero command, as on the robot.
+    """
+
+    def __init__(self, env: NavEnv, make: Callable[[], Any]) -> None:
+        from navdeploy.scan import ScanInput, ScanUnusable
+
+        self.env, self.ScanInput, self.ScanUnusable = env, ScanInput, ScanUnusable
+        self.controllers = [make() for _ in range(env.num_envs)]
+        c = self.controllers[0].contract
+        self.num_beams, self.max_range = int(c.num_beams), float(c.max_range)
+        self.scale = np.array([c.v_max, c.v_max, c.omega_max], dtype=np.float64)
+        self.calls, self.seconds = 0, 0.0
+
+    def reset(self) -> None:
+        for ctrl in self.controllers:
+            ctrl.reset()
+
+    def __call__(self, obs: TensorDict, live: torch.Tensor) -> torch.Tensor:
+        env = self.env
+        scan = env.scan.cpu().numpy().astype(np.float64)
+        pose, twist = env.pose().cpu().numpy(), env.body_twist().cpu().numpy()
+        goal = env.rooms.goal.cpu().numpy()
+        action = np.zeros((env.num_envs, 3))
+        t0 = time.perf_counter()
+        for i in np.flatnonzero(live.cpu().numpy()):
+            s = self.ScanInput.training_beams(scan[i], self.num_beams, self.max_range)
+            try:
+                cmd = self.controllers[i].step(s, pose=pose[i], twist=twist[i], goal=goal[i])
+            except self.ScanUnusable:
+                cmd = np.zeros(3)
+            action[i] = np.asarray(cmd, dtype=np.float64) / self.scale
+            self.calls += 1
+        self.seconds += time.perf_counter() - t0
+        return torch.as_tensor(action, dtype=torch.float32, device=env.device)
+
+    @property
+    def ms_per_call(self) -> float | None:
+        return 1e3 * self.seconds / self.calls if self.calls else None
+
+
 def run_episodes(
-    env: NavEnv, actor: torch.nn.Module, rooms: RoomBatch, record: int = 0
+    env: NavEnv, act: ActFn, rooms: RoomBatch, record: int = 0
 ) -> tuple[dict[str, np.ndarray], EpisodeTrace | None]:
-    """One episode per world in ``rooms`` (auto-reset must be off). ``outcome`` holds each
-    episode's code: its index in :data:`navsim.outcomes.OUTCOMES`."""
+    """One episode per world in ``rooms`` (auto-reset must be off); ``act(obs, live)`` gives the
+    actions (see :func:`torch_actor`, :class:`RobotSideActor`). ``outcome`` holds each episode's
+    code: its index in :data:`navsim.outcomes.OUTCOMES`."""
     assert not env.auto_reset, "evaluation needs auto_reset off"
     env.reset(rooms=rooms)
     n = env.num_envs
@@ -69,9 +140,10 @@ def run_episodes(
     prev = start.clone()
     trace: list[torch.Tensor] = [start.clone()] if record else []
     obs = env.get_observations()
+    if isinstance(act, RobotSideActor):
+        act.reset()
     for _ in range(env.max_episode_length):
-        with torch.inference_mode():
-            action = actor(obs, stochastic_output=False)
+        action = act(obs, ~finished)
         action = torch.where(finished[:, None], torch.zeros_like(action), action)
         obs, _, dones, _ = env.step(action)
         info = env.last_info
@@ -120,32 +192,94 @@ def evaluate_checkpoint(
     overrides: list[str] | None = None,
     plot_rooms: int = 6,
 ) -> tuple[EvalResult, EpisodeTrace | None]:
+    """The checkpoint's actor (mean action) on ``episodes`` unseen rooms."""
     ckpt = load_checkpoint(checkpoint)
-    cfg = config_from_checkpoint(ckpt)
-    if overrides:
-        data = to_dict(cfg)
-        for ov in overrides:
-            apply_override(data, ov)
-        cfg = config_from_data(data, where="evaluation overrides")
+    cfg = with_overrides(config_from_checkpoint(ckpt), overrides)
+    env, seed = eval_env(cfg, episodes, seed, num_envs, device)
+    act = torch_actor(build_actor(ckpt, cfg, env.device))
+    return run_rooms(env, act, cfg, episodes, seed, plot_rooms, "policy (checkpoint, torch)")
+
+
+CONTROLLERS = ("policy", "dwa")
+
+
+def evaluate_controller(
+    bundle: str | Path,
+    controller: str = "policy",
+    episodes: int = 500,
+    seed: int | None = None,
+    num_envs: int | None = None,
+    overrides: list[str] | None = None,
+    plot_rooms: int = 6,
+    dwa_params: str | Path | None = None,
+) -> tuple[EvalResult, EpisodeTrace | None]:
+    """A robot-side controller built from ``bundle`` (``policy``: its ONNX policy through the
+    runtime; ``dwa``: the dynamic-window baseline from its contract) on ``episodes`` unseen rooms of
+    the bundle's training config (plus ``overrides``), on the CPU, world by world."""
+    from navdeploy.dwa import DwaParams, DwaPlanner
+    from navdeploy.runtime import PolicyRuntime
+
+    if controller not in CONTROLLERS:
+        raise ValueError(f"controller must be one of {', '.join(CONTROLLERS)}, got '{controller}'")
+    runtime = PolicyRuntime.load(bundle)
+    source = runtime.contract.raw.get("source", {}).get("nav_config")
+    if source is None:
+        raise ValueError(f"bundle {bundle} does not record its training config (contract source.nav_config)")
+    cfg = with_overrides(config_from_data(source, where=f"{bundle} contract source.nav_config"), overrides)
+    env, seed = eval_env(cfg, episodes, seed, num_envs, "cpu")
+    if controller == "policy":
+        label = "policy (bundle, onnxruntime)"
+
+        def make() -> Any:
+            return PolicyRuntime.load(bundle)
+    else:
+        label = "dwa (bundle contract)"
+        params = DwaParams.from_yaml(dwa_params)
+
+        def make() -> Any:
+            return DwaPlanner(runtime.contract, params)
+
+    act = RobotSideActor(env, make)
+    result, trace = run_rooms(env, act, cfg, episodes, seed, plot_rooms, label)
+    result.compute_ms_per_step = act.ms_per_call
+    return result, trace
+
+
+def with_overrides(cfg: NavConfig, overrides: Sequence[str] | None) -> NavConfig:
+    if not overrides:
+        return cfg
+    data = to_dict(cfg)
+    for ov in overrides:
+        apply_override(data, ov)
+    return config_from_data(data, where="evaluation overrides")
+
+
+def eval_env(cfg: NavConfig, episodes: int, seed: int | None, num_envs: int | None, device: str) -> tuple[NavEnv, int]:
+    """The evaluation env: auto-reset off, the training sensor model, rooms from the eval seed."""
     seed = cfg.runner.eval_seed if seed is None else seed
     cfg.env.auto_reset = False  # the sensor model (lidar noise) stays the training one
-    batch = min(episodes, num_envs or 500)
-    env = NavEnv(cfg, num_envs=batch, device=device, seed=seed)
+    env = NavEnv(cfg, num_envs=min(episodes, num_envs or 500), device=device, seed=seed)
     env.log_episodes = False
-    actor = build_actor(ckpt, cfg, env.device)
+    return env, seed
+
+
+def run_rooms(
+    env: NavEnv, act: ActFn, cfg: NavConfig, episodes: int, seed: int, plot_rooms: int, label: str
+) -> tuple[EvalResult, EpisodeTrace | None]:
+    """``episodes`` rooms of the seed's stream, one batch of ``env.num_envs`` at a time, summarised."""
     gen = torch.Generator(device=env.device)
     gen.manual_seed(seed)
     parts: list[dict[str, np.ndarray]] = []
     trace = None
     done = 0
     while done < episodes:
-        rooms = env.new_rooms(batch, gen)
-        res, tr = run_episodes(env, actor, rooms, record=plot_rooms if trace is None else 0)
+        rooms = env.new_rooms(env.num_envs, gen)
+        res, tr = run_episodes(env, act, rooms, record=plot_rooms if trace is None else 0)
         trace = trace or tr
-        take = min(batch, episodes - done)
+        take = min(env.num_envs, episodes - done)
         parts.append({k: v[:take] for k, v in res.items()})
         done += take
-        print(f"[evaluate] {done}/{episodes} episodes", flush=True)
+        print(f"[evaluate] {label}: {done}/{episodes} episodes", flush=True)
     allr = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     oc = allr["outcome"]
     succ = oc == SUCCESS
@@ -161,6 +295,7 @@ def evaluate_checkpoint(
         spl_reference="straight-line start-goal distance (ignores obstacles: conservative)",
         seed=int(seed),
         num_obstacles=[int(cfg.env.room.num_obstacles[0]), int(cfg.env.room.num_obstacles[1])],
+        controller=label,
     )
     return result, trace
 
