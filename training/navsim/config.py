@@ -264,7 +264,11 @@ def apply_override(data: dict[str, Any], dotted: str) -> None:
             if not isinstance(node[k], dict):
                 raise ConfigError(f"override '{path}': '{k}' is not a section")
         node = node[k]
-    node[keys[-1]] = yaml.safe_load(raw)
+    try:
+        node[keys[-1]] = yaml.safe_load(raw)
+    except yaml.YAMLError as err:
+        where = getattr(err, "problem", None) or type(err).__name__
+        raise ConfigError(f"override '{dotted}': the value is not valid YAML ({where})") from None
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> NavConfig:
@@ -272,7 +276,15 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     path = Path(path) if path is not None else DEFAULT_CONFIG
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
-    data = yaml.safe_load(path.read_text()) or {}
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or type(err).__name__
+        raise ConfigError(f"{path}: not valid YAML{at}: {problem}") from None
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read: {err.strerror or err}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping")
     for ov in overrides or []:
