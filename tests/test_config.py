@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -224,3 +225,20 @@ def test_robot_radius_drives_the_model_and_the_rooms():
 def test_removed_settings_are_unknown_keys():
     with pytest.raises(ConfigError, match="env.stuck_window"):
         load_config(overrides=["env.stuck_window=25"])
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        "algorithm.learning_rate=-1e-4",
+        "algorithm.learning_rate=0",
+        "env.num_envs=0",
+        "cpu.num_envs=-8",
+        "runner.num_steps_per_env=0",
+        "algorithm.num_mini_batches=0",
+    ],
+)
+def test_sizes_and_learning_rate_must_be_positive(override: str):
+    key = override.split("=")[0]
+    with pytest.raises(ConfigError, match=rf"{re.escape(key)} must be > 0"):
+        load_config(overrides=[override])

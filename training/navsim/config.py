@@ -321,6 +321,19 @@ def validate(cfg: NavConfig) -> None:
     from navsim.rewards import validate_reward_cfg
 
     e = cfg.env
+    positive = {
+        "algorithm.learning_rate": cfg.algorithm.learning_rate,
+        "env.num_envs": e.num_envs,
+        "cpu.num_envs": cfg.cpu.num_envs,
+        "runner.num_steps_per_env": cfg.runner.num_steps_per_env,
+        "runner.save_interval": cfg.runner.save_interval,
+        "algorithm.num_learning_epochs": cfg.algorithm.num_learning_epochs,
+        "algorithm.num_mini_batches": cfg.algorithm.num_mini_batches,
+        "cpu.num_mini_batches": cfg.cpu.num_mini_batches,
+    }
+    for key, value in positive.items():
+        if not value > 0:  # also refuses NaN
+            raise ConfigError(f"{key} must be > 0, got {value}")
     if e.physics_substeps < 1:
         raise ConfigError("env.physics_substeps must be >= 1")
     if e.control_period <= 0:
