@@ -115,7 +115,11 @@ def test_nan_readings_are_dropped_and_the_sector_keeps_its_valid_ones() -> None:
     ranges[30 * 10 + 3] = 0.01  # also a minimum if it counted
     ranges[40 * 10 : 41 * 10] = np.nan  # the whole of sector 40
     out, filled = resample_scan(
-        ScanInput(ranges, scan.angle_min, scan.angle_increment, 0.05, 12.0), B, R, return_filled=True
+        ScanInput(ranges, scan.angle_min, scan.angle_increment, 0.05, 12.0),
+        B,
+        R,
+        below_min="invalid",
+        return_filled=True,
     )
     others = np.delete(ranges[300:310], [2, 3])
     assert out[30] == others.min()
@@ -123,14 +127,17 @@ def test_nan_readings_are_dropped_and_the_sector_keeps_its_valid_ones() -> None:
     assert out[40] == min(out[39], out[41])  # nearest-sector fill, ties take the smaller value
 
 
-def test_below_range_min_is_invalid_by_default_or_an_obstacle_on_request() -> None:
+def test_below_range_min_is_an_obstacle_by_default_or_invalid_on_request() -> None:
     ranges = np.full(B, 3.0)
-    ranges[10] = 0.0  # many drivers publish 0 for "no measurement"
+    ranges[36] = 0.0  # straight ahead: a box closer than range_min, reported as 0 (or "no measurement")
+    ranges[10] = 0.05  # under range_min
     scan = training_scan(ranges, range_min=0.1)
     out, filled = resample_scan(scan, B, R, return_filled=True)
-    assert filled[10] and out[10] == 3.0
-    out = resample_scan(scan, B, R, below_min="obstacle")
-    assert out[10] == pytest.approx(0.1)
+    assert not filled.any()
+    assert out[36] == pytest.approx(0.1) and out[10] == pytest.approx(0.1)  # never free space
+    assert ScanOptions().below_min == "obstacle"
+    out, filled = resample_scan(scan, B, R, below_min="invalid", return_filled=True)
+    assert filled[10] and filled[36] and out[10] == 3.0 and out[36] == 3.0
 
 
 def test_narrow_field_of_view_fills_missing_sectors_by_the_configured_policy() -> None:
@@ -165,10 +172,9 @@ def test_narrow_field_of_view_fills_missing_sectors_by_the_configured_policy() -
     [
         (ScanInput(np.zeros(0), -math.pi, 0.1, 0.0, R), "no readings"),
         (ScanInput(np.full(B, np.nan), -math.pi, SECTOR, 0.0, R), "none of the 72 readings"),
-        (ScanInput(np.full(B, 0.01), -math.pi, SECTOR, 0.1, R), "none of the 72 readings"),
         (ScanInput(np.ones(B), -math.pi, 0.0, 0.0, R), "angle_increment is 0"),
         (ScanInput(np.ones(B), float("nan"), SECTOR, 0.0, R), "non-finite"),
-        (ScanInput(np.ones(B), -math.pi, SECTOR, 5.0, 1.0), "range_min"),
+        (ScanInput(np.ones(B), -math.pi, SECTOR, 5.0, 1.0), "range_max 1.0 is not above range_min"),
     ],
 )
 def test_unusable_scans_raise_scan_unusable(scan: ScanInput, why: str) -> None:

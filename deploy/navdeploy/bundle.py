@@ -71,6 +71,10 @@ class Contract:
     """Radius of the robot's cylinder shell in training [m]; None in bundles exported before it was
     part of the contract."""
     raw: dict[str, Any] = field(repr=False, compare=False)
+    trained_fov: float = 2.0 * math.pi
+    """Field of view [rad] the policy was trained with (``lidar.trained_fov``): a scan covering less
+    than the node's ``min_coverage`` share of it is refused. Bundles without it were trained on 360
+    degrees."""
 
     # The beam layout's angles, for planners and logs: always the training layout's (checked on load).
     @property
@@ -162,6 +166,50 @@ def _check_beam_layout(lidar: dict[str, Any], layout: BeamLayout) -> None:
             )
 
 
+def _positive(name: str, value: Any) -> float:
+    v = float(value)
+    if not (math.isfinite(v) and v > 0):
+        raise BundleError(f"contract {name} = {value} must be a finite number > 0")
+    return v
+
+
+def _check_numbers(data: dict[str, Any], c: Contract) -> None:
+    """Every number the robot acts on must be finite, positive and say the same in every place the
+    contract states it: the limits (top level, ``action`` scaling, the observation spec's dims, which
+    the fingerprint covers), the beams and the max range (``lidar`` and the spec)."""
+    d = c.spec.dims
+    for name in ("v_max", "omega_max"):
+        values = {
+            name: getattr(c, name),
+            f"action.{name}": getattr(c.scaling, name),
+            f"observation.spec.{name}": getattr(d, name),
+        }
+        for where, v in values.items():
+            _positive(where, v)
+        if len({float(v) for v in values.values()}) != 1:
+            raise BundleError(
+                f"contract limits disagree: {', '.join(f'{k} = {v}' for k, v in values.items())}; the policy was "
+                f"trained with {name} {getattr(d, name)} (observation spec, fingerprint {c.fingerprint})"
+            )
+    if c.num_beams != d.num_beams:
+        raise BundleError(f"contract lidar.num_beams = {c.num_beams}, observation spec num_beams = {d.num_beams}")
+    _positive("lidar.max_range", c.max_range)
+    if float(c.max_range) != float(d.max_range):
+        raise BundleError(f"contract lidar.max_range = {c.max_range}, observation spec max_range = {d.max_range}")
+    _positive("control_period", c.control_period)
+    _positive("goal_tolerance", c.goal_tolerance)
+    if c.robot_radius is not None:
+        _positive("robot.radius", c.robot_radius)
+    fov = _positive("lidar.trained_fov", c.trained_fov)
+    if fov > 2.0 * math.pi * (1.0 + 1e-9):
+        raise BundleError(f"contract lidar.trained_fov = {fov} rad is more than a full turn")
+    if len(c.action_order) != 3:
+        raise BundleError(f"contract action.order has {len(c.action_order)} entries, the runtime needs 3")
+    dim = int(data["action"].get("dim", 3))
+    if dim != len(c.action_order):
+        raise BundleError(f"contract action.dim = {dim}, action.order has {len(c.action_order)} entries")
+
+
 def parse_contract(data: dict[str, Any]) -> Contract:
     """Check the contract's shape and self-consistency; return the typed view."""
     if data.get("format") != FORMAT:
@@ -192,10 +240,12 @@ def parse_contract(data: dict[str, Any]) -> Contract:
             goal_tolerance=float(data["goal_tolerance"]),
             robot_radius=None if radius is None else float(radius),
             raw=data,
+            trained_fov=float(lidar.get("trained_fov", 2.0 * math.pi)),
         )
     except (KeyError, TypeError, ValueError) as err:
         raise BundleError(f"malformed contract: {type(err).__name__}: {err}") from None
     _check_beam_layout(data["lidar"], contract.beams)
+    _check_numbers(data, contract)
     if spec.fingerprint() != contract.fingerprint:
         raise BundleError(
             f"contract fingerprint {contract.fingerprint} does not match its own observation spec "

@@ -26,7 +26,15 @@ from typing import Any
 
 import numpy as np
 
-from navdeploy.scan import ScanInput, ScanUnusable
+from navdeploy.scan import (
+    DEFAULT_MAX_FILL_GAP,
+    DEFAULT_MIN_COVERAGE,
+    DEFAULT_MIN_VALID_SHARE,
+    ScanInput,
+    ScanOptions,
+    ScanReport,
+    ScanUnusable,
+)
 
 
 class State(StrEnum):
@@ -36,12 +44,31 @@ class State(StrEnum):
     GOAL_REACHED = "goal_reached"
     STALE_SCAN = "stale_scan"
     STALE_ODOM = "stale_odom"
-    BAD_SCAN = "bad_scan"
+    BAD_SCAN = "bad_scan"  # unreadable or malformed scan, or no valid reading at all
+    BLIND_SCAN = "blind_scan"  # too few valid readings, or a blind gap in front: the fill would invent it
+    LOW_COVERAGE = "low_coverage"  # the scan covers too little of the trained field of view
     BAD_ODOM = "bad_odom"
+    CLOCK_STALLED = "clock_stalled"  # use_sim_time and /clock stopped advancing (wall-time watchdog)
     ERROR = "error"
 
 
-FAULT_STATES = {State.STALE_SCAN, State.STALE_ODOM, State.BAD_SCAN, State.BAD_ODOM, State.ERROR}
+FAULT_STATES = {
+    State.STALE_SCAN,
+    State.STALE_ODOM,
+    State.BAD_SCAN,
+    State.BLIND_SCAN,
+    State.LOW_COVERAGE,
+    State.BAD_ODOM,
+    State.CLOCK_STALLED,
+    State.ERROR,
+}
+
+SCAN_FAULT_STATE = {
+    "too_few_valid": State.BLIND_SCAN,
+    "blind_front": State.BLIND_SCAN,
+    "low_coverage": State.LOW_COVERAGE,
+}
+"""The state of a scan refused for a named reason (``ScanUnusable.code``); any other reason: BAD_SCAN."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +108,10 @@ def parse_goal_frames(text: str) -> dict[str, Transform2D]:
     return out
 
 
+DEFAULT_CLOCK_TIMEOUT = 1.0
+"""[s wall] /clock not advancing for this long (use_sim_time) -> zero command, clock_stalled."""
+
+
 @dataclass(frozen=True)
 class ControllerSettings:
     """The controller's configuration, resolved from the node's parameters and the bundle's contract."""
@@ -91,6 +122,22 @@ class ControllerSettings:
     stale_timeout: float  # [s]
     odom_frame: str = "odom"
     goal_frames: dict[str, Transform2D] = field(default_factory=dict)
+    scan_options: ScanOptions = field(default_factory=ScanOptions)
+    clock_timeout: float = DEFAULT_CLOCK_TIMEOUT  # [s wall]
+    limit_sources: tuple[str, ...] = ()  # one line per limit: its value and which side set it
+
+
+def check_number(name: str, value: Any, lo: float, hi: float = math.inf, *, lo_open: bool = False) -> float:
+    """``value`` as a finite float in [lo, hi] (``(lo, hi]`` with ``lo_open``); ValueError naming the
+    parameter otherwise (NaN and infinities included)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.floating | np.integer):
+        raise ValueError(f"parameter '{name}' must be a number, got {value!r}")
+    v = float(value)
+    below = v <= lo if lo_open else v < lo
+    if not math.isfinite(v) or below or v > hi:
+        rng = f"{'(' if lo_open else '['}{lo:g}, {hi:g}]"
+        raise ValueError(f"parameter '{name}' must be finite and in {rng}, got {value}")
+    return v
 
 
 def resolve_settings(
@@ -103,37 +150,72 @@ def resolve_settings(
     stale_timeout: float = 0.5,
     odom_frame: str = "odom",
     static_goal_frames: str = "",
+    below_min: str = "obstacle",
+    fill: str = "nearest",
+    fill_value: float = 0.0,
+    min_valid_share: float = DEFAULT_MIN_VALID_SHARE,
+    min_coverage: float = DEFAULT_MIN_COVERAGE,
+    max_fill_gap: int = DEFAULT_MAX_FILL_GAP,
+    clock_timeout: float = DEFAULT_CLOCK_TIMEOUT,
 ) -> tuple[ControllerSettings, list[str]]:
-    """The node's parameters over the bundle's contract: 0 takes the contract's value, limits above the
-    contract's are capped to it. Returns the settings and warnings to log; raises ValueError naming the
-    parameter when one is unusable."""
+    """The node's parameters over the bundle's contract: 0 takes the contract's value; for each limit
+    the smaller of the node's and the contract's wins. Every number must be finite and in range.
+    Returns the settings and warnings to log; raises ValueError naming the parameter when one is
+    unusable (the node refuses to start with that one line)."""
     warnings: list[str] = []
+    sources: list[str] = []
 
-    def pick(name: str, value: float, default: float, cap: bool) -> float:
-        value = float(value)
-        if not math.isfinite(value) or value < 0:
-            raise ValueError(f"parameter '{name}' must be >= 0 (0 = take the bundle's {default}), got {value}")
+    def pick(name: str, value: float, default: float, unit: str, cap: bool) -> float:
+        value = check_number(name, value, 0.0, 1e6)
         if value == 0:
+            if cap:
+                sources.append(f"{name} {default:g} {unit} (bundle contract; node parameter 0 = the bundle's)")
             return default
         if cap and value > default:
-            warnings.append(f"{name}={value} exceeds the bundle's {default}; using {default}")
+            warnings.append(f"{name}={value:g} exceeds the bundle's {default:g}; using {default:g}")
+            sources.append(f"{name} {default:g} {unit} (bundle contract, below node parameter {value:g})")
             return default
+        if cap:
+            sources.append(f"{name} {value:g} {unit} (node parameter, below the bundle's {default:g})")
         return value
 
-    period = pick("control_period", control_period, float(contract.control_period), cap=False)
-    tol = pick("goal_tolerance", goal_tolerance, float(contract.goal_tolerance), cap=False)
+    period = pick("control_period", control_period, float(contract.control_period), "s", cap=False)
+    check_number("control_period", period, 0.0, 10.0, lo_open=True)
+    tol = pick("goal_tolerance", goal_tolerance, float(contract.goal_tolerance), "m", cap=False)
     limits = Limits(
-        pick("v_max", v_max, float(contract.v_max), cap=True),
-        pick("omega_max", omega_max, float(contract.omega_max), cap=True),
+        pick("v_max", v_max, float(contract.v_max), "m/s", cap=True),
+        pick("omega_max", omega_max, float(contract.omega_max), "rad/s", cap=True),
         bool(contract.scaling.limit_planar_speed),
     )
-    if not (math.isfinite(stale_timeout) and stale_timeout > 0):
-        raise ValueError(f"parameter 'stale_timeout' must be > 0, got {stale_timeout}")
+    stale = check_number("stale_timeout", stale_timeout, 0.0, 60.0, lo_open=True)
+    clock = check_number("clock_timeout", clock_timeout, 0.0, 60.0, lo_open=True)
+    check_number("min_valid_share", min_valid_share, 0.0, 1.0)
+    check_number("min_coverage", min_coverage, 0.0, 1.0)
+    gap = check_number("max_fill_gap", max_fill_gap, 0.0, float(contract.num_beams))
+    if gap != int(gap):
+        raise ValueError(f"parameter 'max_fill_gap' must be a whole number of sectors, got {max_fill_gap}")
+    fv = check_number("fill_value", fill_value, 0.0, 1e6)
+    try:
+        scan_options = ScanOptions(
+            fill=str(fill),
+            fill_value=fv if fill == "constant" else None,
+            below_min=str(below_min),
+            min_valid_share=float(min_valid_share),
+            min_coverage=float(min_coverage),
+            max_fill_gap=int(gap),
+        )
+    except ValueError as exc:
+        raise ValueError(f"scan parameters: {exc}") from exc
+    if fill == "constant" and fv == 0.0:
+        warnings.append(
+            "fill 'constant' with fill_value 0: every unseen sector reads as an obstacle touching the robot"
+        )
     try:
         frames = parse_goal_frames(static_goal_frames)
     except ValueError as exc:
         raise ValueError(f"parameter 'static_goal_frames': {exc}") from exc
-    return ControllerSettings(period, tol, limits, float(stale_timeout), odom_frame, frames), warnings
+    settings = ControllerSettings(period, tol, limits, stale, odom_frame, frames, scan_options, clock, tuple(sources))
+    return settings, warnings
 
 
 def stamp_seconds(stamp: Any) -> float:
@@ -182,6 +264,39 @@ class TickResult:
     reason: str
     distance: float | None  # to the goal, when pose and goal are known
     inference_ms: float | None  # of this tick, when the policy ran
+    scan_fault: str | None = None  # ScanUnusable.code when the scan was refused
+    scan_report: ScanReport | None = None  # what the policy saw of this tick's scan (when resampled)
+
+
+class ClockWatchdog:
+    """Under ``use_sim_time`` the node's timer runs on /clock: when /clock stops, so does the timer,
+    and the last command would stand on the base. This watchdog runs on wall time: once /clock has
+    started, ROS time not advancing for ``timeout`` wall seconds gives a zero command (state
+    ``clock_stalled``) on every wall tick until it advances again. Before the first /clock nothing
+    was ever commanded, so there is nothing to cancel (and nothing is published)."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = float(timeout)
+        self._ros: float | None = None
+        self._wall: float | None = None
+
+    def check(self, ros_now: float, wall_now: float) -> TickResult | None:
+        """The zero command of a stalled clock, or None while it advances (or has not started)."""
+        if ros_now <= 0.0:
+            return None
+        if self._ros is None or ros_now != self._ros:
+            self._ros, self._wall = ros_now, wall_now
+            return None
+        stalled = wall_now - float(self._wall)
+        if stalled <= self.timeout:
+            return None
+        return TickResult(
+            np.zeros(3),
+            State.CLOCK_STALLED,
+            f"/clock stopped at {ros_now:.3f} s: no advance for {stalled:.2f} s wall (clock_timeout {self.timeout} s)",
+            None,
+            None,
+        )
 
 
 @dataclass
@@ -202,8 +317,13 @@ class PolicyController:
 
     @classmethod
     def from_settings(cls, runtime: Any, settings: ControllerSettings) -> PolicyController:
-        """The controller the node runs: ``settings`` from :func:`resolve_settings`, scan errors of the
-        deploy runtime counted as unusable scans."""
+        """The controller the node runs: ``settings`` from :func:`resolve_settings` (the scan options go
+        to the runtime), scan errors of the deploy runtime counted as unusable scans."""
+        configure = getattr(runtime, "configure_scan", None)
+        if configure is not None:
+            configure(settings.scan_options)
+        elif hasattr(runtime, "scan_options"):
+            runtime.scan_options = settings.scan_options
         return cls(
             runtime=runtime,
             limits=settings.limits,
@@ -339,10 +459,20 @@ class PolicyController:
             return f"stamped {-age:.3f} s in the future (clock jumped back?)"
         return None
 
-    def _zero(self, state: State, reason: str, distance: float | None = None) -> TickResult:
+    def _zero(
+        self,
+        state: State,
+        reason: str,
+        distance: float | None = None,
+        fault: str | None = None,
+        report: ScanReport | None = None,
+    ) -> TickResult:
         if state in FAULT_STATES or state in (State.NO_GOAL, State.GOAL_REACHED):
             self._need_reset = True
-        return TickResult(np.zeros(3), state, reason, distance, None)
+        return TickResult(np.zeros(3), state, reason, distance, None, fault, report)
+
+    def _report(self) -> ScanReport | None:
+        return getattr(self.runtime, "last_scan_report", None)
 
     def tick(self, now: float) -> TickResult:
         """The command of the control tick at ``now``; never raises, never returns a non-finite command."""
@@ -358,7 +488,7 @@ class PolicyController:
         if self.odom_error is not None:
             return self._zero(State.BAD_ODOM, self.odom_error)
         if self.scan_error is not None:
-            return self._zero(State.BAD_SCAN, self.scan_error)
+            return self._zero(State.BAD_SCAN, self.scan_error, fault="unreadable")
         if self.scan is None or self.odom is None:
             missing = " and ".join(n for n, v in (("scan", self.scan), ("odometry", self.odom)) if v is None)
             return self._zero(State.WAITING_INPUT, f"no {missing} received yet")
@@ -384,7 +514,9 @@ class PolicyController:
         try:
             raw = self.runtime.step(self.scan.value, pose=tuple(pose), twist=tuple(twist), goal=self.goal)
         except self.scan_errors as exc:
-            return self._zero(State.BAD_SCAN, f"scan unusable: {exc}", distance)
+            code = getattr(exc, "code", None)
+            state = SCAN_FAULT_STATE.get(code, State.BAD_SCAN)
+            return self._zero(state, f"scan unusable ({code}): {exc}", distance, code, getattr(exc, "report", None))
         except Exception as exc:  # any other failure: stop, say why
             return self._zero(State.ERROR, f"policy step failed: {type(exc).__name__}: {exc}", distance)
         self.last_inference_ms = (time.perf_counter() - t0) * 1e3
@@ -393,4 +525,12 @@ class PolicyController:
             return self._zero(
                 State.ERROR, f"policy returned a non-finite or misshapen command {raw.tolist()}", distance
             )
-        return TickResult(clamp_command(raw, self.limits), State.DRIVING, "driving", distance, self.last_inference_ms)
+        return TickResult(
+            clamp_command(raw, self.limits),
+            State.DRIVING,
+            "driving",
+            distance,
+            self.last_inference_ms,
+            None,
+            self._report(),
+        )

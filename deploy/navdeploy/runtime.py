@@ -21,7 +21,7 @@ import numpy as np
 
 from navdeploy.action import action_to_command, clip_action
 from navdeploy.bundle import ONNX_FILE, BundleError, Contract, read_contract
-from navdeploy.scan import ScanInput, ScanOptions, ScanUnusable, resample_scan
+from navdeploy.scan import ScanInput, ScanOptions, ScanReport, ScanUnusable, resample_scan
 from navdeploy.spec import PolicySpec, build_policy_obs, compare_specs, make_policy_spec, policy_spec_from_config
 from navdeploy.terms import DEPLOYABLE_TERMS, ObsContext
 
@@ -30,6 +30,7 @@ __all__ = [
     "PolicyRuntime",
     "ScanInput",
     "ScanOptions",
+    "ScanReport",
     "ScanUnusable",
     "policy_spec_from_config",
     "registry_spec_for",
@@ -62,6 +63,30 @@ def finite_vector(x: Any, n: int, what: str) -> np.ndarray:
     return a
 
 
+def _dims(shape: Any) -> list[Any]:
+    return list(shape) if shape is not None else []
+
+
+def check_session_io(session: Any, contract: Contract) -> None:
+    """The ONNX graph must take exactly one float32 input (batch, obs_dim) and return exactly one
+    float32 output (batch, 3); BundleError naming what differs otherwise (a symbolic or free batch
+    dimension is fine, a fixed width that differs is not)."""
+    ins, outs = session.get_inputs(), session.get_outputs()
+    if len(ins) != 1 or len(outs) != 1:
+        raise BundleError(
+            f"ONNX graph has {len(ins)} input(s) {[i.name for i in ins]} and {len(outs)} output(s) "
+            f"{[o.name for o in outs]}; the contract needs exactly one input (batch, {contract.obs_dim}) "
+            f"and one output (batch, {len(contract.action_order)})"
+        )
+    for what, arg, width in (("input", ins[0], contract.obs_dim), ("output", outs[0], len(contract.action_order))):
+        dims = _dims(arg.shape)
+        fixed_batch = isinstance(dims[0], int) and dims[0] > 1 if dims else False
+        if len(dims) != 2 or dims[-1] != width or fixed_batch:
+            raise BundleError(f"ONNX {what} '{arg.name}' has shape {dims}, the contract declares [batch, {width}]")
+        if str(arg.type) != "tensor(float)":
+            raise BundleError(f"ONNX {what} '{arg.name}' is {arg.type}, the contract declares float32")
+
+
 class PolicyRuntime:
     """A loaded bundle: builds observations, runs the policy, returns body-frame commands."""
 
@@ -70,12 +95,12 @@ class PolicyRuntime:
         self.contract = contract
         self.spec = contract.spec
         self.scan_options = scan_options or ScanOptions()
+        check_session_io(session, contract)
         self.input_name = session.get_inputs()[0].name
         self.output_name = session.get_outputs()[0].name
-        shape = session.get_inputs()[0].shape
-        if shape[-1] != contract.obs_dim:
-            raise BundleError(f"ONNX input width {shape[-1]} != contract obs dim {contract.obs_dim}")
         self._prev_action = np.zeros((1, 3), dtype=np.float32)
+        self.last_scan_report: ScanReport | None = None
+        """What the last :meth:`resample` saw (the policy's beams, coverage, filled sectors), or None."""
 
     @classmethod
     def load(
@@ -122,11 +147,24 @@ class PolicyRuntime:
         """Forget the previous action (new goal or new episode), as the simulator's reset does."""
         self._prev_action = np.zeros((1, 3), dtype=np.float32)
 
+    def configure_scan(self, options: ScanOptions) -> None:
+        """Use ``options`` (the node's scan parameters) for every scan from now on."""
+        self.scan_options = options
+
     def resample(self, scan: ScanInput) -> np.ndarray:
-        """The scan on the training beams (metres); raises ScanUnusable."""
-        o = self.scan_options
-        beams = self.contract.beams.num_beams
-        return resample_scan(scan, beams, self.contract.max_range, o.fill, o.fill_value, o.below_min)
+        """The scan on the training beams (metres), by the scan options, against the field of view the
+        policy was trained with (the contract's); raises ScanUnusable. Remembers what it saw in
+        :attr:`last_scan_report` (also when it refuses a scan for doubt)."""
+        c = self.contract
+        try:
+            report = resample_scan(
+                scan, c.num_beams, c.max_range, options=self.scan_options, trained_fov=c.trained_fov, return_report=True
+            )
+        except ScanUnusable as exc:
+            self.last_scan_report = exc.report
+            raise
+        self.last_scan_report = report
+        return report.ranges
 
     def observation(self, scan: ScanInput, pose: Any, twist: Any, goal: Any) -> np.ndarray:
         """The (obs_dim,) float32 policy observation.

@@ -21,20 +21,32 @@ direction, a field of view that may be under 360 degrees, and inf / NaN / out-of
    - ``+inf``, or finite ``r > range_max``: no return -> ``max_range`` (the training value);
    - ``-inf``: an object closer than ``range_min`` -> ``range_min``;
    - ``NaN``: an invalid measurement, dropped;
-   - finite ``r < range_min``: dropped by default (``below_min="invalid"``: many drivers write 0
-     for "no measurement"); ``below_min="obstacle"`` treats it like ``-inf`` (``range_min``).
+   - finite ``r < range_min`` (0.0 included): by default (``below_min="obstacle"``) an object
+     closer than ``range_min``, like ``-inf`` (``range_min``): a box 0.30 m ahead that the
+     driver reports as 0 or under ``range_min`` must not vanish; ``below_min="invalid"`` drops
+     it instead (for drivers known to write 0 for "no measurement").
 4. **Clip.** Every sector value is clipped to ``[0, max_range]`` (the contract's max range).
 5. **Missing sectors.** A sector that receives no valid reading (outside a field of view under
    360 degrees, between the beams of a very sparse lidar, or where every reading was dropped) is
    filled by the ``fill`` policy:
    - ``"nearest"`` (default): the value of the angularly nearest sector that has data (ties take
-     the smaller value);
+     the smaller value); rule 7 bounds how much of the view it may invent;
    - ``"max_range"``: free space (optimistic: the policy was never trained with blind sectors);
    - ``"constant"``: ``fill_value`` metres (e.g. a conservative virtual wall), clipped to
      ``[0, max_range]``.
-6. **Unusable scans.** No readings at all, malformed metadata (non-finite angles, a zero
-   increment with more than one reading, ``range_min > range_max``), or no valid reading in the
-   whole scan raise :class:`ScanUnusable`; the node publishes a zero command for it.
+6. **Unusable scans** raise :class:`ScanUnusable` with a named ``code``; the node publishes a
+   zero command for it: no readings (``empty``); ``range_min`` not finite and >= 0, or
+   ``range_max`` not above ``range_min`` and positive (``range_limits``: unset metadata, or
+   millimetres, would make every return "no return"); non-finite angles or a zero increment with
+   more than one reading (``angles``); readings spanning more than 2pi (``angular_span``:
+   angles in degrees); no valid reading at all (``no_valid_reading``).
+7. **Doubt** (:class:`ScanOptions` thresholds), also :class:`ScanUnusable`: fewer than
+   ``min_valid_share`` of the readings valid (``too_few_valid``: a mostly blind scan would be
+   filled from its few readings); the scan's angular coverage (the training sectors its readings
+   cover) below ``min_coverage`` of the field of view the policy was trained with
+   (``low_coverage``: a 20 degree arc would be copied around the circle); a run of more than
+   ``max_fill_gap`` consecutive filled sectors reaching into the front half (|bearing| < 90
+   degrees) (``blind_front``: unseen space ahead would be invented from its neighbours).
 
 A scan already on the training beams (``angle_min = -pi``, ``angle_increment = 2pi/num_beams``,
 ``num_beams`` readings, also with float32-rounded angles) passes through unchanged apart from the
@@ -59,8 +71,29 @@ TRAINING_ANGLE_MIN = -math.pi
 """Body-frame angle of training beam 0 (straight back); the beams then go counter-clockwise."""
 
 
+SCAN_FAULTS = (
+    "empty",
+    "range_limits",
+    "angles",
+    "angular_span",
+    "no_valid_reading",
+    "too_few_valid",
+    "low_coverage",
+    "blind_front",
+)
+"""The named reasons a scan is refused (:attr:`ScanUnusable.code`), in the order they are checked."""
+
+SPAN_TOLERANCE = 1e-4
+"""Relative float tolerance on the 2pi limit of a scan's angular span (float32 angles)."""
+
+
 class ScanUnusable(ValueError):
-    """The scan carries no usable information (empty, malformed or no valid reading)."""
+    """The scan cannot be given to the policy; ``code`` names why (one of :data:`SCAN_FAULTS`)."""
+
+    def __init__(self, message: str, code: str = "malformed", report: ScanReport | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.report = report
 
 
 @dataclass(frozen=True)
@@ -139,27 +172,84 @@ class ScanInput:
         return cls(ranges, layout.angle_min, layout.angle_increment, 0.0, range_max)
 
 
+DEFAULT_MIN_VALID_SHARE = 0.5
+DEFAULT_MIN_COVERAGE = 0.75
+DEFAULT_MAX_FILL_GAP = 2
+
+
 @dataclass(frozen=True)
 class ScanOptions:
-    """The configurable parts of the rule: fill policy for missing sectors, below-range_min rule."""
+    """The configurable parts of the rule (docs/deploy_contract.md justifies the defaults).
+
+    ``fill`` / ``fill_value``: rule 5; ``below_min``: rule 3; ``min_valid_share``: the share of a
+    scan's readings that must be valid; ``min_coverage``: the share of the trained field of view
+    a scan must cover; ``max_fill_gap``: the most consecutive filled sectors allowed in the front
+    half (rule 7).
+    """
 
     fill: str = "nearest"
     fill_value: float | None = None
-    below_min: str = "invalid"
+    below_min: str = "obstacle"
+    min_valid_share: float = DEFAULT_MIN_VALID_SHARE
+    min_coverage: float = DEFAULT_MIN_COVERAGE
+    max_fill_gap: int = DEFAULT_MAX_FILL_GAP
 
     def __post_init__(self) -> None:
         if self.fill not in FILL_POLICIES:
             raise ValueError(f"fill must be one of {FILL_POLICIES}, got {self.fill!r}")
         if self.below_min not in BELOW_MIN_RULES:
             raise ValueError(f"below_min must be one of {BELOW_MIN_RULES}, got {self.below_min!r}")
-        if self.fill == "constant" and (self.fill_value is None or not math.isfinite(self.fill_value)):
-            raise ValueError("fill='constant' needs a finite fill_value in metres")
+        if self.fill == "constant" and (
+            self.fill_value is None or not math.isfinite(self.fill_value) or self.fill_value < 0
+        ):
+            raise ValueError(f"fill 'constant' needs a finite fill_value >= 0 in metres, got {self.fill_value}")
+        for name in ("min_valid_share", "min_coverage"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int | float) or not (math.isfinite(v) and 0.0 <= v <= 1.0):
+                raise ValueError(f"{name} must be a finite share in [0, 1], got {v}")
+        gap = self.max_fill_gap
+        if isinstance(gap, bool) or not isinstance(gap, int) or gap < 0:
+            raise ValueError(f"max_fill_gap must be an integer number of sectors >= 0, got {gap}")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"fill": self.fill, "fill_value": self.fill_value, "below_min": self.below_min}
+        return {
+            "fill": self.fill,
+            "fill_value": self.fill_value,
+            "below_min": self.below_min,
+            "min_valid_share": self.min_valid_share,
+            "min_coverage": self.min_coverage,
+            "max_fill_gap": self.max_fill_gap,
+        }
 
 
-def classify_readings(scan: ScanInput, max_range: float, below_min: str = "invalid") -> tuple[np.ndarray, np.ndarray]:
+@dataclass(frozen=True)
+class ScanReport:
+    """What the resampling saw: the policy's beams and how much of them the scan really measured."""
+
+    ranges: np.ndarray  # (num_beams,) metres, what the policy sees
+    filled: np.ndarray  # (num_beams,) bool, sectors the fill policy supplied
+    covered: np.ndarray  # (num_beams,) bool, sectors any reading's arc reaches
+    valid_share: float  # valid readings / readings
+    coverage: float  # covered sectors / num_beams (share of the full circle)
+    trained_fov: float  # [rad] the field of view the policy was trained with
+
+    @property
+    def filled_sectors(self) -> int:
+        return int(self.filled.sum())
+
+    @property
+    def coverage_deg(self) -> float:
+        return math.degrees(self.coverage * 2.0 * math.pi)
+
+    def to_status(self) -> dict[str, Any]:
+        return {
+            "coverage_deg": round(self.coverage_deg, 2),
+            "filled_sectors": self.filled_sectors,
+            "valid_share": round(self.valid_share, 4),
+        }
+
+
+def classify_readings(scan: ScanInput, max_range: float, below_min: str = "obstacle") -> tuple[np.ndarray, np.ndarray]:
     """Per-reading (value in metres, valid flag) by rule 3 (values of invalid readings are inf)."""
     r = np.asarray(scan.ranges, dtype=np.float64).reshape(-1)
     rmin = float(scan.range_min)
@@ -182,10 +272,6 @@ def _sector_span(scan: ScanInput, n: int, num_beams: int) -> tuple[np.ndarray, n
     """First sector index and number of sectors each reading's arc overlaps (unwrapped)."""
     a0 = float(scan.angle_min)
     inc = float(scan.angle_increment)
-    if not (math.isfinite(a0) and math.isfinite(inc)):
-        raise ScanUnusable(f"non-finite scan angles (angle_min={a0}, angle_increment={inc})")
-    if inc == 0.0 and n > 1:
-        raise ScanUnusable(f"angle_increment is 0 for {n} readings")
     layout = BeamLayout(num_beams)
     sector = layout.angle_increment
     # Position in sector units, measured so that sector j spans [j, j + 1).
@@ -198,41 +284,125 @@ def _sector_span(scan: ScanInput, n: int, num_beams: int) -> tuple[np.ndarray, n
     return lo.astype(np.int64), count.astype(np.int64)
 
 
+def _check_metadata(scan: ScanInput, n: int) -> None:
+    """Rule 6 on the scan's metadata (before any reading is looked at)."""
+    if n == 0:
+        raise ScanUnusable("the scan has no readings", "empty")
+    rmin, rmax = float(scan.range_min), float(scan.range_max)
+    if not (math.isfinite(rmin) and rmin >= 0.0):
+        raise ScanUnusable(f"range_min {rmin} is not a finite distance >= 0", "range_limits")
+    if not (rmax > rmin and rmax > 0.0):  # NaN fails too; +inf is allowed (no limit stated)
+        raise ScanUnusable(
+            f"range_max {rmax} is not above range_min {rmin} and positive (unset metadata, or not metres?)",
+            "range_limits",
+        )
+    a0, inc = float(scan.angle_min), float(scan.angle_increment)
+    if not (math.isfinite(a0) and math.isfinite(inc)):
+        raise ScanUnusable(f"non-finite scan angles (angle_min={a0}, angle_increment={inc})", "angles")
+    if inc == 0.0 and n > 1:
+        raise ScanUnusable(f"angle_increment is 0 for {n} readings", "angles")
+    span = (n - 1) * abs(inc)  # first to last reading (angle_max - angle_min)
+    if span > 2.0 * math.pi * (1.0 + SPAN_TOLERANCE):
+        raise ScanUnusable(
+            f"the {n} readings span {span:.3f} rad ({math.degrees(span):.0f} deg), more than a full turn "
+            "(angles in degrees, not radians?)",
+            "angular_span",
+        )
+
+
+def _front_gap(filled: np.ndarray, max_gap: int) -> tuple[int, float] | None:
+    """The longest run (circular) of more than ``max_gap`` filled sectors that reaches into the front
+    half (|bearing| < 90 degrees): (length, bearing of its middle in degrees), or None."""
+    b = filled.shape[0]
+    if not filled.any() or filled.all():
+        return (b, 0.0) if filled.all() and b > max_gap else None
+    angles = BeamLayout(b).angles()
+    front = np.abs(angles) < 0.5 * math.pi - 1e-12
+    start = int(np.flatnonzero(~filled)[0])  # rotate so the sequence starts on a sector with data
+    order = (start + np.arange(b)) % b
+    worst: tuple[int, float] | None = None
+    run: list[int] = []
+    for j in [*order.tolist(), start]:
+        if filled[j]:
+            run.append(j)
+            continue
+        if len(run) > max_gap and front[run].any():
+            mid = math.degrees(float(angles[run[len(run) // 2]]))
+            if worst is None or len(run) > worst[0]:
+                worst = (len(run), mid)
+        run = []
+    return worst
+
+
 def resample_scan(
     scan: ScanInput,
     num_beams: int,
     max_range: float,
     fill: str = "nearest",
     fill_value: float | None = None,
-    below_min: str = "invalid",
+    below_min: str = "obstacle",
     return_filled: bool = False,
+    *,
+    options: ScanOptions | None = None,
+    trained_fov: float = 2.0 * math.pi,
+    return_report: bool = False,
 ) -> Any:
     """Resample ``scan`` onto the ``num_beams`` training beams by the module's rules.
 
+    ``options`` (a :class:`ScanOptions`) replaces ``fill`` / ``fill_value`` / ``below_min`` and
+    sets the doubt thresholds of rule 7 (their defaults otherwise); ``trained_fov`` [rad] is the
+    field of view the policy was trained with (the contract's; 2pi for every bundle so far).
     Returns the ``(num_beams,)`` float64 ranges in metres, in [0, max_range]; with
-    ``return_filled`` also a bool mask of the sectors that the fill policy supplied.
-    Raises :class:`ScanUnusable` for an empty, malformed or all-invalid scan.
+    ``return_filled`` also a bool mask of the sectors that the fill policy supplied; with
+    ``return_report`` a :class:`ScanReport` instead. Raises :class:`ScanUnusable` (with its
+    ``code``) by rules 6 and 7.
     """
-    opts = ScanOptions(fill, fill_value, below_min)
+    opts = options if options is not None else ScanOptions(fill, fill_value, below_min)
     ranges = np.asarray(scan.ranges, dtype=np.float64).reshape(-1)
     n = ranges.shape[0]
-    if n == 0:
-        raise ScanUnusable("the scan has no readings")
-    if not (float(scan.range_min) <= float(scan.range_max)):
-        raise ScanUnusable(f"range_min {scan.range_min} > range_max {scan.range_max}")
+    _check_metadata(scan, n)
     value, valid = classify_readings(scan, max_range, opts.below_min)
     if not valid.any():
-        raise ScanUnusable(f"none of the {n} readings is valid (NaN or below range_min)")
+        raise ScanUnusable(f"none of the {n} readings is valid (NaN or below range_min)", "no_valid_reading")
     lo, count = _sector_span(scan, n, num_beams)
+    covered = np.zeros(num_beams, dtype=bool)
     out = np.full(num_beams, np.inf)
-    v, lo, count = value[valid], lo[valid], count[valid]
     for k in range(int(count.max())):
         sel = count > k
-        np.minimum.at(out, (lo[sel] + k) % num_beams, v[sel])
+        covered[(lo[sel] + k) % num_beams] = True
+        sel_valid = sel & valid
+        np.minimum.at(out, (lo[sel_valid] + k) % num_beams, value[sel_valid])
     filled = ~np.isfinite(out)
     if filled.any():
         out[filled] = _fill(out, filled, opts, max_range)
     out = np.clip(out, 0.0, max_range)
+    trained = float(trained_fov) if math.isfinite(trained_fov) and trained_fov > 0 else 2.0 * math.pi
+    report = ScanReport(out, filled, covered, float(valid.mean()), float(covered.mean()), min(trained, 2.0 * math.pi))
+    if report.valid_share < opts.min_valid_share:
+        raise ScanUnusable(
+            f"only {int(valid.sum())} of {n} readings are valid ({report.valid_share:.0%} < min_valid_share "
+            f"{opts.min_valid_share:.0%}): too blind to fill",
+            "too_few_valid",
+            report,
+        )
+    need = opts.min_coverage * report.trained_fov / (2.0 * math.pi)
+    if report.coverage < need - 1e-9:
+        raise ScanUnusable(
+            f"the scan covers {report.coverage_deg:.0f} deg, below min_coverage {opts.min_coverage:.0%} of the "
+            f"trained {math.degrees(report.trained_fov):.0f} deg field of view",
+            "low_coverage",
+            report,
+        )
+    gap = _front_gap(filled, opts.max_fill_gap)
+    if gap is not None:
+        raise ScanUnusable(
+            f"{gap[0]} consecutive sectors ({gap[0] * 360.0 / num_beams:.0f} deg) without a valid reading around "
+            f"bearing {gap[1]:.0f} deg, in front of the robot (max_fill_gap {opts.max_fill_gap})",
+            "blind_front",
+            report,
+        )
+    if return_report:
+        return report
     return (out, filled) if return_filled else out
 
 
