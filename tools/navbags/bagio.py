@@ -152,6 +152,50 @@ def read_bag(path: str | Path) -> tuple[list[BagMessage], dict[str, str]]:
     return out, custom
 
 
+class BagError(ValueError):
+    """A bag the tools cannot use, with the reason in one line (the command-line tools print it and exit 2)."""
+
+
+@dataclass
+class BagContents:
+    path: Path
+    messages: list[BagMessage]
+    custom: dict[str, str]
+    topic_types: dict[str, str]  # every connection of the bag (also those without messages) -> msgtype
+
+    def topics_of_type(self, msgtype: str) -> list[str]:
+        return sorted(t for t, ty in self.topic_types.items() if ty == msgtype)
+
+
+def open_bag(path: str | Path) -> BagContents:
+    """Read a whole bag (any rosbag2 storage ``rosbags`` reads: MCAP, sqlite3) and check that it can be
+    used: raises :class:`BagError` with a one-line reason for a missing, incomplete or unreadable bag."""
+    path = Path(path)
+    if not path.exists():
+        raise BagError(f"bag {path} does not exist")
+    if not path.is_dir():
+        raise BagError(f"bag {path} is not a folder: pass the rosbag2 folder that holds metadata.yaml")
+    if not (path / "metadata.yaml").is_file():
+        raise BagError(f"bag {path} has no metadata.yaml: not a rosbag2 bag, or an incomplete copy")
+    try:
+        info = read_metadata(path)
+        custom = {str(k): str(v) for k, v in dict(info.get("custom_data") or {}).items()}
+        for rel in info.get("relative_file_paths") or []:
+            if not (path / rel).is_file():
+                raise BagError(f"bag {path}: its storage file {rel} (named in metadata.yaml) is missing")
+        messages: list[BagMessage] = []
+        with Reader(path) as reader:
+            topic_types = {c.topic: c.msgtype for c in reader.connections}
+            for i, (conn, t, raw) in enumerate(reader.messages()):
+                messages.append(BagMessage(i, conn.topic, conn.msgtype, int(t), bytes(raw)))
+    except BagError:
+        raise
+    except Exception as exc:  # rosbags' ReaderError, YAML / storage errors of a truncated or foreign file
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        raise BagError(f"bag {path} cannot be read (truncated or damaged?): {type(exc).__name__}: {text}") from None
+    return BagContents(path, messages, custom, topic_types)
+
+
 def read_metadata(path: str | Path) -> dict:
     """The ``rosbag2_bagfile_information`` mapping of a bag's metadata.yaml."""
     import yaml

@@ -134,6 +134,8 @@ def record_episodes(
     from rclpy.serialization import deserialize_message, serialize_message
 
     out, bundle = Path(out), Path(bundle).resolve()
+    if out.exists():  # the bag is written at the end: refuse now, not after the whole run
+        raise FileExistsError(f"{out} already exists; record into a new folder")
     faults = faults or FaultPlan()
     params = params or NodeParams()
     log_dir = Path(log_dir or tempfile.mkdtemp(prefix="navbags_record_"))

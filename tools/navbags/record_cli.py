@@ -17,11 +17,37 @@ import sys
 from pathlib import Path
 
 from navbags.record import FaultPlan, record_episodes, standard_faults
-from navbags.reference import NodeParams
+from navbags.reference import NodeParams, load_runtime
+from navbags.rosproc import console_script
+
+PROG = "nav-bag-record"
+
+
+def refusal(a: argparse.Namespace) -> str | None:
+    """Why this recording cannot be made, in one line, found before anything starts; None if it can."""
+    out, bundle = Path(a.out), Path(a.bundle)
+    if out.exists() or out.is_symlink():
+        return f"--out {out} already exists: give a new folder (nothing was recorded)"
+    if out.parent.exists() and not out.parent.is_dir():
+        return f"--out {out}: {out.parent} is not a folder"
+    if a.episodes < 1:
+        return f"--episodes must be >= 1, got {a.episodes}"
+    if not bundle.is_dir():
+        return f"--bundle {bundle} is not a folder (expected policy.onnx + contract.json)"
+    try:
+        load_runtime(bundle)
+    except Exception as exc:
+        return f"--bundle {bundle} cannot be loaded: {type(exc).__name__}: {exc}"
+    for script in ("policy_node", "sim_node"):
+        try:
+            console_script(script)
+        except FileNotFoundError as exc:
+            return str(exc)
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     ap.add_argument("--bundle", required=True, help="policy bundle folder (policy.onnx + contract.json)")
     ap.add_argument("--out", required=True, help="bag folder to create (must not exist)")
     ap.add_argument("--seed", type=int, default=0, help="room seed of the first episode (episode k: seed + k)")
@@ -34,6 +60,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--log-dir", default=None, help="where the node logs go (default: a temp folder)")
     ap.add_argument("--timeout", type=float, default=60.0, help="wall seconds to wait for any one step")
     a = ap.parse_args(argv)
+    why = refusal(a)
+    if why is not None:
+        print(f"{PROG}: " + " ".join(why.split()), file=sys.stderr)
+        return 2
     plan = FaultPlan()
     if a.faults == "standard":
         plan = standard_faults()

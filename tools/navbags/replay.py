@@ -39,10 +39,10 @@ from navbags.bagio import (
     TOPICS,
     BagMessage,
     decode,
-    read_bag,
 )
 from navbags.reference import NodeParams, Reference, compute_reference, load_runtime
 from navbags.rosproc import DomainLease, NodeProc, RosSide, console_script, ros_args
+from navbags.timeline import NAV_POLICY, InputMap, Timeline, load_timeline
 
 
 @dataclass
@@ -50,23 +50,33 @@ class ReplayReport:
     bag: str
     ticks: int
     node_cmds: np.ndarray  # (n, 3) what the live node published, one per tick
-    recorded_cmds: np.ndarray  # (n, 3) the bag's /cmd_vel
+    recorded_cmds: np.ndarray | None  # (n, 3) the bag's /cmd_vel; None: the bag has none of this node
     offline_cmds: np.ndarray  # (n, 3) the offline reference
     node_states: list[str]
-    recorded_states: list[str]
+    recorded_states: list[str] | None
     offline_states: list[str]
     fates: dict[int, str]  # bag index -> what happened to that message
-    counts: dict[str, dict[str, int]]  # topic -> {in_bag, published, ...}
+    counts: dict[str, dict[str, int]]  # bag topic -> {in_bag, published, ...}
     ambiguous: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     wall_s: float = 0.0
+    kind: str = NAV_POLICY
+    description: str = ""
+    synthesized: dict[str, dict[str, int]] = field(default_factory=dict)  # messages the replay made (clock, goal)
 
     @property
-    def max_delta_offline(self) -> float:
-        return _maxabs(self.node_cmds, self.offline_cmds)
+    def compared(self) -> bool:
+        """At least one tick's command was compared (a replay of zero ticks proves nothing)."""
+        return self.ticks > 0 and self.node_cmds.shape == self.offline_cmds.shape
 
     @property
-    def max_delta_recorded(self) -> float:
+    def max_delta_offline(self) -> float | None:
+        return _maxabs(self.node_cmds, self.offline_cmds) if self.ticks else None
+
+    @property
+    def max_delta_recorded(self) -> float | None:
+        if self.recorded_cmds is None or not self.ticks:
+            return None
         return _maxabs(self.node_cmds, self.recorded_cmds)
 
     @property
@@ -77,33 +87,63 @@ class ReplayReport:
         return [k for k, s in enumerate(self.offline_states) if s != "driving"]
 
     def ok(self, tol_offline: float = 1e-5, tol_recorded: float = 1e-4) -> bool:
+        recorded_ok = self.recorded_cmds is None or (
+            self.max_delta_recorded is not None and self.max_delta_recorded <= tol_recorded
+        )
         return (
-            not self.problems
+            self.compared
+            and not self.problems
             and not self.ambiguous
             and self.unaccounted == 0
             and not any(f.startswith("extra-output") for f in self.fates.values())
+            and self.max_delta_offline is not None
             and self.max_delta_offline <= tol_offline
-            and self.max_delta_recorded <= tol_recorded
+            and recorded_ok
         )
 
     def summary(self) -> str:
         states: dict[str, int] = {}
         for s in self.node_states:
             states[s] = states.get(s, 0) + 1
-        lines = [
-            f"bag {self.bag}: {self.ticks} control ticks replayed in {self.wall_s:.2f} s",
-            f"  max |node - offline|  = {self.max_delta_offline:.3g}",
-            f"  max |node - recorded| = {self.max_delta_recorded:.3g}",
-            f"  states (node): {json.dumps(states, sort_keys=True)}",
-            f"  states equal: node/offline {self.node_states == self.offline_states}, "
-            f"node/recorded {self.node_states == self.recorded_states}",
-        ]
+        lines = [f"bag {self.bag}: {self.ticks} control ticks replayed in {self.wall_s:.2f} s"]
+        if self.description:
+            lines.append(f"  {self.description}")
+        if not self.ticks:
+            lines.append("  NO TICK COMPARED: the node was never asked for a command, so nothing was checked")
+        else:
+            lines.append(f"  max |node - offline|  = {self.max_delta_offline:.3g}  (over {self.ticks} ticks)")
+            if self.recorded_cmds is None:
+                lines.append("  max |node - recorded| : n/a (the bag holds no commands of this node)")
+            else:
+                lines.append(f"  max |node - recorded| = {self.max_delta_recorded:.3g}")
+            lines.append(f"  states (node): {json.dumps(states, sort_keys=True)}")
+            equal = f"  states equal: node/offline {self.node_states == self.offline_states}"
+            if self.recorded_states is not None:
+                equal += f", node/recorded {self.node_states == self.recorded_states}"
+            lines.append(equal)
         for topic, c in sorted(self.counts.items()):
             lines.append(f"  {topic:24s} " + ", ".join(f"{k} {v}" for k, v in c.items()))
+        for topic, c in sorted(self.synthesized.items()):
+            lines.append(f"  {topic + ' (replay)':24s} " + ", ".join(f"{k} {v}" for k, v in c.items()))
         lines.append(f"  messages without a fate: {self.unaccounted}")
         lines += [f"  AMBIGUOUS: {a}" for a in self.ambiguous]
         lines += [f"  PROBLEM: {p}" for p in self.problems]
         return "\n".join(lines)
+
+    def as_json(self) -> dict:
+        return {
+            "bag": self.bag,
+            "kind": self.kind,
+            "description": self.description,
+            "ticks": self.ticks,
+            "max_delta_offline": self.max_delta_offline,
+            "max_delta_recorded": self.max_delta_recorded,
+            "counts": self.counts,
+            "synthesized": self.synthesized,
+            "zero_ticks": self.zero_ticks(),
+            "problems": self.problems,
+            "ambiguous": self.ambiguous,
+        }
 
 
 def _maxabs(a: np.ndarray, b: np.ndarray) -> float:
@@ -171,11 +211,31 @@ def replay_bag(
     timeout: float = 30.0,
     log_dir: str | Path | None = None,
     node_command: Sequence[str] | None = None,
+    inputs: InputMap | None = None,
 ) -> ReplayReport:
     """Replay ``bag`` into a fresh ``policy_node`` running ``bundle``; see the module docstring.
 
+    ``inputs`` maps a third-party bag's topics (and gives a goal); see :mod:`navbags.timeline`.
+    Raises :class:`navbags.bagio.BagError` before starting anything when the bag cannot be replayed.
     ``node_command`` is the node's command line before its ``--ros-args`` (default: the installed
     ``policy_node`` console script)."""
+    bundle = Path(bundle).resolve()
+    runtime = load_runtime(bundle)
+    timeline = load_timeline(bag, runtime.contract, params, inputs, bundle=bundle)
+    return replay_timeline(timeline, runtime, bundle, rate, timeout, log_dir, node_command)
+
+
+def replay_timeline(
+    tl: Timeline,
+    runtime,
+    bundle: str | Path,
+    rate: float = 0.0,
+    timeout: float = 30.0,
+    log_dir: str | Path | None = None,
+    node_command: Sequence[str] | None = None,
+) -> ReplayReport:
+    """Publish ``tl.messages`` into a fresh ``policy_node`` running ``bundle`` (``runtime`` loaded from it)
+    and compare every command; see the module docstring."""
     from geometry_msgs.msg import PoseStamped, Twist
     from nav_msgs.msg import Odometry
     from rclpy.duration import Duration
@@ -184,12 +244,27 @@ def replay_bag(
     from sensor_msgs.msg import LaserScan
     from std_msgs.msg import String
 
-    params = params or NodeParams()
+    params = tl.params
     bundle = Path(bundle).resolve()
-    messages, _ = read_bag(bag)
-    ref = compute_reference(messages, load_runtime(bundle), params)
-    recorded_cmds = np.array([_twist(decode(m)) for m in messages if m.topic == CMD]).reshape(-1, 3)
-    recorded_states = [json.loads(decode(m).data)["state"] for m in messages if m.topic == STATUS]
+    messages = tl.messages
+    ref = compute_reference(messages, runtime, params)
+    problems: list[str] = []
+    if tl.full_messages is not None:  # publishing only the newest message per topic and tick loses nothing?
+        full = compute_reference(tl.full_messages, runtime, params)
+        for a, b in zip(ref.ticks, full.ticks, strict=False):
+            if a.state != b.state or not np.array_equal(a.cmd, b.cmd):
+                problems.append(
+                    f"tick {a.k}: the offline result on every message ({b.state} {b.cmd.tolist()}) differs from the "
+                    f"one on the newest message per tick ({a.state} {a.cmd.tolist()}): the controller keeps more "
+                    "than the newest input"
+                )
+                break
+        if len(full.ticks) != len(ref.ticks):
+            problems.append(f"{len(full.ticks)} ticks on every message, {len(ref.ticks)} on the newest")
+    recorded_cmds = recorded_states = None
+    if tl.compare_recorded:
+        recorded_cmds = np.array([_twist(decode(m)) for m in messages if m.topic == CMD]).reshape(-1, 3)
+        recorded_states = [json.loads(decode(m).data)["state"] for m in messages if m.topic == STATUS]
     tick_of_clock = {t.clock_index: t.k for t in ref.ticks}
     log_dir = Path(log_dir or tempfile.mkdtemp(prefix="navbags_replay_"))
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -209,8 +284,8 @@ def replay_bag(
 
     node_cmds: list[list[float]] = []
     node_states: list[str] = []
-    published: dict[str, int] = {t: 0 for t in INPUT_TOPICS}
-    problems: list[str] = []
+    sent: set[int] = set()  # indices in ``messages`` published
+    n_cmds = n_states = 0
     lease = DomainLease()
     ros = RosSide(lease.domain_id, "navbags_replay")
     proc = None
@@ -238,14 +313,14 @@ def replay_bag(
         )
         t0_log = next((m.log_time for m in messages), 0)
         t0_wall = time.monotonic()
-        for m in messages:
+        for i, m in enumerate(messages):
             if m.role != INPUT:
                 continue
             if rate > 0:
                 due = t0_wall + (m.log_time - t0_log) * 1e-9 / rate
                 ros.spin_until(lambda due=due: time.monotonic() >= due, timeout + (due - time.monotonic()), "pacing")
             pubs[m.topic].publish(m.raw)
-            published[m.topic] += 1
+            sent.add(i)
             if TOPICS[m.topic].qos.reliability.name == "RELIABLE" and m.topic != CLOCK:
                 if not pubs[m.topic].wait_for_all_acked(Duration(seconds=timeout)):
                     problems.append(f"{m.topic} #{m.index} not acknowledged by the node")
@@ -269,9 +344,14 @@ def replay_bag(
     wall = time.monotonic() - t_start
 
     nt = len(ref.ticks)
+    if nt == 0:
+        problems.append(
+            "no control tick was compared: no /clock message of the bag reaches the node's first timer deadline "
+            f"({ref.period_ns * 1e-9:g} s)"
+        )
     if n_cmds != nt:
         problems.append(f"the node published {n_cmds} commands for {nt} ticks")
-    if recorded_cmds.shape[0] != nt:
+    if recorded_cmds is not None and recorded_cmds.shape[0] != nt:
         problems.append(f"the bag records {recorded_cmds.shape[0]} commands for {nt} ticks")
     node_arr = np.array(node_cmds[:n_cmds], dtype=np.float64).reshape(-1, 3)
     offline = np.array([t.cmd for t in ref.ticks], dtype=np.float64).reshape(-1, 3)
@@ -280,24 +360,50 @@ def replay_bag(
         if s != "driving" and k < len(node_arr) and np.any(node_arr[k] != 0.0):
             problems.append(f"tick {k}: state {s} but the node's command {node_arr[k].tolist()} is not exactly zero")
 
-    fate = fates(messages, ref)
+    # Every message of the bag gets a fate: those published from the replay's own accounting, the
+    # rest (third-party bags: superseded before publishing, topics that are no input) from the timeline.
+    timeline_fates = fates(messages, ref)
+    fate: dict[int, str] = dict(tl.skipped)
+    synthesized: dict[str, dict[str, int]] = {}
+    published_from: dict[str, int] = {}
+    for i, (m, origin) in enumerate(zip(messages, tl.origin, strict=True)):
+        kind = timeline_fates[m.index]
+        if origin is None:
+            c = synthesized.setdefault(m.topic, {"made": 0, "published": 0})
+            c["made"] += 1
+            c["published"] += i in sent
+            c[kind.split(":")[0]] = c.get(kind.split(":")[0], 0) + 1
+            continue
+        fate[origin] = kind
+        if i in sent:
+            topic = tl.bag_messages[origin].topic
+            published_from[topic] = published_from.get(topic, 0) + 1
     counts: dict[str, dict[str, int]] = {}
-    for m in messages:
+    for m in tl.bag_messages:
         c = counts.setdefault(m.topic, {"in_bag": 0})
         c["in_bag"] += 1
-        kind = fate[m.index].split(":")[0]
-        c[kind] = c.get(kind, 0) + 1
-    for t, c in counts.items():
-        if TOPICS.get(t) and TOPICS[t].role == INPUT:
-            c["published"] = published[t]
-            if published[t] != c["in_bag"]:
-                problems.append(f"{t}: {published[t]} of {c['in_bag']} messages published")
-    for m in messages:
-        if m.topic not in TOPICS:
-            problems.append(f"unknown topic {m.topic} in the bag")
-            break
+        if m.index in fate:
+            kind = fate[m.index].split(":")[0]
+            c[kind] = c.get(kind, 0) + 1
+    to_publish: dict[str, int] = {}
+    for m, origin in zip(messages, tl.origin, strict=True):
+        if origin is not None and m.role == INPUT:
+            topic = tl.bag_messages[origin].topic
+            to_publish[topic] = to_publish.get(topic, 0) + 1
+    for t, want in to_publish.items():
+        counts[t]["published"] = published_from.get(t, 0)
+        if published_from.get(t, 0) != want:
+            problems.append(f"{t}: {published_from.get(t, 0)} of {want} messages published")
+    for t, c in synthesized.items():
+        if c["published"] != c["made"]:
+            problems.append(f"{t} (made by the replay): {c['published']} of {c['made']} messages published")
+    if tl.kind == NAV_POLICY:
+        for m in tl.bag_messages:
+            if m.topic not in TOPICS:
+                problems.append(f"unknown topic {m.topic} in the bag")
+                break
     return ReplayReport(
-        bag=str(bag),
+        bag=str(tl.bag),
         ticks=nt,
         node_cmds=node_arr,
         recorded_cmds=recorded_cmds,
@@ -310,7 +416,10 @@ def replay_bag(
         ambiguous=ambiguities(messages, ref),
         problems=problems,
         wall_s=wall,
+        kind=tl.kind,
+        description=tl.description,
+        synthesized=synthesized,
     )
 
 
-__all__ = ["ANNOTATION", "ReplayReport", "ambiguities", "fates", "replay_bag"]
+__all__ = ["ANNOTATION", "ReplayReport", "ambiguities", "fates", "replay_bag", "replay_timeline"]
