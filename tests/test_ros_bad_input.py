@@ -63,6 +63,8 @@ class Rig:
         self.cmds: list[tuple[float, float, float]] = []
         self.all_cmds: list[tuple[float, float, float]] = []
         self.status: list[dict] = []
+        self.policy_scans: list = []
+        n.create_subscription(LaserScan, "/nav_policy/policy_scan", self.policy_scans.append, 50)
         n.create_subscription(Twist, "/cmd_vel", self._on_cmd, 50)
         n.create_subscription(String, "/nav_policy/status", lambda m: self.status.append(json.loads(m.data)), 50)
         self.tn.spin_until(
@@ -204,7 +206,66 @@ def test_nan_inf_negative_readings_mixed_in_still_drive(rig: Rig) -> None:
 def test_all_invalid_readings_give_zero(rig: Rig, value: float) -> None:
     cmds, st = rig.run("bad_scan", scan=lambda r: r.scan([value] * 72))
     assert_zero(cmds)
-    assert "unusable" in st["reason"]
+    assert "unusable" in st["reason"] and st["scan_fault"] == "no_valid_reading"
+
+
+@pytest.mark.parametrize("n", [72, 360])
+def test_mostly_blind_scan_stops_the_robot(rig: Rig, n: int) -> None:
+    """71 NaN + one +inf (or 359 + 1) used to read as free space all around: 1.5 m/s, 'driving'."""
+    ranges = [math.nan] * n
+    ranges[n // 2] = math.inf
+    log0 = len(rig.proc.output())
+    cmds, st = rig.run("blind_scan", scan=lambda r: r.scan(ranges))
+    assert_zero(cmds)
+    assert st["scan_fault"] == "too_few_valid" and st["valid_share"] == pytest.approx(1 / n, abs=1e-4)
+    assert rig.proc.output()[log0:].count("state -> blind_scan") == 1
+
+
+def test_box_under_range_min_ahead_is_seen_by_the_policy(rig: Rig) -> None:
+    """A box 0.30 m ahead reported as 0.0 with range_min 0.35 stays an obstacle in the policy's scan."""
+    ranges = [math.inf] * 720
+    for i in range(355, 365):  # straight ahead
+        ranges[i] = 0.0
+    n0 = len(rig.policy_scans)
+    rig.run("driving", scan=lambda r: r.scan(ranges, range_min=0.35, range_max=12.0))
+    ps = rig.policy_scans[-1]
+    assert len(rig.policy_scans) > n0 and len(ps.ranges) == 72 and ps.header.frame_id == "base_link"
+    assert ps.ranges[36] == pytest.approx(0.35) and ps.ranges[0] == pytest.approx(6.0)
+    assert list(ps.intensities) == [0.0] * 72  # nothing filled
+
+
+@pytest.mark.parametrize(
+    "kw, fault",
+    [
+        ({"range_max": 0.0}, "range_limits"),  # unset metadata: every return would be "no return"
+        ({"angle_min": -180.0, "angle_increment": 5.0}, "angular_span"),  # degrees
+    ],
+)
+def test_malformed_scan_metadata_is_refused_with_a_named_reason(rig: Rig, kw: dict, fault: str) -> None:
+    cmds, st = rig.run("bad_scan", scan=lambda r: r.scan([2.0] * 72, **kw))
+    assert_zero(cmds)
+    assert st["scan_fault"] == fault
+
+
+@pytest.mark.parametrize("n", [20, 1])
+def test_small_arc_is_refused_for_coverage(rig: Rig, n: int) -> None:
+    """20 degrees behind the robot (or one reading) used to be copied around the circle."""
+    inc = math.radians(1.0)
+    cmds, st = rig.run("low_coverage", scan=lambda r: r.scan([4.0] * n, angle_min=math.pi - 0.17, angle_increment=inc))
+    assert_zero(cmds)
+    assert st["scan_fault"] == "low_coverage" and st["coverage_deg"] < 30
+
+
+def test_status_and_policy_scan_report_coverage_and_filled_sectors(rig: Rig) -> None:
+    n = 1081
+    inc = math.radians(270) / (n - 1)
+    n0 = len(rig.policy_scans)
+    cmds, st = rig.run("driving", scan=lambda r: r.scan([2.0] * n, angle_min=-math.radians(135), angle_increment=inc))
+    assert_driving(cmds)
+    assert 270 <= st["coverage_deg"] <= 280 and st["filled_sectors"] == 17 and st["scan_fault"] is None
+    ps = rig.policy_scans[-1]
+    assert len(rig.policy_scans) > n0 and sum(ps.intensities) == 17
+    assert all(ps.intensities[j] == 1.0 for j in (0, 1, 71))  # behind the robot: filled
 
 
 def test_all_inf_readings_mean_free_space(rig: Rig) -> None:

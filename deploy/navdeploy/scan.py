@@ -21,7 +21,8 @@ direction, a field of view that may be under 360 degrees, and inf / NaN / out-of
    - ``+inf``, or finite ``r > range_max``: no return -> ``max_range`` (the training value);
    - ``-inf``: an object closer than ``range_min`` -> ``range_min``;
    - ``NaN``: an invalid measurement, dropped;
-   - finite ``r < range_min`` (0.0 included): by default (``below_min="obstacle"``) an object
+   - finite negative ``r``: not a distance, dropped;
+   - finite ``0 <= r < range_min`` (0.0 included): by default (``below_min="obstacle"``) an object
      closer than ``range_min``, like ``-inf`` (``range_min``): a box 0.30 m ahead that the
      driver reports as 0 or under ``range_min`` must not vanish; ``below_min="invalid"`` drops
      it instead (for drivers known to write 0 for "no measurement").
@@ -261,7 +262,7 @@ def classify_readings(scan: ScanInput, max_range: float, below_min: str = "obsta
     valid |= no_return
     too_close = np.isneginf(r)
     if below_min == "obstacle":
-        too_close |= np.isfinite(r) & (r < rmin)
+        too_close |= np.isfinite(r) & (r >= 0.0) & (r < rmin)  # a negative distance is garbage: invalid
     value[too_close] = rmin
     valid |= too_close
     value[~valid] = np.inf

@@ -7,19 +7,25 @@ topics and status.
 Publishes on a timer at the control period (default from the bundle's contract), never from a
 subscription callback, so a missing or stale sensor can never freeze the last command in place:
 every tick publishes either the clamped policy command or an explicit zero. State changes are
-logged once; a JSON status string (state, reason, distance to goal, last inference time) goes out
-each tick on the status topic.
+logged once; a JSON status string (state, reason, scan fault, coverage and filled sectors of the
+scan, distance to goal, last inference time) goes out each tick on the status topic, and what the
+policy saw of the scan (the training beams after resampling and fill, filled sectors marked with
+intensity 1) on the policy scan topic. Under ``use_sim_time`` a second timer on wall time keeps
+publishing zero (state ``clock_stalled``) when /clock stops advancing (docs/ros2.md, states).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
+import time
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped, Twist
 from nav_msgs.msg import Odometry
+from rclpy.clock import Clock, ClockType
 from rclpy.duration import Duration
 from rclpy.node import Node
 from sensor_msgs.msg import LaserScan
@@ -35,9 +41,18 @@ from nav_policy.ros_common import (
     declare_number,
     run_node,
 )
-from navdeploy.controller import FAULT_STATES, PolicyController, State, resolve_settings
+from navdeploy.controller import (
+    DEFAULT_CLOCK_TIMEOUT,
+    FAULT_STATES,
+    ClockWatchdog,
+    PolicyController,
+    State,
+    TickResult,
+    resolve_settings,
+)
 from navdeploy.dwa import DwaParams, DwaPlanner
 from navdeploy.runtime import PolicyRuntime
+from navdeploy.scan import DEFAULT_MAX_FILL_GAP, DEFAULT_MIN_COVERAGE, DEFAULT_MIN_VALID_SHARE
 
 CONTROLLERS = ("policy", "dwa")
 
@@ -52,11 +67,19 @@ class PolicyNode(Node):
         goal_topic = p("goal_topic", "/goal_pose").value
         cmd_topic = p("cmd_vel_topic", "/cmd_vel").value
         status_topic = p("status_topic", "/nav_policy/status").value
-        control_period = declare_number(self, "control_period", 0.0)  # 0: the bundle's
-        goal_tolerance = declare_number(self, "goal_tolerance", 0.0)  # 0: the bundle's
-        v_max = declare_number(self, "v_max", 0.0)  # 0: the bundle's; never above it
-        omega_max = declare_number(self, "omega_max", 0.0)
-        stale_timeout = declare_number(self, "stale_timeout", 0.5)
+        policy_scan_topic = p("policy_scan_topic", "/nav_policy/policy_scan").value
+        control_period = declare_number(self, "control_period", 0.0, 0.0, 10.0)  # 0: the bundle's
+        goal_tolerance = declare_number(self, "goal_tolerance", 0.0, 0.0, 100.0)  # 0: the bundle's
+        v_max = declare_number(self, "v_max", 0.0, 0.0, 100.0)  # 0: the bundle's; never above it
+        omega_max = declare_number(self, "omega_max", 0.0, 0.0, 100.0)
+        stale_timeout = declare_number(self, "stale_timeout", 0.5, 0.0, 60.0, lo_open=True)
+        clock_timeout = declare_number(self, "clock_timeout", DEFAULT_CLOCK_TIMEOUT, 0.0, 60.0, lo_open=True)
+        below_min = p("below_min", "obstacle").value
+        fill = p("fill", "nearest").value
+        fill_value = declare_number(self, "fill_value", 0.0, 0.0, 1000.0)
+        min_valid_share = declare_number(self, "min_valid_share", DEFAULT_MIN_VALID_SHARE, 0.0, 1.0)
+        min_coverage = declare_number(self, "min_coverage", DEFAULT_MIN_COVERAGE, 0.0, 1.0)
+        max_fill_gap = declare_number(self, "max_fill_gap", DEFAULT_MAX_FILL_GAP, 0.0, 1000.0, integer=True)
         self.odom_frame = p("odom_frame", "odom").value
         self.base_frame = p("base_frame", "base_link").value
         goal_frames_text = p("static_goal_frames", "").value
@@ -94,11 +117,19 @@ class PolicyNode(Node):
                 stale_timeout=stale_timeout,
                 odom_frame=self.odom_frame,
                 static_goal_frames=goal_frames_text,
+                below_min=below_min,
+                fill=fill,
+                fill_value=fill_value,
+                min_valid_share=min_valid_share,
+                min_coverage=min_coverage,
+                max_fill_gap=int(max_fill_gap),
+                clock_timeout=clock_timeout,
             )
         except ValueError as exc:
             raise StartupError(str(exc)) from exc
         for text in warnings:
             self.get_logger().warn(text)
+        self.get_logger().info("limits: " + "; ".join(settings.limit_sources))
         self.control_period = settings.control_period
         tol, limits = settings.goal_tolerance, settings.limits
         # The one safety controller (navdeploy.controller), shared with the bag replay's reference.
@@ -112,16 +143,32 @@ class PolicyNode(Node):
 
         self.cmd_pub = self.create_publisher(Twist, cmd_topic, CMD_QOS)
         self.status_pub = self.create_publisher(String, status_topic, STATUS_QOS)
+        self.policy_scan_pub = self.create_publisher(LaserScan, policy_scan_topic, STATUS_QOS)
+        self.max_range = float(c.max_range)
         subs = [
             self.create_subscription(LaserScan, scan_topic, self._guard(self.on_scan, "scan"), SENSOR_QOS),
             self.create_subscription(Odometry, odom_topic, self._guard(self.on_odom, "odom"), ODOM_SUB_QOS),
             self.create_subscription(PoseStamped, goal_topic, self._guard(self.on_goal, "goal"), GOAL_QOS),
         ]
         self.timer = self.create_timer(self.control_period, self.on_tick)
+        # /clock can stop (sim paused, bag ended, sim died): a timer on ROS time then stops with it.
+        self.use_sim_time = bool(self.get_parameter("use_sim_time").value)
+        self.watchdog = ClockWatchdog(settings.clock_timeout)
+        self.wall_timer = None
+        if self.use_sim_time:
+            steady = Clock(clock_type=ClockType.STEADY_TIME)
+            self.wall_timer = self.create_timer(self.control_period, self.on_wall_tick, clock=steady)
+        so = settings.scan_options
         self.get_logger().info(
             f"controller {controller}; bundle {bundle} (fingerprint {getattr(c, 'fingerprint', '?')}); period {self.control_period} s, "
             f"goal tolerance {tol} m, limits v {limits.v_max} m/s w {limits.omega_max} rad/s, "
-            f"stale timeout {stale_timeout} s; {' + '.join(x.topic_name for x in subs)} -> {self.cmd_pub.topic_name}"
+            f"stale timeout {settings.stale_timeout} s"
+            + (f", clock watchdog {settings.clock_timeout} s wall" if self.use_sim_time else "")
+            + f"; scan rules below_min {so.below_min}, fill {so.fill}"
+            + (f" {so.fill_value} m" if so.fill == "constant" else "")
+            + f", min_valid_share {so.min_valid_share}, min_coverage {so.min_coverage} of the trained "
+            f"{math.degrees(getattr(c, 'trained_fov', 2 * math.pi)):.0f} deg, max_fill_gap {so.max_fill_gap}; "
+            f"{' + '.join(x.topic_name for x in subs)} -> {self.cmd_pub.topic_name}, {self.policy_scan_pub.topic_name}"
         )
 
     # ------------------------------------------------------------------ inputs
@@ -189,7 +236,17 @@ class PolicyNode(Node):
     # ------------------------------------------------------------------ control
     def on_tick(self) -> None:
         now = self._now()
-        res = self.ctrl.tick(now)  # never raises; zero unless driving
+        self.watchdog.check(now, time.monotonic())  # the clock advanced (or has not started)
+        self._emit(self.ctrl.tick(now), now)  # never raises; zero unless driving
+
+    def on_wall_tick(self) -> None:
+        """Wall-time watchdog (use_sim_time): zero, status and one log line while /clock is stalled."""
+        now = self._now()
+        res = self.watchdog.check(now, time.monotonic())
+        if res is not None:
+            self._emit(res, now)
+
+    def _emit(self, res: TickResult, now: float) -> None:
         cmd, state, reason = res.cmd, res.state, res.reason
         self._publish(cmd)
         if state != self.state:
@@ -209,8 +266,33 @@ class PolicyNode(Node):
             "last_inference_ms": None if self.ctrl.last_inference_ms is None else round(self.ctrl.last_inference_ms, 4),
             "cmd": [round(float(v), 5) for v in cmd],
             "scan_age_s": None if self.ctrl.scan is None else round(now - self.ctrl.scan.stamp, 4),
+            "scan_fault": res.scan_fault,
+            "coverage_deg": None,
+            "filled_sectors": None,
+            "valid_share": None,
         }
+        if res.scan_report is not None:
+            status.update(res.scan_report.to_status())
+            self._publish_policy_scan(res)
         self.status_pub.publish(String(data=json.dumps(status)))
+
+    def _publish_policy_scan(self, res: TickResult) -> None:
+        """The 72 beams the policy saw (after resampling and fill) as a LaserScan in the base frame;
+        intensity 1 marks a filled sector (no valid reading there), 0 a measured one."""
+        rep = res.scan_report
+        b = int(rep.ranges.shape[0])
+        msg = LaserScan()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.header.frame_id = self.base_frame
+        msg.angle_min = -math.pi
+        msg.angle_increment = 2.0 * math.pi / b
+        msg.angle_max = msg.angle_min + (b - 1) * msg.angle_increment
+        msg.scan_time = float(self.control_period)
+        msg.range_min = 0.0
+        msg.range_max = self.max_range
+        msg.ranges = [float(v) for v in rep.ranges]
+        msg.intensities = [1.0 if f else 0.0 for f in rep.filled]
+        self.policy_scan_pub.publish(msg)
 
     def _publish(self, cmd: np.ndarray) -> None:
         msg = Twist()

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import math
 import signal
 import threading
 from collections.abc import Callable
@@ -85,12 +86,31 @@ class StartupError(RuntimeError):
     """Configuration that makes a node unable to start (missing bundle, bad parameter)."""
 
 
-def declare_number(node: Node, name: str, default: float) -> float:
+def declare_number(
+    node: Node,
+    name: str,
+    default: float,
+    lo: float = -math.inf,
+    hi: float = math.inf,
+    *,
+    lo_open: bool = False,
+    integer: bool = False,
+) -> float:
     """Declare a float parameter that also accepts an integer from YAML or the command line
-    (``v_max: 1`` would otherwise abort the node with a type error); returns it as float."""
+    (``v_max: 1`` would otherwise abort the node with a type error); returns it as float.
+
+    Every numeric parameter must be finite (``.nan`` / ``.inf`` would silently disable a watchdog or
+    a limit) and in ``[lo, hi]`` (``(lo, hi]`` with ``lo_open``; a whole number with ``integer``):
+    StartupError naming it otherwise, which the node reports in one line before exiting non-zero."""
     from rcl_interfaces.msg import ParameterDescriptor
 
     value = node.declare_parameter(name, default, ParameterDescriptor(dynamic_typing=True)).value
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise StartupError(f"parameter '{name}' must be a number, got {value!r}")
-    return float(value)
+    v = float(value)
+    below = v <= lo if lo_open else v < lo
+    if not math.isfinite(v) or below or v > hi or (integer and v != int(v)):
+        rng = f"{'(' if lo_open else '['}{lo:g}, {hi:g}]"
+        kind = "a whole number" if integer else "finite"
+        raise StartupError(f"parameter '{name}' must be {kind} and in {rng}, got {value}")
+    return v
