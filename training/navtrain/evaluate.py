@@ -13,7 +13,12 @@ Auto-reset is off: every world runs one episode, and its end is read directly. R
 seed stream never used in training (default: runner.eval_seed of the checkpoint's config). Prints
 and writes success / collision / timeout rates, mean time to goal and SPL (reference path: the
 straight start-goal line, see navtrain/evaluation.py). Overrides change the evaluation rooms, e.g.
-``env.room.num_obstacles=[16,16]`` for denser rooms than training.
+``env.room.num_obstacles=[16,16]`` for denser rooms than training; an override that changes the
+policy observation (e.g. ``env.lidar.max_range``) is refused.
+
+Bad input (a missing or corrupt checkpoint, a bundle that cannot be loaded, a malformed override,
+an output path that cannot be written) is one line on stderr and exit code 2, before any world is
+built. See docs/failures.md.
 """
 
 from __future__ import annotations
@@ -24,31 +29,33 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from navtrain.cli import EXIT_USAGE, CliError, OneLineParser, at_least, check_can_create, report
+
+TOOL = "nav-evaluate"
+
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = OneLineParser(prog=TOOL, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--checkpoint", help="training checkpoint (.pt): the torch actor")
     src.add_argument("--bundle", help="exported bundle folder: a robot-side controller (see --controller)")
     p.add_argument("--controller", choices=["policy", "dwa"], default="policy", help="with --bundle")
     p.add_argument("--dwa-params", default=None, help="DWA parameters YAML (default: navdeploy/dwa.yaml)")
-    p.add_argument("--episodes", type=int, default=500)
+    p.add_argument("--episodes", type=at_least(1), default=500)
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--json", default=None, help="write the metrics here")
     p.add_argument("--plot", default=None, help="PNG of several rooms with the driven paths")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--num-envs", type=int, default=None, help="worlds per batch (default: min(episodes, 500))")
+    p.add_argument("--num-envs", type=at_least(1), default=None, help="worlds per batch (default: min(episodes, 500))")
     p.add_argument("overrides", nargs="*")
     args = p.parse_args(argv)
-    if args.checkpoint and not Path(args.checkpoint).is_file():
-        print(f"no such checkpoint: {args.checkpoint}", file=sys.stderr)
-        return 2
-    if args.bundle and not (Path(args.bundle) / "policy.onnx").is_file():
-        print(f"no bundle (policy.onnx + contract.json) in {args.bundle}", file=sys.stderr)
-        return 2
+    try:
+        env_cfg = prepare(args)
+    except CliError as err:
+        report(TOOL, err)
+        return EXIT_USAGE
 
-    from navtrain.checkpoint import config_from_checkpoint, load_checkpoint
-    from navtrain.evaluation import evaluate_checkpoint, evaluate_controller, plot_trace, with_overrides, write_json
+    from navtrain.evaluation import evaluate_checkpoint, evaluate_controller, plot_trace, write_json
 
     if args.checkpoint:
         result, trace = evaluate_checkpoint(
@@ -59,7 +66,6 @@ def main(argv: list[str] | None = None) -> int:
             device=args.device,
             overrides=args.overrides,
         )
-        env_cfg = config_from_checkpoint(load_checkpoint(args.checkpoint)).env
     else:
         result, trace = evaluate_controller(
             args.bundle,
@@ -70,7 +76,6 @@ def main(argv: list[str] | None = None) -> int:
             overrides=args.overrides,
             dwa_params=args.dwa_params,
         )
-        env_cfg = with_overrides(bundle_config(args.bundle), args.overrides).env
     print(json.dumps(asdict(result), indent=2))
     if args.json:
         write_json(result, args.json)
@@ -80,6 +85,48 @@ def main(argv: list[str] | None = None) -> int:
         plot_trace(trace, env_cfg, args.plot, title=title)
         print(f"[evaluate] wrote {args.plot}")
     return 0
+
+
+def prepare(args: argparse.Namespace):
+    """Check every input before a world is built; returns the env config of the evaluation rooms."""
+    from navsim.config import ConfigError
+    from navtrain.checkpoint import CheckpointError
+    from navtrain.evaluation import checkpoint_for_evaluation, with_overrides
+
+    for flag, path in (("--json", args.json), ("--plot", args.plot)):
+        if path is not None:
+            if Path(path).is_dir():
+                raise CliError(f"{flag} {path} is a folder, not a file")
+            check_can_create(path, f"{flag} file")
+    if args.checkpoint:
+        try:
+            return checkpoint_for_evaluation(args.checkpoint, args.overrides)[1].env
+        except (CheckpointError, ConfigError) as err:
+            raise CliError(err) from None
+    bundle = Path(args.bundle)
+    if not (bundle / "policy.onnx").is_file():
+        raise CliError(f"no bundle (policy.onnx + contract.json) in {bundle}")
+    contract_path = bundle / "contract.json"
+    if contract_path.is_file():
+        try:
+            json.loads(contract_path.read_text())
+        except json.JSONDecodeError as err:
+            raise CliError(
+                f"{contract_path} is not valid JSON ({err.msg} at line {err.lineno} column {err.colno})"
+            ) from None
+        except OSError as err:
+            raise CliError(f"cannot read {contract_path}: {err.strerror or err}") from None
+    if args.dwa_params is not None and not Path(args.dwa_params).is_file():
+        raise CliError(f"--dwa-params {args.dwa_params}: no such file")
+    from navdeploy.bundle import BundleError
+    from navdeploy.runtime import PolicyRuntime
+
+    try:
+        PolicyRuntime.load(bundle)
+        return with_overrides(bundle_config(bundle), args.overrides).env
+    except (BundleError, ConfigError, KeyError, TypeError, ValueError, RuntimeError) as err:
+        detail = f"{type(err).__name__}: {err}" if isinstance(err, (KeyError, TypeError, RuntimeError)) else str(err)
+        raise CliError(f"bundle {bundle}: {detail}") from None
 
 
 def bundle_config(bundle: str | Path):

@@ -33,7 +33,13 @@ from navsim.env import NavEnv
 from navsim.outcomes import OUTCOMES, Outcome
 from navsim.robot import slot_sizes
 from navsim.rooms import RoomBatch
-from navtrain.checkpoint import build_actor, config_from_checkpoint, load_checkpoint
+from navtrain.checkpoint import (
+    CheckpointError,
+    build_actor,
+    config_from_checkpoint,
+    load_checkpoint,
+    spec_differences,
+)
 
 ActFn = Callable[[TensorDict, torch.Tensor], torch.Tensor]
 
@@ -193,11 +199,30 @@ def evaluate_checkpoint(
     plot_rooms: int = 6,
 ) -> tuple[EvalResult, EpisodeTrace | None]:
     """The checkpoint's actor (mean action) on ``episodes`` unseen rooms."""
-    ckpt = load_checkpoint(checkpoint)
-    cfg = with_overrides(config_from_checkpoint(ckpt), overrides)
+    ckpt, cfg = checkpoint_for_evaluation(checkpoint, overrides)
     env, seed = eval_env(cfg, episodes, seed, num_envs, device)
     act = torch_actor(build_actor(ckpt, cfg, env.device))
     return run_rooms(env, act, cfg, episodes, seed, plot_rooms, "policy (checkpoint, torch)")
+
+
+def checkpoint_for_evaluation(
+    checkpoint: str | Path, overrides: Sequence[str] | None = None
+) -> tuple[dict[str, Any], NavConfig]:
+    """The checkpoint and its config with ``overrides``, checked before any env is built.
+
+    Raises CheckpointError (missing, unreadable or foreign file; an actor that does not fit; an
+    override that changes the policy observation, which the policy was not trained on) or
+    ConfigError (a malformed override)."""
+    ckpt = load_checkpoint(checkpoint)
+    trained = config_from_checkpoint(ckpt)
+    cfg = with_overrides(trained, overrides)
+    if cfg.policy_spec().fingerprint() != trained.policy_spec().fingerprint():
+        diffs = spec_differences(trained.policy_spec(), cfg.policy_spec())
+        raise CheckpointError(
+            "the overrides change the policy observation the checkpoint was trained on: " + "; ".join(diffs)
+        )
+    build_actor(ckpt, cfg)
+    return ckpt, cfg
 
 
 CONTROLLERS = ("policy", "dwa")

@@ -1,35 +1,46 @@
 """Export a training checkpoint to a deployment bundle.
 
-    python training/export.py --checkpoint logs/rsl_rl/nav/<run>/model_300.pt --out bundles/nav
+    python training/export.py --checkpoint logs/rsl_rl/nav/<run>/model_300.pt --out bundles/nav [--force]
 
 writes ``OUT/policy.onnx`` (self-contained: normaliser + actor MLP, raw mean action out, contract
 in the metadata), ``OUT/contract.json`` (the same contract, readable) and ``OUT/export_check.json``
-(the self-check numbers). Exits non-zero with the numbers when the self-check fails.
+(the self-check numbers). The bundle is written beside ``OUT``, checked, and renamed into place:
+a failed export leaves ``OUT`` as it was. ``OUT`` must be new, empty, or hold a bundle; re-exporting
+the same checkpoint replaces its bundle, a different bundle needs ``--force``.
+
+Exit codes: 0 done; 1 the self-check failed (numbers on stderr, ``OUT`` untouched); 2 bad input
+(checkpoint, config, arguments, output folder), found before the rollout. See docs/failures.md.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
+from navtrain.cli import EXIT_USAGE, OneLineParser, at_least, positive_float, report
+
+TOOL = "nav-export"
+
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = OneLineParser(prog=TOOL, description=__doc__.split("\n\n")[0])
     p.add_argument("--checkpoint", required=True, help="rsl_rl checkpoint (.pt) written by OnPolicyRunner.save")
     p.add_argument("--out", required=True, help="output directory of the bundle")
     p.add_argument(
         "--config", default=None, help="nav config YAML, used when the checkpoint has no infos['nav_config']"
     )
-    p.add_argument("--num-obs", type=int, default=1024, help="recorded observations for the self-check (>= 1000)")
-    p.add_argument("--num-envs", type=int, default=32, help="worlds rolled out to record observations")
-    p.add_argument("--tol", type=float, default=1e-5, help="max |ONNX - torch| allowed on the recorded observations")
+    p.add_argument(
+        "--num-obs", type=at_least(1000), default=1024, help="recorded observations for the self-check (>= 1000)"
+    )
+    p.add_argument("--num-envs", type=at_least(1), default=32, help="worlds rolled out to record observations")
+    p.add_argument(
+        "--tol", type=positive_float, default=1e-5, help="max |ONNX - torch| allowed on the recorded observations"
+    )
     p.add_argument("--device", default=None, help="Warp device of the recording rollout (default: cuda if any)")
+    p.add_argument("--force", action="store_true", help="replace a different bundle already in --out")
     args = p.parse_args(argv)
-    if args.num_obs < 1000:
-        p.error("--num-obs must be at least 1000")
 
-    from navtrain.export_onnx import ExportError, export_bundle
+    from navtrain.export_onnx import CHECK_FILE, ExportCheckError, ExportError, export_bundle
 
     try:
         path = export_bundle(
@@ -40,11 +51,15 @@ def main(argv: list[str] | None = None) -> int:
             num_envs=args.num_envs,
             tol=args.tol,
             device=args.device,
+            force=args.force,
         )
-    except (ExportError, FileNotFoundError) as err:
-        print(f"export failed: {err}", file=sys.stderr)
+    except ExportCheckError as err:
+        report(TOOL, f"self-check failed, {args.out} left as it was: {err}")
         return 1
-    check = json.loads((path.parent / "export_check.json").read_text())
+    except ExportError as err:
+        report(TOOL, err)
+        return EXIT_USAGE
+    check = json.loads((path.parent / CHECK_FILE).read_text())
     contract = json.loads((path.parent / "contract.json").read_text())
     print(f"wrote {path} and {path.parent / 'contract.json'}")
     print(

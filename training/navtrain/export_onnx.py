@@ -9,12 +9,23 @@ through :mod:`navdeploy.bundle`, and then checks itself:
 - onnxruntime against the torch actor on at least ``num_obs`` observations recorded by rolling
   the env out with the policy (max |delta| <= ``tol``, default 1e-5), else :class:`ExportCheckError`
   with the numbers.
+
+The export is atomic: the bundle is written into a temporary folder beside ``out_dir``, checked
+there, and only then renamed into place, so a failed (or interrupted) export leaves whatever was in
+``out_dir`` byte for byte. ``out_dir`` must be new, empty, or hold a bundle: re-exporting the same
+checkpoint (same ``source.checkpoint_sha256``) replaces its bundle silently, a different bundle is
+only replaced with ``force=True``, and a folder with other files is never replaced
+(:class:`ExportTargetError`, raised before the rollout).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
+import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +33,9 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
-from navdeploy.bundle import ONNX_FILE, make_contract
+from navdeploy.bundle import CONTRACT_FILE, ONNX_FILE, make_contract
 from navdeploy.spec import PolicySpec
-from navsim.config import NavConfig, to_dict
+from navsim.config import ConfigError, NavConfig, to_dict
 from navsim.observations import POLICY_GROUP
 from navtrain.checkpoint import CheckpointError, build_actor, config_from_checkpoint, load_checkpoint
 from navtrain.onnx_writer import MlpWeights, write_bundle
@@ -39,6 +50,102 @@ class ExportError(RuntimeError):
 
 class ExportCheckError(ExportError):
     """The exported ONNX does not reproduce the torch actor within tolerance."""
+
+
+class ExportTargetError(ExportError):
+    """The output folder cannot take the bundle (not writable, other files, a different bundle)."""
+
+
+CHECK_FILE = "export_check.json"
+BUNDLE_FILES = frozenset({ONNX_FILE, CONTRACT_FILE, CHECK_FILE})
+"""What an export writes; the only files an existing output folder may hold."""
+
+
+def check_export_target(out_dir: str | Path, checkpoint_sha256: str, force: bool = False) -> None:
+    """Can ``out_dir`` take the bundle of the checkpoint with this hash? ExportTargetError if not.
+
+    New or empty folder: yes. A folder holding the bundle of the same checkpoint: yes (re-export).
+    A folder holding another bundle (or one whose contract.json cannot be read): only with
+    ``force``. Anything else (a file, a folder with other files): never.
+    """
+    out = Path(out_dir)
+    if not out.exists():
+        ancestor = out.absolute().parent
+        while not ancestor.exists() and ancestor != ancestor.parent:
+            ancestor = ancestor.parent
+        if not ancestor.is_dir():
+            raise ExportTargetError(f"cannot create --out {out}: {ancestor} is not a folder")
+        if not os.access(ancestor, os.W_OK | os.X_OK):
+            raise ExportTargetError(f"cannot create --out {out}: {ancestor} is not writable")
+        return
+    if not out.is_dir():
+        raise ExportTargetError(f"--out {out} exists and is not a folder")
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise ExportTargetError(f"--out {out} is not writable")
+    try:
+        names = {p.name for p in out.iterdir()}
+    except OSError as err:
+        raise ExportTargetError(f"cannot list --out {out}: {err.strerror or err}") from None
+    foreign = sorted(names - BUNDLE_FILES)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+        raise ExportTargetError(
+            f"--out {out} holds files that are not part of a bundle ({shown}); export into a new or empty folder"
+        )
+    if not names or force:
+        return
+    contract_path = out / CONTRACT_FILE
+    try:
+        contract = json.loads(contract_path.read_text())
+        source = contract.get("source") or {}
+        old_sha, old_ckpt = source.get("checkpoint_sha256"), source.get("checkpoint", "?")
+    except FileNotFoundError:
+        raise ExportTargetError(
+            f"--out {out} holds an incomplete bundle (no {CONTRACT_FILE}); pass --force to replace it"
+        ) from None
+    except json.JSONDecodeError as err:
+        raise ExportTargetError(
+            f"--out {out}: {CONTRACT_FILE} is not valid JSON ({err.msg} at line {err.lineno} column {err.colno}); "
+            "pass --force to replace that bundle"
+        ) from None
+    except (OSError, AttributeError) as err:
+        raise ExportTargetError(
+            f"--out {out}: cannot read {CONTRACT_FILE} ({err}); pass --force to replace that bundle"
+        ) from None
+    if old_sha != checkpoint_sha256:
+        raise ExportTargetError(
+            f"--out {out} holds a different bundle (from checkpoint {old_ckpt}, fingerprint "
+            f"{contract.get('fingerprint', '?')}); pass --force to replace it"
+        )
+
+
+def _staging_dir(out: Path) -> Path:
+    """A fresh temporary folder beside ``out`` (same file system, so the final rename is atomic)."""
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.export-", dir=out.parent))
+    except OSError as err:
+        raise ExportTargetError(f"cannot write the bundle beside --out {out}: {err.strerror or err}") from None
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)  # a plain folder's mode, not mkdtemp's 0700
+    return tmp
+
+
+def _swap_into_place(staged: Path, out: Path) -> None:
+    """Rename the checked bundle onto ``out``; an existing ``out`` is moved aside first and removed
+    only once the new one is in place (restored if the rename fails)."""
+    if not out.exists():
+        os.rename(staged, out)
+        return
+    old = out.with_name(f".{out.name}.replaced-{os.getpid()}")
+    os.rename(out, old)
+    try:
+        os.rename(staged, out)
+    except BaseException:
+        os.rename(old, out)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def policy_spec_for(cfg: NavConfig) -> PolicySpec:
@@ -148,55 +255,70 @@ def export_bundle(
     tol: float = DEFAULT_TOL,
     device: str | None = None,
     observations: torch.Tensor | None = None,
+    force: bool = False,
 ) -> Path:
     """Export ``checkpoint_path`` to ``out_dir``/policy.onnx + contract.json and self-check it.
 
     ``device``: Warp device of the recording rollout (None: CUDA when Warp sees one, else CPU).
     ``observations``: recorded policy observations to check on instead of a fresh rollout (at
-    least ``num_obs`` of them). Returns the ONNX path. Raises ExportError / ExportCheckError.
+    least ``num_obs`` of them). ``force``: replace a different bundle in ``out_dir``. Returns the
+    ONNX path. Raises ExportError (ExportTargetError, ExportCheckError); ``out_dir`` is then
+    untouched.
     """
     ckpt_path = Path(checkpoint_path)
-    ckpt = load_checkpoint(ckpt_path)
+    out = Path(out_dir).absolute()
     try:
+        ckpt = load_checkpoint(ckpt_path)
         cfg = config_from_checkpoint(ckpt, config)
         actor = build_actor(ckpt, cfg)
     except CheckpointError as err:
-        raise ExportError(f"{ckpt_path}: {err}") from None
+        raise ExportError(f"{ckpt_path}: {err}" if str(ckpt_path) not in str(err) else str(err)) from None
+    except ConfigError as err:
+        raise ExportError(f"--config: {err}") from None
     spec = cfg.policy_spec()
     weights = actor_weights(actor, cfg.model.activation)
+    ckpt_sha = _sha256(ckpt_path)
+    check_export_target(out, ckpt_sha, force)
+    staged = _staging_dir(out)  # before the rollout: an unwritable place fails now, not minutes later
+    try:
+        if observations is None:
+            from navsim.env import resolve_device
 
-    if observations is None:
-        from navsim.env import resolve_device
+            dev = resolve_device(device or "auto")
+            observations = record_observations(actor, cfg, num_obs, num_envs=num_envs, device=dev)
+        if observations.shape[0] < num_obs or observations.shape[1] != spec.obs_dim:
+            raise ExportError(
+                f"need >= {num_obs} observations of width {spec.obs_dim}, got {tuple(observations.shape)}"
+            )
 
-        dev = resolve_device(device or "auto")
-        observations = record_observations(actor, cfg, num_obs, num_envs=num_envs, device=dev)
-    if observations.shape[0] < num_obs or observations.shape[1] != spec.obs_dim:
-        raise ExportError(f"need >= {num_obs} observations of width {spec.obs_dim}, got {tuple(observations.shape)}")
-
-    extra = {
-        "source": {
-            "checkpoint": ckpt_path.name,
-            "checkpoint_sha256": _sha256(ckpt_path),
-            "iteration": int(ckpt.get("iter", -1)),
-            "normalizer_count": int(getattr(actor.obs_normalizer, "count", torch.tensor(0))),
-            "model": {"hidden_dims": list(cfg.model.actor_hidden_dims), "activation": cfg.model.activation},
-            "nav_config": to_dict(cfg),
-        },
-    }
-    eps = float(weights.eps)
-    contract = make_contract(
-        spec,
-        cfg.action_scaling(),
-        cfg.env.control_period,
-        cfg.env.goal_tolerance,
-        eps,
-        extra,
-        robot_radius=cfg.env.robot.radius,
-    )
-    path = write_bundle(out_dir, weights, contract)
-    report = check_onnx(path, actor, observations, tol)
-    report_path = Path(out_dir) / "export_check.json"
-    import json
-
-    report_path.write_text(json.dumps({**report, "onnx_sha256": _sha256(path)}, indent=2) + "\n")
-    return Path(out_dir) / ONNX_FILE
+        extra = {
+            "source": {
+                "checkpoint": ckpt_path.name,
+                "checkpoint_sha256": ckpt_sha,
+                "iteration": int(ckpt.get("iter", -1)),
+                "normalizer_count": int(getattr(actor.obs_normalizer, "count", torch.tensor(0))),
+                "model": {"hidden_dims": list(cfg.model.actor_hidden_dims), "activation": cfg.model.activation},
+                "nav_config": to_dict(cfg),
+            },
+        }
+        eps = float(weights.eps)
+        contract = make_contract(
+            spec,
+            cfg.action_scaling(),
+            cfg.env.control_period,
+            cfg.env.goal_tolerance,
+            eps,
+            extra,
+            robot_radius=cfg.env.robot.radius,
+        )
+        path = write_bundle(staged, weights, contract)
+        report = check_onnx(path, actor, observations, tol)
+        (staged / CHECK_FILE).write_text(json.dumps({**report, "onnx_sha256": _sha256(path)}, indent=2) + "\n")
+        check_export_target(out, ckpt_sha, force)  # unchanged since the start (nobody wrote there meanwhile)
+        try:
+            _swap_into_place(staged, out)
+        except OSError as err:
+            raise ExportTargetError(f"cannot move the checked bundle to --out {out}: {err.strerror or err}") from None
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
+    return out / ONNX_FILE

@@ -7,6 +7,11 @@
 - Episode statistics come from the env through ``extras["log"]`` (rsl_rl's VecEnv contract) and
   go to TensorBoard through rsl_rl's own logger. :class:`ProgressLogger`, a subclass of that
   logger, prints one progress line per iteration instead of rsl_rl's multi-line report.
+- Interrupts (SIGINT / SIGTERM through :class:`StopSignals`) stop the run only where its state is
+  consistent: during the rollout at once (the weights are still those of the last update), but a
+  PPO update and every checkpoint write finish first; the interrupt then ends the run at that
+  iteration boundary. :meth:`NavRunner.save_interrupted` writes the last consistent state,
+  labelled with the last completed iteration; any further signal waits for that save.
 """
 
 from __future__ import annotations
@@ -14,7 +19,10 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import signal
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +40,15 @@ LATEST = "model_latest.pt"
 def atomic_torch_save(obj: Any, path: str | Path) -> None:
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as f:
-        torch.save(obj, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _episode_mean(ep_extras: list[dict[str, Any]], key: str) -> tuple[float, int]:
@@ -84,10 +96,68 @@ class ProgressLogger(Logger):
         )
 
 
+class StopSignals:
+    """SIGINT and SIGTERM as a request to stop at a consistent point.
+
+    Outside a :meth:`deferred` block the first signal raises KeyboardInterrupt at once. Inside one
+    (a PPO update, a checkpoint write) it is remembered and raised when the outermost block ends.
+    Once stopping, further signals only print that the run is finishing its save.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, tool: str = "nav-train") -> None:
+        self.tool = tool
+        self.requested: int | None = None
+        self.stopping = False
+        self._depth = 0
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        """Handle SIGINT and SIGTERM (main thread only); :meth:`restore` puts the old handlers back."""
+        for sig in self.SIGNALS:
+            self._previous[sig] = signal.signal(sig, self._handle)
+
+    def restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+
+    def _handle(self, signum: int, frame: object) -> None:
+        name = signal.Signals(signum).name
+        if self.stopping or self._depth:
+            if self.requested is None:
+                self.requested = signum
+                print(f"\n[train] {name}: stopping after the update or save in progress", file=sys.stderr, flush=True)
+            else:
+                print(f"\n[train] {name}: still saving, please wait", file=sys.stderr, flush=True)
+            return
+        self.requested = signum
+        self.stopping = True
+        raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Signals wait until the block (and any enclosing one) ends."""
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+        if self._depth == 0 and self.requested is not None and not self.stopping:
+            self.stopping = True
+            raise KeyboardInterrupt
+
+
 class NavRunner(OnPolicyRunner):
     def __init__(self, env: Any, train_cfg: dict, nav_cfg: NavConfig, log_dir: str | None, device: str = "cpu") -> None:
         self.nav_cfg = nav_cfg
+        self.stop = StopSignals()
+        self.completed_iteration: int | None = None
+        """The last iteration whose PPO update finished (or the resumed checkpoint's); None before any."""
+        self._next_iteration = 0
         super().__init__(env, train_cfg, log_dir=log_dir, device=device)
+        self._wrap_update()
         self.logger = ProgressLogger(
             log_dir=log_dir,
             cfg=self.cfg,
@@ -99,14 +169,49 @@ class NavRunner(OnPolicyRunner):
             device=self.device,
         )
 
+    # Interrupts --------------------------------------------------------------------------------
+    def _wrap_update(self) -> None:
+        """The PPO update runs with signals deferred, and counts as done only once it has finished:
+        the iteration number moves on together with the weights (rsl_rl sets it after the update)."""
+        update = self.alg.update
+
+        def update_whole() -> dict[str, float]:
+            with self.stop.deferred():
+                losses = update()
+                self.completed_iteration = self.current_learning_iteration = self._next_iteration
+                self._next_iteration += 1
+            return losses
+
+        self.alg.update = update_whole
+
+    def learn(self, num_learning_iterations: int, init_at_random_ep_len: bool = False) -> None:
+        self._next_iteration = self.current_learning_iteration
+        super().learn(num_learning_iterations, init_at_random_ep_len)
+
+    def save_interrupted(self, log_dir: str | Path) -> Path:
+        """Save the last consistent state as ``model_<it>_interrupted.pt`` (and ``model_latest.pt``).
+
+        ``<it>`` is the last completed iteration (the resumed one before the first update; 0 before
+        any update of a fresh run). Signals wait for the save."""
+        if self.completed_iteration is not None:
+            self.current_learning_iteration = self.completed_iteration
+        path = Path(log_dir) / f"model_{self.current_learning_iteration}_interrupted.pt"
+        self.save(str(path))
+        return path
+
     # Checkpoints -------------------------------------------------------------------------------
     def save(self, path: str, infos: dict | None = None) -> None:
-        saved = self.alg.save()
-        saved["iter"] = self.current_learning_iteration
-        saved["infos"] = {"nav_config": to_dict(self.nav_cfg), "obs_groups": self.cfg["obs_groups"], **(infos or {})}
-        atomic_torch_save(saved, path)
-        latest = Path(path).with_name(LATEST)
-        atomic_torch_save(saved, latest)
+        with self.stop.deferred():  # a signal never cuts a checkpoint or model_latest.pt short
+            saved = self.alg.save()
+            saved["iter"] = self.current_learning_iteration
+            saved["infos"] = {
+                "nav_config": to_dict(self.nav_cfg),
+                "obs_groups": self.cfg["obs_groups"],
+                **(infos or {}),
+            }
+            atomic_torch_save(saved, path)
+            latest = Path(path).with_name(LATEST)
+            atomic_torch_save(saved, latest)
 
     def load(
         self, path: str, load_cfg: dict | None = None, strict: bool = True, map_location: str | None = None
@@ -115,4 +220,5 @@ class NavRunner(OnPolicyRunner):
         if self.alg.load(loaded, load_cfg, strict):
             # The saved iteration has completed: continue with the next one.
             self.current_learning_iteration = int(loaded["iter"]) + 1
+            self.completed_iteration = int(loaded["iter"])
         return loaded["infos"] or {}

@@ -10,13 +10,18 @@ checkpoint, TensorBoard logs, evaluation and bundle are printed.
 
 Multi-GPU: ``torchrun --nproc_per_node=G training/train.py --device cuda`` (rsl_rl's
 distributed mode; each rank steps its own worlds on its own GPU).
+
+Bad input (config, overrides, sizes, a ``--resume`` checkpoint that is missing, corrupt or
+observes something else than the config) is one line on stderr and exit code 2, before the worlds
+are built. SIGINT / SIGTERM save the last consistent state and exit 130 (a PPO update in progress
+finishes first; a second signal waits for the save). A failed final export exits 1 and keeps the
+checkpoint and evaluation. See docs/failures.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 import time
 from datetime import datetime
@@ -25,21 +30,30 @@ from pathlib import Path
 import torch
 import yaml
 
-from navsim.config import DEFAULT_CONFIG, REPO_ROOT, ConfigError, load_config, to_dict
+from navsim.config import DEFAULT_CONFIG, REPO_ROOT, load_config, to_dict
+from navtrain.cli import EXIT_INTERRUPTED, EXIT_USAGE, CliError, OneLineParser, at_least, report
+
+TOOL = "nav-train"
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parse_args(argv: list[str] | None = None):
+    p = OneLineParser(prog=TOOL, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", default=str(DEFAULT_CONFIG), help="YAML config (default: conf/nav.yaml)")
-    p.add_argument("--num-envs", type=int, help="parallel worlds (default: env.num_envs, or cpu.num_envs on CPU)")
-    p.add_argument("--max-iterations", type=int, help="PPO iterations (default: runner.max_iterations / cpu.*)")
+    p.add_argument(
+        "--num-envs", type=at_least(1), help="parallel worlds (default: env.num_envs, or cpu.num_envs on CPU)"
+    )
+    p.add_argument(
+        "--max-iterations",
+        type=at_least(0),
+        help="PPO iterations (default: runner.max_iterations / cpu.*); 0 only with --no-export and without --resume",
+    )
     p.add_argument("--device", choices=["cpu", "cuda", "auto"], default="auto")
     p.add_argument("--run-name", default=None)
     p.add_argument("--resume", default=None, help="checkpoint to continue from (iteration count and LR continue)")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--no-eval", action="store_true", help="skip the final evaluation")
     p.add_argument("--no-export", action="store_true", help="skip the final ONNX export")
-    p.add_argument("--eval-episodes", type=int, default=None)
+    p.add_argument("--eval-episodes", type=at_least(1), default=None)
     p.add_argument("overrides", nargs="*", help="dotted config overrides, e.g. algorithm.learning_rate=1e-4")
     return p.parse_intermixed_args(argv)
 
@@ -47,18 +61,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def pick_device(requested: str) -> str:
     if requested == "cuda" or (requested == "auto" and torch.cuda.is_available()):
         if not torch.cuda.is_available():
-            raise SystemExit("--device cuda requested but torch sees no CUDA device")
+            raise CliError("--device cuda requested but torch sees no CUDA device")
         return f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
     return "cpu"
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    try:
+        return run(parse_args(argv))
+    except CliError as err:
+        report(TOOL, err)
+        return EXIT_USAGE
+
+
+def prepare(args) -> tuple:
+    """Everything that can be wrong with the input, checked before any world is built:
+    config and overrides, sizes, device, the --resume checkpoint, the run folder.
+    Returns (cfg, device, num_envs, iterations, log_dir, name)."""
+    from navtrain.checkpoint import CheckpointError, check_resume
+
     try:
         cfg = load_config(args.config, args.overrides)
-    except (ConfigError, ValueError) as err:
-        print(f"config error: {err}", file=sys.stderr)
-        return 2
+    except ValueError as err:  # ConfigError, and the observation / reward registries' errors
+        raise CliError(f"config error: {err}") from None
     device = pick_device(args.device)
     on_cpu = device == "cpu"
     num_envs = args.num_envs if args.num_envs is not None else (cfg.cpu.num_envs if on_cpu else cfg.env.num_envs)
@@ -67,6 +92,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.max_iterations is not None
         else (cfg.cpu.max_iterations if on_cpu else cfg.runner.max_iterations)
     )
+    if iterations == 0 and args.resume:
+        raise CliError("--max-iterations 0 with --resume continues nothing; give --max-iterations >= 1")
+    if iterations == 0 and not args.no_export:
+        raise CliError(
+            "--max-iterations 0 trains nothing, and an untrained policy cannot be exported; "
+            "add --no-export to save the untrained checkpoint, or train >= 1 iteration"
+        )
     if on_cpu:
         cfg.algorithm.num_mini_batches = cfg.cpu.num_mini_batches
     cfg.env.num_envs = num_envs
@@ -75,11 +107,11 @@ def main(argv: list[str] | None = None) -> int:
         cfg.env.seed = args.seed
     if args.run_name is not None:
         cfg.runner.run_name = args.run_name
-    torch.manual_seed(cfg.env.seed)
-
-    from navsim.env import NavEnv
-    from navtrain.ppo_config import runner_cfg
-    from navtrain.runner import LATEST, NavRunner
+    if args.resume:
+        try:
+            check_resume(args.resume, cfg)
+        except CheckpointError as err:
+            raise CliError(f"--resume: {err}") from None
 
     stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
     name = f"{stamp}_{cfg.runner.run_name}" if cfg.runner.run_name else stamp
@@ -87,48 +119,79 @@ def main(argv: list[str] | None = None) -> int:
     if not log_dir.is_absolute():
         log_dir = Path.cwd() / log_dir
     log_dir = log_dir / cfg.runner.experiment_name / name
-    log_dir.mkdir(parents=True, exist_ok=True)
-    (log_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    try:
+        log_dir.mkdir(parents=True, exist_ok=False)
+    except FileExistsError:
+        raise CliError(f"run folder {log_dir} exists already; give another --run-name") from None
+    except OSError as err:
+        raise CliError(f"cannot create the run folder {log_dir}: {err.strerror or err}") from None
+    try:
+        (log_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    except OSError as err:
+        raise CliError(f"cannot write in the run folder {log_dir}: {err.strerror or err}") from None
+    return cfg, device, num_envs, iterations, log_dir, name
+
+
+def run(args) -> int:
+    cfg, device, num_envs, iterations, log_dir, name = prepare(args)
+    torch.manual_seed(cfg.env.seed)
+
+    from navsim.env import NavEnv
+    from navtrain.ppo_config import runner_cfg
+    from navtrain.runner import LATEST, NavRunner, StopSignals
+
     print(
         f"[train] device {device} | {num_envs} worlds | {iterations} iterations x {cfg.runner.num_steps_per_env} steps"
         f" = {num_envs * cfg.runner.num_steps_per_env * iterations / 1e6:.1f}M env steps | logs {log_dir}",
         flush=True,
     )
     t0 = time.time()
-    print("[train] building the MuJoCo Warp worlds (first run compiles kernels, ~30-60 s on CPU)", flush=True)
-    env = NavEnv(cfg, num_envs=num_envs, device=device)
-    if cfg.env.init_at_random_ep_len:
-        env.randomize_episode_lengths()
-    train_cfg = runner_cfg(cfg, env.obs_manager.obs_groups())
-    runner = NavRunner(env, train_cfg, cfg, log_dir=str(log_dir), device=device)
-    if args.resume:
-        runner.load(args.resume)
-        print(
-            f"[train] resumed from {args.resume} at iteration {runner.current_learning_iteration}, "
-            f"learning rate {runner.alg.learning_rate:.2e}",
-            flush=True,
-        )
-    print(f"[train] ready in {time.time() - t0:.0f} s; obs groups {train_cfg['obs_groups']}", flush=True)
-
-    interrupted = False
-
-    def on_sigterm(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_sigterm)
-    try:
-        runner.learn(iterations, init_at_random_ep_len=False)
-    except KeyboardInterrupt:
-        interrupted = True
-        path = log_dir / f"model_{runner.current_learning_iteration}_interrupted.pt"
-        runner.save(str(path))
-        print(f"\n[train] interrupted: checkpoint saved to {path}", flush=True)
+    stop = StopSignals(TOOL)
+    stop.install()
+    runner = None
+    trained = False
     checkpoint = log_dir / LATEST
-    check_normalizer(runner)
-    print(f"[train] training took {(time.time() - t0) / 60:.1f} min", flush=True)
-    if interrupted:
-        return 130
+    try:
+        print("[train] building the MuJoCo Warp worlds (first run compiles kernels, ~30-60 s on CPU)", flush=True)
+        env = NavEnv(cfg, num_envs=num_envs, device=device)
+        if cfg.env.init_at_random_ep_len:
+            env.randomize_episode_lengths()
+        train_cfg = runner_cfg(cfg, env.obs_manager.obs_groups())
+        runner = NavRunner(env, train_cfg, cfg, log_dir=str(log_dir), device=device)
+        runner.stop = stop
+        if args.resume:
+            try:
+                runner.load(args.resume)
+            except (RuntimeError, KeyError, ValueError) as err:  # e.g. a critic of another shape
+                raise CliError(f"--resume: {args.resume} does not fit this run: {err}") from None
+            print(
+                f"[train] resumed from {args.resume} at iteration {runner.current_learning_iteration}, "
+                f"learning rate {runner.alg.learning_rate:.2e}",
+                flush=True,
+            )
+        print(f"[train] ready in {time.time() - t0:.0f} s; obs groups {train_cfg['obs_groups']}", flush=True)
+        runner.learn(iterations, init_at_random_ep_len=False)
+        trained = True
+        check_normalizer(runner)
+        print(f"[train] training took {(time.time() - t0) / 60:.1f} min", flush=True)
+        return finish(args, cfg, device, log_dir, name, checkpoint)
+    except KeyboardInterrupt:
+        stop.stopping = True  # any further signal waits for the save below
+        if runner is None:
+            report(TOOL, f"interrupted before training started; nothing saved (run folder {log_dir})")
+        elif trained:
+            report(TOOL, f"interrupted during the final evaluation or export; the trained checkpoint is {checkpoint}")
+        else:
+            path = runner.save_interrupted(log_dir)
+            what = "untrained state" if runner.completed_iteration is None else "last completed iteration"
+            report(TOOL, f"interrupted: {what} ({runner.current_learning_iteration}) saved to {path}")
+        return EXIT_INTERRUPTED
+    finally:
+        stop.restore()
 
+
+def finish(args, cfg, device: str, log_dir: Path, name: str, checkpoint: Path) -> int:
+    """The final evaluation and export of a finished run; a failed export exits 1."""
     outputs = {"checkpoint": str(checkpoint), "tensorboard": str(log_dir)}
     if not args.no_eval:
         from navtrain.evaluation import evaluate_checkpoint, plot_trace, write_json
@@ -146,13 +209,14 @@ def main(argv: list[str] | None = None) -> int:
         outputs["evaluation"] = str(log_dir / "eval.json")
         outputs["evaluation plot"] = str(log_dir / "eval.png")
     if not args.no_export:
+        from navtrain.export_onnx import ExportError, export_bundle
+
         try:
-            from navtrain.export_onnx import export_bundle
-        except ImportError as err:  # the exporter is part of the project; say so loudly if it is missing
-            print(f"[train] export skipped: {err}", file=sys.stderr)
-        else:
             bundle = export_bundle(checkpoint, log_dir / "bundle")
-            outputs["bundle"] = str(bundle)
+        except ExportError as err:
+            report(TOOL, f"export failed, no bundle written (checkpoint {checkpoint} kept): {err}")
+            return 1
+        outputs["bundle"] = str(bundle)
     print("[train] outputs:")
     for key, value in outputs.items():
         print(f"  {key:16s} {os.path.relpath(value, Path.cwd()) if value.startswith(str(REPO_ROOT)) else value}")
