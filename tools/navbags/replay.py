@@ -15,6 +15,11 @@ Each command is compared with (a) the command recorded in the bag for the same t
 offline reference (:mod:`navbags.reference`: the node's own safety controller, driven without ROS),
 and each state with both; every message of the bag gets a fate in the accounting (published and
 seen by which ticks, superseded, compared, annotation).
+
+What is published comes from :mod:`navbags.timeline`: a nav-bag-record bag as recorded; a
+third-party bag (no ``/clock``, no commands of this node) mapped onto the node's topics, with a
+``/clock`` the replay makes on a grid of the bag's stamps, compared with (b) only. A replay that
+compared no tick fails and says so.
 """
 
 from __future__ import annotations
