@@ -1,0 +1,130 @@
+"""The policy node process fails safe (issue 11): parameters that would disable a rule are refused at
+startup in one line with a non-zero exit, and a stalled /clock under use_sim_time still gets a zero
+command, a status and one log line at the control rate (real rclpy on loopback)."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import pytest
+
+import ros_helpers as h
+
+pytestmark = pytest.mark.ros
+
+
+@pytest.mark.parametrize(
+    "params, needle",
+    [
+        ({"stale_timeout": ".nan"}, "parameter 'stale_timeout' must be finite"),
+        ({"stale_timeout": ".inf"}, "parameter 'stale_timeout' must be finite"),
+        ({"clock_timeout": "-1.0"}, "parameter 'clock_timeout'"),
+        ({"v_max": ".inf"}, "parameter 'v_max'"),
+        ({"min_coverage": "2.0"}, "parameter 'min_coverage'"),
+        ({"max_fill_gap": "1.5"}, "parameter 'max_fill_gap' must be a whole number"),
+        ({"below_min": "ignore"}, "below_min must be one of"),
+    ],
+)
+def test_unusable_parameters_are_refused_in_one_line(tmp_path: Path, params: dict, needle: str) -> None:
+    h.require_ros()
+    cmd = [str(h.entry_point_script("policy_node")), *h.ros_args({"bundle_path": str(h.fixture_bundle()), **params})]
+    lease = h.DomainLease()
+    try:
+        with h.node_processes() as procs:
+            proc = h.NodeProc(cmd, lease.domain_id, tmp_path / "policy.log")
+            procs.append(proc)
+            code = proc.popen.wait(60)
+            out = proc.output()
+    finally:
+        lease.release()
+    assert code != 0, out[-2000:]
+    lines = [ln for ln in out.splitlines() if needle in ln]
+    assert len(lines) == 1 and lines[0].startswith("[nav_policy] startup failed:"), out[-2000:]
+    assert "Traceback" not in out
+
+
+def test_stalled_clock_gives_zero_status_and_one_log_line_at_the_control_rate(tmp_path: Path) -> None:
+    h.require_ros()
+    from geometry_msgs.msg import PoseStamped, Twist
+    from nav_msgs.msg import Odometry
+    from rosgraph_msgs.msg import Clock
+    from sensor_msgs.msg import LaserScan
+    from std_msgs.msg import String
+
+    from nav_policy.ros_common import GOAL_LATCHED_QOS, SENSOR_QOS
+
+    bundle = h.write_goal_seeking_bundle(tmp_path / "bundle")
+    params = {"bundle_path": str(bundle), "use_sim_time": True, "clock_timeout": 0.5}
+    cmd = [str(h.entry_point_script("policy_node")), *h.ros_args(params)]
+    lease = h.DomainLease()
+    try:
+        with h.node_processes() as procs:
+            proc = h.NodeProc(cmd, lease.domain_id, tmp_path / "policy.log")
+            procs.append(proc)
+            tn = h.RosSide(lease.domain_id, "clock_test")
+            try:
+                n = tn.node
+                clock_pub = n.create_publisher(Clock, "/clock", 10)
+                scan_pub = n.create_publisher(LaserScan, "/scan", SENSOR_QOS)
+                odom_pub = n.create_publisher(Odometry, "/odom", 10)
+                goal_pub = n.create_publisher(PoseStamped, "/goal_pose", GOAL_LATCHED_QOS)
+                cmds: list[tuple[float, float]] = []  # (wall time, vx)
+                status: list[dict] = []
+                n.create_subscription(Twist, "/cmd_vel", lambda m: cmds.append((time.monotonic(), m.linear.x)), 100)
+                n.create_subscription(String, "/nav_policy/status", lambda m: status.append(json.loads(m.data)), 100)
+                sim = {"t": 1.0}
+
+                def stamp(msg) -> None:
+                    msg.header.stamp.sec = int(sim["t"])
+                    msg.header.stamp.nanosec = int(round((sim["t"] % 1.0) * 1e9))
+
+                def publish(advance: bool) -> None:
+                    if advance:
+                        sim["t"] += 0.05
+                        c = Clock()
+                        c.clock.sec, c.clock.nanosec = int(sim["t"]), int(round((sim["t"] % 1.0) * 1e9))
+                        clock_pub.publish(c)
+                    s = LaserScan(angle_min=-math.pi, angle_increment=2 * math.pi / 72, range_min=0.05, range_max=6.0)
+                    s.header.frame_id, s.ranges = "base_link", [3.0] * 72
+                    stamp(s)
+                    o = Odometry()
+                    o.header.frame_id, o.child_frame_id = "odom", "base_link"
+                    o.pose.pose.orientation.w = 1.0
+                    stamp(o)
+                    scan_pub.publish(s)
+                    odom_pub.publish(o)
+
+                tn.spin_until(lambda: scan_pub.get_subscription_count() > 0, 30, "the policy node", procs)
+                g = PoseStamped()
+                g.header.frame_id = "odom"
+                g.pose.position.x = 3.0
+                goal_pub.publish(g)
+
+                def running(state: str, advance: bool, timeout: float) -> None:
+                    deadline = time.monotonic() + timeout
+                    while not (status and status[-1]["state"] == state):
+                        assert time.monotonic() < deadline, f"no {state}: {status[-3:]}\n{proc.output()[-3000:]}"
+                        publish(advance)
+                        tn.spin_for(0.05)
+
+                running("driving", True, 20)
+                assert cmds[-1][1] > 1.0
+                t_stop = time.monotonic()
+                running("clock_stalled", False, 5)  # /clock stops; the sensors keep talking
+                assert time.monotonic() - t_stop >= 0.5
+                t0, n0 = time.monotonic(), len(cmds)
+                tn.spin_for(1.0)
+                stalled = [c for c in cmds[n0:] if c[0] >= t0]
+                assert len(stalled) >= 6, f"zero at the control rate (10 Hz), got {len(stalled)} in 1 s"
+                assert all(vx == 0.0 for _, vx in stalled)
+                assert status[-1]["state"] == "clock_stalled" and "clock_timeout" in status[-1]["reason"]
+                assert proc.output().count("state -> clock_stalled") == 1
+                running("driving", True, 10)  # the clock comes back: so does the policy
+                assert proc.alive()
+            finally:
+                tn.close()
+    finally:
+        lease.release()
