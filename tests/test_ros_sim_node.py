@@ -155,3 +155,53 @@ def test_sim_node_takes_goals_from_the_topic_when_not_publishing_its_own() -> No
     finally:
         rclpy.shutdown(context=ctx)
         lease.release()
+
+
+def test_lockstep_without_a_policy_node_steps_at_once_and_says_why(tmp_path) -> None:
+    """Lockstep used to sleep 2 s silently on every tick with no policy node (300 ticks: 10 min)."""
+    h.require_ros()
+    cmd = [
+        str(h.entry_point_script("sim_node", "nav_policy_sim")),
+        *h.ros_args(
+            {
+                "seed": 3,
+                "num_episodes": 2,
+                "episode_length_s": 1.5,  # 15 ticks each
+                "lockstep": True,
+                "lockstep_timeout": 2.0,
+                "wait_for_policy_timeout": 0.0,
+            }
+        ),
+    ]
+    lease = h.DomainLease()
+    try:
+        with h.node_processes() as procs:
+            proc = h.NodeProc(cmd, lease.domain_id, tmp_path / "sim.log")
+            procs.append(proc)
+            t0 = time.monotonic()
+            code = proc.popen.wait(120)
+            wall = time.monotonic() - t0
+            out = proc.output()
+    finally:
+        lease.release()
+    assert code == 0, out[-3000:]
+    assert wall < 30, f"30 ticks took {wall:.1f} s: the sim waited per tick"
+    assert "lockstep: no /cmd_vel publisher (is the policy node running?)" in out, out[-3000:]
+    assert "all 2 episodes done" in out
+
+
+@pytest.mark.parametrize("param", ["real_time_factor:=.nan", "lockstep_timeout:=.inf", "num_episodes:=-1"])
+def test_sim_node_refuses_unusable_numbers(tmp_path, param: str) -> None:
+    h.require_ros()
+    cmd = [str(h.entry_point_script("sim_node", "nav_policy_sim")), "--ros-args", "-p", param]
+    lease = h.DomainLease()
+    try:
+        with h.node_processes() as procs:
+            proc = h.NodeProc(cmd, lease.domain_id, tmp_path / "sim.log")
+            procs.append(proc)
+            code = proc.popen.wait(60)
+            out = proc.output()
+    finally:
+        lease.release()
+    name = param.split(":=")[0]
+    assert code != 0 and f"parameter '{name}'" in out and "Traceback" not in out, out[-2000:]

@@ -8,7 +8,8 @@ action and runs ``physics_substeps`` physics steps.
 Pacing: ``real_time_factor`` 1 is real time, 10 ten times faster, 0 as fast as the CPU allows. In
 ``lockstep`` mode the sim instead waits, after each ``/clock`` tick, for the one ``/cmd_vel`` the
 policy's timer publishes for it (up to ``lockstep_timeout`` wall seconds): the fastest setting that
-still gives each command exactly one control period, as in training.
+still gives each command exactly one control period, as in training. Without any /cmd_vel
+publisher it does not wait at all: it steps with a zero command and logs that it does (every 5 s).
 
 Episodes: the room of episode ``k`` is the training generator's room for ``seed + k``. The sim
 publishes the episode's goal on the goal topic (transient local; the first one once a policy node
@@ -61,14 +62,16 @@ class SimNode(Node):
         self.exit_when_done = bool(p("exit_when_done", True).value)
         config_path = p("config_path", "").value
         self.lockstep = bool(p("lockstep", False).value)
-        self.rtf = declare_number(self, "real_time_factor", 1.0)
-        self.lockstep_timeout = declare_number(self, "lockstep_timeout", 2.0)
-        self.wait_for_policy = declare_number(self, "wait_for_policy_timeout", 30.0)
-        noise_std = declare_number(self, "noise_std", -1.0)
-        episode_length_s = declare_number(self, "episode_length_s", 0.0)
+        self.rtf = declare_number(self, "real_time_factor", 1.0, 0.0, 1e6)
+        self.lockstep_timeout = declare_number(self, "lockstep_timeout", 0.5, 0.0, 60.0, lo_open=True)
+        self.wait_for_policy = declare_number(self, "wait_for_policy_timeout", 30.0, 0.0, 3600.0)
+        noise_std = declare_number(self, "noise_std", -1.0, -1.0, 10.0)
+        episode_length_s = declare_number(self, "episode_length_s", 0.0, 0.0, 1e6)
         self.publish_goal = bool(p("publish_goal", True).value)
-        self.cmd_timeout = declare_number(self, "cmd_timeout", 0.5)
-        self.start_time = declare_number(self, "start_time", 1.0)
+        self.cmd_timeout = declare_number(self, "cmd_timeout", 0.5, 0.0, 60.0, lo_open=True)
+        self.start_time = declare_number(self, "start_time", 1.0, 0.0, 1e9)
+        if self.num_episodes < 0:
+            raise StartupError(f"parameter 'num_episodes' must be >= 0 (0 = endless), got {self.num_episodes}")
         scan_topic = p("scan_topic", "/scan").value
         odom_topic = p("odom_topic", "/odom").value
         cmd_topic = p("cmd_vel_topic", "/cmd_vel").value
@@ -104,6 +107,8 @@ class SimNode(Node):
         self.results: list[dict] = []
         self.done = False
         self._warned: set[str] = set()
+        self.lockstep_misses = 0  # ticks stepped without the policy's command (lockstep)
+        self._waiting_since: float | None = None  # wall time lockstep started stepping with no policy node
         self.running = False
         self._start_episode()
         self.get_logger().info(
@@ -175,6 +180,7 @@ class SimNode(Node):
             "start": [round(float(v), 4) for v in self.room.start],
             "goal": [round(float(v), 4) for v in goal],
             "final_pose": [round(float(v), 4) for v in self.world.pose()],
+            "lockstep_misses": self.lockstep_misses,
         }
         self.results.append(result)
         self.episode_pub.publish(String(data=json.dumps(result)))
@@ -253,6 +259,41 @@ class SimNode(Node):
             executor.spin_once(timeout_sec=0.05)
         self.get_logger().warn(f"no policy node after {self.wait_for_policy} s; running anyway")
 
+    def _lockstep_wait(self, executor, stop) -> None:
+        """Wait (wall time) for the policy's command of this tick, at most ``lockstep_timeout``.
+
+        With no /cmd_vel publisher at all there is nobody to wait for: the sim steps on at once with
+        a zero command and says so (every 5 s of wall time, with how many ticks ran unanswered),
+        instead of sleeping ``lockstep_timeout`` silently on every tick. A policy node that
+        appears later is waited for again from its first tick."""
+        if self.cmd_sub.get_publisher_count() == 0:
+            executor.spin_once(timeout_sec=0.0)
+            now = time.monotonic()
+            self.lockstep_misses += 1
+            if self._waiting_since is None or now - self._waiting_since >= 5.0:
+                self._waiting_since = now
+                self.get_logger().warn(
+                    f"lockstep: no /cmd_vel publisher (is the policy node running?); stepping with zero "
+                    f"command without waiting ({self.lockstep_misses} ticks unanswered so far)"
+                )
+            return
+        if self._waiting_since is not None:
+            self._waiting_since = None
+            self.get_logger().info("lockstep: /cmd_vel publisher connected; waiting for its command each tick")
+        before = self.cmd_count
+        deadline = time.monotonic() + self.lockstep_timeout
+        while self.cmd_count == before and not stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.lockstep_misses += 1
+                self._warn_once(
+                    "lockstep",
+                    f"lockstep: no /cmd_vel within lockstep_timeout {self.lockstep_timeout} s of a clock tick; "
+                    "stepping on (logged once; the count is in the episode reports)",
+                )
+                break
+            executor.spin_once(timeout_sec=min(left, 0.1))
+
     def run(self, executor, stop) -> None:
         self.wait_for_peers(executor, stop)
         self.running = True
@@ -263,17 +304,7 @@ class SimNode(Node):
             self.publish_state()
             k += 1
             if self.lockstep:
-                before = self.cmd_count
-                deadline = time.monotonic() + self.lockstep_timeout
-                while self.cmd_count == before and not stop.is_set():
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        self._warn_once(
-                            "lockstep",
-                            f"no /cmd_vel within {self.lockstep_timeout} s of a clock tick; stepping on (logged once)",
-                        )
-                        break
-                    executor.spin_once(timeout_sec=min(left, 0.1))
+                self._lockstep_wait(executor, stop)
             elif self.rtf > 0:
                 target = wall0 + k * self.world.control_period / self.rtf
                 while not stop.is_set():
