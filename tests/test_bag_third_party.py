@@ -349,3 +349,21 @@ def test_a_replay_of_zero_ticks_fails_and_says_so(tmp_path):
     (r,) = json.loads(out.read_text())
     assert r["ticks"] == 0 and r["max_delta_offline"] is None and not r["pass"]
     assert any("no control tick was compared" in p for p in r["problems"])
+
+
+@pytest.mark.ros
+def test_clock_watchdog_zeros_of_a_slow_replay_are_counted_not_compared(robot_bag, tmp_path):
+    """Paced at rate 1 (0.1 s wall between clocks) with the node's /clock watchdog at 20 ms, the node
+    publishes clock_stalled zeros between ticks: they are no control ticks and must not shift them."""
+    node = [console_script("policy_node"), "--ros-args", "-p", "clock_timeout:=0.02"]
+    rep = replay_bag(
+        robot_bag,
+        BUNDLE,
+        inputs=InputMap("/lidar/scan", "/wheel/odom", goal_xy=(2.0, 1.2)),
+        rate=1.0,
+        log_dir=tmp_path,
+        node_command=node,
+    )
+    assert rep.synthesized["/cmd_vel (clock watchdog)"]["zero"] > 0, rep.summary()
+    assert rep.ok() and rep.ticks == TICKS and rep.max_delta_offline == 0.0, rep.summary()
+    assert "clock_stalled" not in rep.node_states

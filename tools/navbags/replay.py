@@ -49,6 +49,8 @@ from navbags.reference import NodeParams, Reference, compute_reference, load_run
 from navbags.rosproc import DomainLease, NodeProc, RosSide, console_script, ros_args
 from navbags.timeline import NAV_POLICY, InputMap, Timeline, load_timeline
 
+CLOCK_STALLED = "clock_stalled"  # the node's wall-time /clock watchdog (navdeploy.controller.ClockWatchdog)
+
 
 @dataclass
 class ReplayReport:
@@ -289,6 +291,16 @@ def replay_timeline(
 
     node_cmds: list[list[float]] = []
     node_states: list[str] = []
+    stalled = [0]  # statuses of the node's wall-time /clock watchdog so far (not control ticks)
+
+    def on_status(m) -> None:
+        state = json.loads(m.data)["state"]
+        node_states.append(state)
+        stalled[0] += state == CLOCK_STALLED
+
+    def ticks_heard() -> int:
+        return len(node_states) - stalled[0]
+
     sent: set[int] = set()  # indices in ``messages`` published
     n_cmds = n_states = 0
     lease = DomainLease()
@@ -302,7 +314,7 @@ def replay_timeline(
         out_qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
         subs = [
             n.create_subscription(Twist, CMD, lambda m: node_cmds.append(_twist(m)), out_qos),
-            n.create_subscription(String, STATUS, lambda m: node_states.append(json.loads(m.data)["state"]), out_qos),
+            n.create_subscription(String, STATUS, on_status, out_qos),
         ]
         node_params = {"bundle_path": str(bundle), "use_sim_time": True, **params.ros_params()}
         cmd = list(node_command) if node_command else [console_script("policy_node")]
@@ -332,10 +344,12 @@ def replay_timeline(
             k = tick_of_clock.get(m.index)
             if k is not None:
                 ros.spin_until(
-                    lambda k=k: len(node_cmds) > k and len(node_states) > k, timeout, f"the node's command of tick {k}"
+                    lambda k=k: ticks_heard() > k and len(node_cmds) >= len(node_states),
+                    timeout,
+                    f"the node's command of tick {k}",
                 )
-                if len(node_cmds) != k + 1:
-                    problems.append(f"tick {k}: {len(node_cmds)} commands received so far, expected {k + 1}")
+                if ticks_heard() != k + 1:
+                    problems.append(f"tick {k}: {ticks_heard()} ticks' commands received so far, expected {k + 1}")
         ros.spin_until(lambda: len(node_states) >= len(node_cmds), timeout, "the last status")
         n_cmds = len(node_cmds)
         n_states = len(node_states)
@@ -347,6 +361,20 @@ def replay_timeline(
         ros.close()
         lease.release()
     wall = time.monotonic() - t_start
+
+    # The node pairs each command with one status (command first). Under use_sim_time its wall-time
+    # watchdog publishes a zero with state clock_stalled while /clock does not advance (a slow replay,
+    # --rate well under 1): those are no control ticks; they are counted, checked zero, not compared.
+    if n_cmds != n_states:
+        problems.append(f"the node published {n_cmds} commands and {n_states} statuses")
+    watchdog = [k for k, s in enumerate(node_states[:n_states]) if s == CLOCK_STALLED]
+    for k in watchdog:
+        if k < n_cmds and any(v != 0.0 for v in node_cmds[k]):
+            problems.append(f"a clock_stalled command {node_cmds[k]} is not exactly zero")
+    keep = [k for k in range(min(n_cmds, n_states)) if node_states[k] != CLOCK_STALLED]
+    node_cmds = [node_cmds[k] for k in keep]
+    node_states = [node_states[k] for k in keep]
+    n_cmds = n_states = len(keep)
 
     nt = len(ref.ticks)
     if nt == 0:
@@ -407,6 +435,8 @@ def replay_timeline(
             if m.topic not in TOPICS:
                 problems.append(f"unknown topic {m.topic} in the bag")
                 break
+    if watchdog:
+        synthesized["/cmd_vel (clock watchdog)"] = {"zero": len(watchdog), "not compared": len(watchdog)}
     return ReplayReport(
         bag=str(tl.bag),
         ticks=nt,
