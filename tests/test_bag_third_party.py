@@ -367,3 +367,14 @@ def test_clock_watchdog_zeros_of_a_slow_replay_are_counted_not_compared(robot_ba
     assert rep.synthesized["/cmd_vel (clock watchdog)"]["zero"] > 0, rep.summary()
     assert rep.ok() and rep.ticks == TICKS and rep.max_delta_offline == 0.0, rep.summary()
     assert "clock_stalled" not in rep.node_states
+
+
+def test_tick_grid_follows_the_control_period_parameter(robot_bag, runtime):
+    from navbags.reference import NodeParams
+
+    inputs = InputMap("/lidar/scan", "/wheel/odom", goal_xy=(2.0, 1.2))
+    tl = load_timeline(robot_bag, runtime.contract, NodeParams(control_period=0.25), inputs)
+    ref = compute_reference(tl.messages, runtime, tl.params)
+    steps = np.diff([t.t_ns for t in ref.ticks])
+    assert len(ref.ticks) == 14 and np.all(steps == 250_000_000) and "every 0.25 s" in tl.description
+    assert all(t.t_ns % 250_000_000 == 0 for t in ref.ticks)  # the node's timer grid n * period
