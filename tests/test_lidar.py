@@ -11,7 +11,9 @@ import torch
 
 from conftest import empty_rooms, place_obstacle
 from navdeploy.scan import beam_angles
+from navsim.lidar import BatchedLidar
 from navsim.robot import OBSTACLE_HALF_HEIGHT
+from navsim.sectors import FovFill, SectorRays
 from navsim.sim_world import Room, SimWorld, compile_world_model
 
 NUM_WORLDS = 16
@@ -56,9 +58,16 @@ def test_beam_order_and_frame(obstacle_free_env):
     """Beam i points at -pi + i * 5 degrees in the body frame, counter-clockwise (0 = forward):
     the robot side's layout (navdeploy.scan.BeamLayout) is the one the kernel casts."""
     env = obstacle_free_env
-    angles = torch.as_tensor(beam_angles(72), dtype=torch.float32)
-    assert torch.equal(torch.as_tensor(env.lidar.beam_cos.numpy()), torch.cos(angles))
-    assert torch.equal(torch.as_tensor(env.lidar.beam_sin.numpy()), torch.sin(angles))
+    rays = env.lidar.rays
+    k = rays.rays_per_beam
+    assert k == env.env_cfg.lidar.rays_per_beam
+    # Each sector's sub-rays run from one edge of the sector to the other, centred on the beam.
+    sub = unwrapped(rays)
+    assert np.allclose(sub.mean(axis=1), beam_angles(72), atol=1e-12)
+    assert np.allclose(sub[:, -1] - sub[:, 0], 2 * math.pi / 72 if k > 1 else 0.0, atol=1e-12)
+    ray = torch.as_tensor(rays.ray_angles, dtype=torch.float32)
+    assert torch.equal(torch.as_tensor(env.lidar.ray_cos.numpy()), torch.cos(ray))
+    assert torch.equal(torch.as_tensor(env.lidar.ray_sin.numpy()), torch.sin(ray))
     half = env.env_cfg.room.size / 2
     rooms = empty_rooms(env, start=(1.0, 0.5, 0.0))
     rooms.start[1, 2] = math.pi / 2  # world 1 faces +y
@@ -71,8 +80,12 @@ def test_beam_order_and_frame(obstacle_free_env):
     assert scan[0, right] == pytest.approx(half + 0.5, abs=1e-3)
     assert scan[1, ahead] == pytest.approx(half - 0.5, abs=1e-3)  # +y wall
     assert scan[1, left] == pytest.approx(half + 1.0, abs=1e-3)  # left of +y is -x
-    # A diagonal beam (45 degrees left of forward, beam 45) reads the corner geometry: x wall at 3 m.
-    assert scan[0, 45] == pytest.approx(min((half - 1.0), (half - 0.5)) * math.sqrt(2), abs=1e-3)
+    # A diagonal beam (45 degrees left of forward, beam 45) reads the minimum over its sector
+    # [42.5, 47.5] degrees (one centre ray: 45 degrees only): the +x wall 3 m ahead reads
+    # 3 / cos(phi), least at the sector's lower edge; the +y wall 3.5 m left 3.5 / sin(phi).
+    lo, hi = (42.5, 47.5) if env.lidar.rays.rays_per_beam > 1 else (45.0, 45.0)
+    want = min((half - 1.0) / math.cos(math.radians(lo)), (half - 0.5) / math.sin(math.radians(hi)))
+    assert scan[0, 45] == pytest.approx(want, abs=1e-3)
 
 
 def test_no_return_reads_max_range_and_policy_scan_is_noisy(make_env):
@@ -121,3 +134,87 @@ def test_c_mujoco_world_model_keeps_slot_yaw_that_a_plain_compile_drops():
         want = [c, -s, 0, s, c, 0, 0, 0, 1] if keeps_yaw else np.eye(3).ravel()  # plain: yaw silently dropped
         assert np.allclose(data.geom_xmat[box], want)
     assert prepared.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_MIDPHASE  # moved obstacles collide
+
+
+# ------------------------------------------------------------------------------------------------
+# The sector rule (navsim.sectors): sub-rays, field of view, the runtime's fill.
+
+
+def test_one_ray_per_beam_is_the_beam_centre_and_casts_the_beams_directly(random_room_env):
+    """rays_per_beam 1 reproduces the lidar before issue 10: the rays are the beams themselves
+    (same float32 directions, no second pass), and a sub-ray scan is never farther than it."""
+    env = random_room_env
+    one = SectorRays(72, 1)
+    assert one.num_rays == 72 and np.array_equal(one.ray_angles, beam_angles(72))
+    lidar = BatchedLidar(
+        env.mj_model, env.m, env.d, env.num_envs, 72, 6.0, env.mj_model.body("base").id, env.device, rays=one
+    )
+    assert lidar._direct
+    centre = lidar.scan(env.pose())
+    many = env.lidar.scan(env.pose())
+    if env.lidar.rays.rays_per_beam % 2 == 1:  # odd K keeps the centre ray among its sub-rays
+        assert (many <= centre + 1e-5).all()
+    assert (many < centre - 0.05).any()  # and sees more: obstacle edges inside the sectors
+
+
+def unwrapped(rays: SectorRays) -> np.ndarray:
+    """(B, K) sub-ray angles of each sector, continuous across the +-pi seam (the last sector's
+    far edge is ray 0, at -pi - d/2)."""
+    sub = rays.ray_angles[rays.windows]
+    return sub + 2 * math.pi * (sub < sub[:, :1] - math.pi)
+
+
+@pytest.mark.parametrize("k", [2, 3, 11, 21])
+def test_sub_rays_span_the_closed_sector_and_share_its_edges(k):
+    rays = SectorRays(72, k)
+    d = 2 * math.pi / 72
+    assert rays.num_rays == 72 * (k - 1)  # an edge ray serves both neighbours
+    sub = unwrapped(rays)
+    lo, hi = beam_angles(72) - d / 2, beam_angles(72) + d / 2
+    assert np.allclose(np.sort(sub, axis=1)[:, 0], lo) and np.allclose(np.sort(sub, axis=1)[:, -1], hi)
+    assert np.allclose(np.diff(sub, axis=1), d / (k - 1))
+    assert np.array_equal(rays.windows[1:, 0], rays.windows[:-1, -1])  # shared edges
+    assert rays.windows[0, 0] == rays.windows[-1, -1]  # wrap-around
+    assert rays.seen.all()
+
+
+def test_field_of_view_masks_sub_rays_and_sectors():
+    rays = SectorRays(72, 3, fov_deg=270.0)
+    ang = beam_angles(72)
+    assert np.array_equal(rays.seen, np.abs(ang) <= 0.75 * math.pi + 1e-9)
+    edge = int(np.argmin(np.abs(ang - 0.75 * math.pi)))  # the +135 degree sector: half inside
+    assert rays.window_valid[edge].tolist() == [True, True, False]
+    with pytest.raises(ValueError, match="fov_deg"):
+        SectorRays(72, 3, fov_deg=0.0)
+    with pytest.raises(ValueError, match="rays_per_beam"):
+        SectorRays(72, 0)
+
+
+@pytest.mark.parametrize(("fill", "value"), [("nearest", None), ("max_range", None), ("constant", 0.5)])
+def test_fov_fill_is_the_runtimes_fill(fill, value):
+    """The batched fill equals navdeploy.scan.resample_scan on the same scans, for each policy."""
+    from navdeploy.scan import ScanInput, resample_scan
+
+    rays = SectorRays(72, 5, fov_deg=240.0)
+    ff = FovFill(rays.seen, 6.0, fill, value)
+    assert ff.active and ff.unseen.shape[0] == 72 - rays.seen.sum()
+    rng = np.random.default_rng(4)
+    scans = rng.uniform(0.1, 6.0, (20, 72))
+    ours = ff.apply(scans)
+    for s, o in zip(scans, ours, strict=True):
+        want = resample_scan(ScanInput.training_beams(np.where(rays.seen, s, np.nan), 72), 72, 6.0, fill, value)
+        assert np.array_equal(o, want)
+    assert np.array_equal(ours[:, rays.seen], scans[:, rays.seen])
+
+
+def test_fov_in_training_fills_unseen_sectors_after_the_noise(make_env):
+    env = make_env(4, "env.init_at_random_ep_len=false", "env.lidar.fov_deg=180", "env.lidar.noise_std=0.05")
+    env.reset(empty_rooms(env))
+    seen = torch.as_tensor(env.lidar.rays.seen)
+    unseen = torch.nonzero(~seen)[:, 0]
+    ff = env.lidar.fill
+    for scan in (env.scan, env.scan_clean):
+        src = torch.where(ff.source_valid, scan[:, ff.sources], torch.inf).amin(dim=-1)
+        assert torch.equal(scan[:, unseen], src)  # nearest seen sector's (noisy) value
+    assert not torch.equal(env.scan[:, unseen], env.scan_clean[:, unseen])
+    assert (env.get_observations()["policy"][:, :72] == env.scan / env.dims.max_range).all()

@@ -73,6 +73,26 @@ def test_scan_matches_the_training_lidar(env_and_rooms, world: SimWorld) -> None
         assert np.abs(ours - warp_scan[i]).max() < 2e-3, f"room {room.seed}"
 
 
+def test_scan_follows_the_training_rule_with_a_field_of_view(make_env) -> None:
+    """The sim node publishes what training sees with a 270-degree lidar too: same sub-rays, same
+    unseen sectors, filled by the same (runtime's) rule."""
+    over = [
+        "env.lidar.noise_std=0.0",
+        "env.init_at_random_ep_len=false",
+        "env.auto_reset=false",
+        "env.lidar.fov_deg=270",
+    ]
+    fov_world = SimWorld(load_config(overrides=over))
+    rooms = [fov_world.make_room(s) for s in SEEDS]
+    env = make_env(len(SEEDS), *over)
+    env.reset(_batch(rooms))
+    assert np.array_equal(fov_world.lidar.rays.seen, env.lidar.rays.seen) and not env.lidar.rays.seen.all()
+    assert fov_world.lidar.rays.rays_per_beam == env.lidar.rays.rays_per_beam == env.env_cfg.lidar.rays_per_beam
+    for i, room in enumerate(rooms):
+        fov_world.reset(room)
+        assert np.abs(fov_world.scan(noise=False) - env.scan[i].numpy()).max() < 2e-3, f"room {room.seed}"
+
+
 def test_commands_move_the_robot_as_in_training(env_and_rooms, world: SimWorld) -> None:
     """Identical body-frame commands (incl. turning, so the body->world rotation matters) give
     identical trajectories in both simulators while nothing is hit."""

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from navdeploy.action import ActionScaling
+from navdeploy.scan import ScanOptions
 from navdeploy.spec import PolicySpec, policy_spec_from_config
 from navdeploy.terms import SensorDims
 
@@ -50,6 +51,14 @@ class LidarCfg:
     num_beams: int = 72
     max_range: float = 6.0
     noise_std: float = 0.01  # Gaussian range noise in training [m]; truth_scan_clean has none
+    # Each beam is the minimum over its sector (the robot's rule, navdeploy.scan.resample_scan),
+    # rendered with this many sub-rays from sector edge to edge; 1 = the sector centre only (the
+    # readings before issue 10). Chosen by nav-benchmark-sim --rays-per-beam (docs/simulator.md).
+    rays_per_beam: int = 21
+    # Field of view centred on forward [deg]; sectors outside it are filled by the runtime's rule.
+    fov_deg: float = 360.0
+    fov_fill: str = "nearest"  # navdeploy.scan fill policy for unseen sectors: nearest, max_range, constant
+    fov_fill_value: float | None = None  # [m], for fov_fill: constant
 
 
 @dataclass
@@ -319,6 +328,7 @@ def validate(cfg: NavConfig) -> None:
     """Cross-field checks that a type alone cannot express."""
     from navsim.observations import validate_observation_cfg
     from navsim.rewards import validate_reward_cfg
+    from navsim.sectors import SectorRays
 
     e = cfg.env
     positive = {
@@ -343,6 +353,18 @@ def validate(cfg: NavConfig) -> None:
         raise ConfigError("env.room.num_obstacles must satisfy 0 <= min <= max <= num_cylinder_slots + num_box_slots")
     if e.lidar.num_beams < 1 or e.lidar.max_range <= 0:
         raise ConfigError("env.lidar needs num_beams >= 1 and max_range > 0")
+    if e.lidar.rays_per_beam < 1:
+        raise ConfigError(f"env.lidar.rays_per_beam must be >= 1, got {e.lidar.rays_per_beam}")
+    if not 0.0 < e.lidar.fov_deg <= 360.0:
+        raise ConfigError(f"env.lidar.fov_deg must be in (0, 360], got {e.lidar.fov_deg}")
+    try:
+        ScanOptions(fill=e.lidar.fov_fill, fill_value=e.lidar.fov_fill_value)
+    except ValueError as err:
+        raise ConfigError(f"env.lidar.fov_fill: {err}") from None
+    try:
+        SectorRays(e.lidar.num_beams, e.lidar.rays_per_beam, e.lidar.fov_deg)
+    except ValueError as err:
+        raise ConfigError(f"env.lidar: {err}") from None
     if e.robot.radius <= 0 or 2 * (e.robot.radius + e.room.wall_margin) >= e.room.size:
         raise ConfigError("env.robot.radius must be > 0 and the robot must fit in the room with its wall margin")
     validate_observation_cfg(cfg.observations)

@@ -34,6 +34,7 @@ from navsim.outcomes import OUTCOMES
 from navsim.rewards import RewardManager, RewardState
 from navsim.robot import OBSTACLE_HALF_HEIGHT, PARK_Z, build_mjcf, geom_ids, slot_sizes
 from navsim.rooms import RoomBatch, RoomGeometry, generate_rooms
+from navsim.sectors import FovFill, SectorRays
 
 
 @wp.kernel
@@ -122,6 +123,8 @@ class NavEnv(VecEnv):
         self.contact_dist = wp.to_torch(self.d.contact.dist)
         self._contact_index = torch.arange(self.contact_world.shape[0], device=self.device)
         robot_body = self.mj_model.body("base").id
+        lcfg = ecfg.lidar
+        self.sector_rays = SectorRays(self.dims.num_beams, lcfg.rays_per_beam, lcfg.fov_deg)
         self.lidar = BatchedLidar(
             self.mj_model,
             self.m,
@@ -131,6 +134,8 @@ class NavEnv(VecEnv):
             self.dims.max_range,
             robot_body,
             self.device,
+            rays=self.sector_rays,
+            fill=FovFill(self.sector_rays.seen, self.dims.max_range, lcfg.fov_fill, lcfg.fov_fill_value),
         )
         self._graph = None
         self.command = torch.zeros(self.num_envs, 3, device=self.device)  # body-frame [vx, vy, wz]
@@ -352,14 +357,16 @@ class NavEnv(VecEnv):
     def _observe(self, contact: torch.Tensor) -> None:
         pose = self.pose()
         twist = self.body_twist()
-        clean = self.lidar.scan(pose)
+        # Sector minima (env.lidar.rays_per_beam sub-rays each); outside the field of view the
+        # runtime's fill, applied after the noise as the robot fills from its noisy readings.
+        raw = self.lidar.scan(pose)
         noise = self.env_cfg.lidar.noise_std
         if noise > 0:
-            noisy = clean + noise * torch.randn(clean.shape, generator=self.noise_gen, device=self.device)
-            self.scan = noisy.clamp(0.0, self.dims.max_range)
+            noisy = raw + noise * torch.randn(raw.shape, generator=self.noise_gen, device=self.device)
+            self.scan = self.lidar.fill(noisy.clamp(0.0, self.dims.max_range))
         else:
-            self.scan = clean.clone()
-        self.scan_clean = clean.clone()
+            self.scan = self.lidar.fill(raw)
+        self.scan_clean = self.lidar.fill(raw)
         dist, direction = self.geometry.nearest(self.rooms, pose[:, None, :2])
         c, s = torch.cos(pose[:, 2]), torch.sin(pose[:, 2])
         dx, dy = direction[:, 0, 0], direction[:, 0, 1]

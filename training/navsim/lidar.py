@@ -1,19 +1,27 @@
-"""The planar lidar: ``num_beams`` horizontal rays per world, cast once per control step.
+"""The planar lidar: ``num_beams`` sector readings per world, cast once per control step.
 
 Beam ``i`` points at ``angle_min + i * increment`` in the body frame (0 = forward, counter-
 clockwise positive), ``angle_min = -pi`` and ``increment = 2 pi / num_beams``: a 360 degree scan
 as a ROS LaserScan describes it. The robot side owns that layout (``navdeploy.scan.BeamLayout``);
-the simulator takes its beams from there. Rays leave the robot centre at LIDAR_HEIGHT and ignore the
-robot's own geoms. A beam with no return within ``max_range`` reads ``max_range``.
+the simulator takes its beams from there. Each beam reads the robot's scan rule
+(``navdeploy.scan.resample_scan``): the *minimum* over its sector, rendered with
+``env.lidar.rays_per_beam`` sub-rays per sector (``navsim.sectors``: 1 = the sector centre only,
+the lidar's readings before issue 10; K >= 2 = K rays from edge to edge). Sectors outside
+``env.lidar.fov_deg`` are filled by the runtime's fill rule (``navsim.sectors.FovFill``). Rays
+leave the robot centre at LIDAR_HEIGHT and ignore the robot's own geoms. No return within
+``max_range`` reads ``max_range``.
 
 The rays are cast by a Warp kernel specialised to this world: every collidable geom is a vertical
 cylinder or a box rotated about z (walls, obstacles), and the rays are horizontal, so each
 ray-geom test is exact 2D geometry (ray-circle, ray-oriented-rectangle) plus a height check.
 The kernel reads the geoms' world poses from MuJoCo Warp's ``geom_xpos`` / ``geom_xmat`` (so it
-sees each world's own layout) and their sizes from the model. It agrees with C MuJoCo's
-``mj_multiRay`` (``navsim.sim_world``, see tests/test_lidar.py); on this 2-core CPU it cast 67k scans/s at 1024 worlds
-where the general ``mujoco_warp.rays`` cast 3.5k/s (side by side in one process, on a loaded
-machine: a ratio, not absolute speeds).
+sees each world's own layout) and their sizes from the model; a second kernel takes each sector's
+minimum over its sub-rays. It agrees with C MuJoCo's ``mj_multiRay`` (``navsim.sim_world``, see
+tests/test_lidar.py) and with an independent 2D ray caster through the robot's resampling
+(tests/test_lidar_parity.py); on this 2-core CPU the one-ray kernel cast 67k scans/s at 1024
+worlds where the general ``mujoco_warp.rays`` cast 3.5k/s (side by side in one process, on a
+loaded machine: a ratio, not absolute speeds). ``nav-benchmark-sim --rays-per-beam ...`` measures
+the cost and the accuracy of each sub-ray count.
 """
 
 from __future__ import annotations
@@ -24,8 +32,8 @@ import numpy as np
 import torch
 import warp as wp
 
-from navdeploy.scan import beam_angles
 from navsim.robot import LIDAR_HEIGHT
+from navsim.sectors import FovFill, SectorRays
 
 GEOM_CYLINDER = int(mujoco.mjtGeom.mjGEOM_CYLINDER)
 GEOM_BOX = int(mujoco.mjtGeom.mjGEOM_BOX)
@@ -45,6 +53,8 @@ def _planar_scan(
     max_range: float,
     dist_out: wp.array2d[wp.float32],
 ):
+    """One thread per (world, ray): the range along ray ``beam`` (body-frame direction
+    ``beam_cos``, ``beam_sin``), ``max_range`` when nothing is hit before it."""
     world, beam = wp.tid()
     px = pose[world, 0]
     py = pose[world, 1]
@@ -112,6 +122,28 @@ def _planar_scan(
     dist_out[world, beam] = best
 
 
+@wp.kernel
+def _sector_min(
+    ray_dist: wp.array2d[wp.float32],
+    windows: wp.array2d[wp.int32],
+    window_valid: wp.array2d[wp.int32],
+    unseen_value: float,
+    dist_out: wp.array2d[wp.float32],
+):
+    """One thread per (world, sector): the minimum over the sector's sub-rays inside the field of
+    view; ``unseen_value`` for a sector with none (the fill replaces it)."""
+    world, beam = wp.tid()
+    best = unseen_value
+    found = wp.int32(0)
+    for k in range(windows.shape[1]):
+        if window_valid[beam, k] != 0:
+            v = ray_dist[world, windows[beam, k]]
+            if found == 0 or v < best:
+                best = v
+            found = wp.int32(1)
+    dist_out[world, beam] = best
+
+
 def _scan_geoms(mj_model: mujoco.MjModel, robot_body: int) -> tuple[np.ndarray, np.ndarray]:
     ids, kinds = [], []
     for g in range(mj_model.ngeom):
@@ -128,8 +160,35 @@ def _scan_geoms(mj_model: mujoco.MjModel, robot_body: int) -> tuple[np.ndarray, 
     return np.array(ids, dtype=np.int32), np.array(kinds, dtype=np.int32)
 
 
+class TorchFovFill:
+    """:class:`navsim.sectors.FovFill` on batched torch scans (the same map, on the device)."""
+
+    def __init__(self, fill: FovFill, device: torch.device) -> None:
+        self.active = fill.active
+        self.unseen = torch.as_tensor(fill.unseen, dtype=torch.long, device=device)
+        self.sources = torch.as_tensor(fill.sources, dtype=torch.long, device=device)
+        self.source_valid = torch.as_tensor(fill.source_valid, device=device)
+        self.has_source = self.source_valid.any(dim=1)
+        self.constant = torch.as_tensor(fill.constant, dtype=torch.float32, device=device)
+
+    def __call__(self, scan: torch.Tensor) -> torch.Tensor:
+        """(N, B) ranges -> a copy with the unseen sectors filled (seen sectors untouched)."""
+        out = scan.clone()
+        if not self.active:
+            return out
+        vals = torch.where(self.source_valid, scan[:, self.sources], torch.inf).amin(dim=-1)
+        out[:, self.unseen] = torch.where(self.has_source, vals, self.constant)
+        return out
+
+
 class BatchedLidar:
-    """Casts ``num_beams`` horizontal rays per world from each robot's pose (planar Warp kernel)."""
+    """Casts the sector readings of every world from each robot's pose (planar Warp kernels).
+
+    ``rays`` (:class:`navsim.sectors.SectorRays`) sets the sub-rays and the field of view;
+    :meth:`scan` returns the sector minima, with unseen sectors (field of view under 360 degrees)
+    holding ``max_range`` until :attr:`fill` replaces them. ``rays`` defaults to one centre ray
+    per beam over 360 degrees.
+    """
 
     def __init__(
         self,
@@ -141,30 +200,46 @@ class BatchedLidar:
         max_range: float,
         robot_body: int,
         device: torch.device,
+        rays: SectorRays | None = None,
+        fill: FovFill | None = None,
     ) -> None:
         self.m, self.d = m, d
         self.max_range = float(max_range)
         self.num_worlds, self.num_beams = num_worlds, num_beams
-        ang = torch.as_tensor(beam_angles(num_beams), dtype=torch.float32, device=device)
-        self.beam_cos = wp.from_torch(torch.cos(ang).contiguous())
-        self.beam_sin = wp.from_torch(torch.sin(ang).contiguous())
-        wp_device = self.beam_cos.device
+        self.rays = rays if rays is not None else SectorRays(num_beams)
+        if self.rays.num_beams != num_beams:
+            raise ValueError(f"sector rays for {self.rays.num_beams} beams, lidar of {num_beams}")
+        self.rays_per_beam = self.rays.rays_per_beam
+        ang = torch.as_tensor(np.array(self.rays.ray_angles), dtype=torch.float32, device=device)
+        self.ray_cos = wp.from_torch(torch.cos(ang).contiguous())
+        self.ray_sin = wp.from_torch(torch.sin(ang).contiguous())
+        wp_device = self.ray_cos.device
+        # One ray per sector over 360 degrees: the rays are the beams, no second pass.
+        self._direct = self.rays.rays_per_beam == 1 and self.rays.full_view
+        if self._direct:
+            self.beam_cos, self.beam_sin = self.ray_cos, self.ray_sin
+        self.windows = wp.array(self.rays.windows.astype(np.int32), dtype=wp.int32, device=wp_device)
+        self.window_valid = wp.array(self.rays.window_valid.astype(np.int32), dtype=wp.int32, device=wp_device)
         ids, kinds = _scan_geoms(mj_model, robot_body)
         self.geom_ids = wp.array(ids, dtype=wp.int32, device=wp_device)
         self.geom_kind = wp.array(kinds, dtype=wp.int32, device=wp_device)
         self.dist = torch.zeros(num_worlds, num_beams, device=device)
         self._dist = wp.from_torch(self.dist)
+        self.ray_dist = self.dist if self._direct else torch.zeros(num_worlds, self.rays.num_rays, device=device)
+        self._ray_dist = wp.from_torch(self.ray_dist)
+        self.fill = TorchFovFill(fill if fill is not None else FovFill(self.rays.seen, self.max_range), device)
 
     def scan(self, pose: torch.Tensor) -> torch.Tensor:
-        """(N, 3) poses -> (N, num_beams) ranges in metres, clipped to max_range."""
+        """(N, 3) poses -> (N, num_beams) sector minima in metres, clipped to max_range; sectors
+        outside the field of view read ``max_range`` (apply :attr:`fill` for the robot's value)."""
         pose = pose.contiguous().float()
         wp.launch(
             _planar_scan,
-            dim=(self.num_worlds, self.num_beams),
+            dim=(self.num_worlds, self.rays.num_rays),
             inputs=[
                 wp.from_torch(pose),
-                self.beam_cos,
-                self.beam_sin,
+                self.ray_cos,
+                self.ray_sin,
                 self.geom_ids,
                 self.geom_kind,
                 self.m.geom_size,
@@ -173,7 +248,15 @@ class BatchedLidar:
                 float(LIDAR_HEIGHT),
                 self.max_range,
             ],
-            outputs=[self._dist],
-            device=self._dist.device,
+            outputs=[self._ray_dist],
+            device=self._ray_dist.device,
         )
+        if not self._direct:
+            wp.launch(
+                _sector_min,
+                dim=(self.num_worlds, self.num_beams),
+                inputs=[self._ray_dist, self.windows, self.window_valid, self.max_range],
+                outputs=[self._dist],
+                device=self._dist.device,
+            )
         return self.dist.clone()

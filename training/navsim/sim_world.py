@@ -16,9 +16,11 @@ the lidar and physics tests compare NavEnv against these.
 - Commands are applied as the training env applies them: a body-frame [vx, vy, wz] held for
   ``physics_substeps`` physics steps per control period, rotated by the current yaw into the
   world-frame ``vx``/``vy`` actuators before each substep (``navsim.robot.body_to_world``).
-- The lidar casts the training beams (``navdeploy.scan.BeamLayout``) from the robot centre with
-  ``mj_multiRay``; no return reads ``max_range``; Gaussian noise as in training, clipped to
-  [0, max_range].
+- The lidar follows the training lidar's rule (``navsim.sectors``): each training beam
+  (``navdeploy.scan.BeamLayout``) is the minimum over its sector's ``env.lidar.rays_per_beam``
+  sub-rays, cast from the robot centre with ``mj_multiRay``; no return reads ``max_range``;
+  Gaussian noise as in training, clipped to [0, max_range]; sectors outside ``env.lidar.fov_deg``
+  filled by the runtime's rule after the noise.
 - Episodes end as in training, with the same names (``navsim.outcomes``).
 """
 
@@ -35,6 +37,7 @@ from navsim.config import EnvCfg, NavConfig
 from navsim.outcomes import Outcome, judge
 from navsim.robot import LIDAR_HEIGHT, OBSTACLE_HALF_HEIGHT, PARK_Z, body_to_world, build_mjcf, geom_ids, slot_sizes
 from navsim.rooms import RoomBatch, RoomGeometry, generate_rooms
+from navsim.sectors import FovFill, SectorRays
 
 
 @dataclass(frozen=True)
@@ -98,27 +101,56 @@ def place_room(model: mujoco.MjModel, slot_ids: np.ndarray, room: Room) -> None:
 
 
 class RayCaster:
-    """The training lidar in C MuJoCo: ``mj_multiRay`` along the training beams (BeamLayout) from
-    the robot centre at LIDAR_HEIGHT, horizontal, the robot's own body excluded; no return (or
-    beyond ``max_range``) reads ``max_range``. It sees the geom poses in the data it is given
-    (``geom_xpos`` / ``geom_xmat``)."""
+    """The training lidar in C MuJoCo: the sector rule of ``navsim.sectors`` cast with
+    ``mj_multiRay`` from the robot centre at LIDAR_HEIGHT, horizontal, the robot's own body
+    excluded. Each training beam (BeamLayout) is the minimum over its sector's sub-rays
+    (``rays_per_beam``, edge to edge; 1 = the centre ray) inside the field of view; no return (or
+    beyond ``max_range``) reads ``max_range``; sectors outside the field of view are filled by the
+    runtime's rule (``navsim.sectors.FovFill``). It sees the geom poses in the data it is given
+    (``geom_xpos`` / ``geom_xmat``). The same rule and the same sub-rays as NavEnv's Warp lidar."""
 
-    def __init__(self, beams: BeamLayout, max_range: float, robot_body: int) -> None:
+    def __init__(
+        self,
+        beams: BeamLayout,
+        max_range: float,
+        robot_body: int,
+        rays_per_beam: int = 1,
+        fov_deg: float = 360.0,
+        fov_fill: str = "nearest",
+        fov_fill_value: float | None = None,
+    ) -> None:
         self.beams = beams
         self.max_range = float(max_range)
         self.robot_body = int(robot_body)
-        angles = beams.angles()
+        self.rays = SectorRays(beams.num_beams, rays_per_beam, fov_deg)
+        self.fill = FovFill(self.rays.seen, self.max_range, fov_fill, fov_fill_value)
+        angles = self.rays.ray_angles
         self._cos, self._sin = np.cos(angles), np.sin(angles)
-        self._vec = np.zeros((beams.num_beams, 3))
-        self._geomid = np.zeros(beams.num_beams, dtype=np.int32)
+        n = self.rays.num_rays
+        self._vec = np.zeros((n, 3))
+        self._geomid = np.zeros(n, dtype=np.int32)
 
-    def cast(self, model: mujoco.MjModel, data: mujoco.MjData, pose: np.ndarray) -> np.ndarray:
-        """(num_beams,) ranges in metres from ``pose`` (x, y, yaw), in [0, max_range]."""
+    @classmethod
+    def from_config(cls, cfg: EnvCfg, robot_body: int) -> RayCaster:
+        """The lidar of ``env.lidar``: beams, range, sub-rays, field of view and fill."""
+        lidar = cfg.lidar
+        return cls(
+            BeamLayout(int(lidar.num_beams)),
+            lidar.max_range,
+            robot_body,
+            rays_per_beam=lidar.rays_per_beam,
+            fov_deg=lidar.fov_deg,
+            fov_fill=lidar.fov_fill,
+            fov_fill_value=lidar.fov_fill_value,
+        )
+
+    def cast_rays(self, model: mujoco.MjModel, data: mujoco.MjData, pose: np.ndarray) -> np.ndarray:
+        """(num_rays,) ranges of the distinct sub-rays from ``pose`` (x, y, yaw), in [0, max_range]."""
         x, y, yaw = (float(v) for v in pose[:3])
         c, s = np.cos(yaw), np.sin(yaw)
         self._vec[:, 0] = c * self._cos - s * self._sin
         self._vec[:, 1] = s * self._cos + c * self._sin
-        n = self.beams.num_beams
+        n = self.rays.num_rays
         dist = np.zeros(n)
         pnt = np.array([x, y, LIDAR_HEIGHT])
         mujoco.mj_multiRay(
@@ -136,6 +168,15 @@ class RayCaster:
             self.max_range,
         )
         return np.where((dist < 0) | (dist > self.max_range), self.max_range, dist)
+
+    def cast_sectors(self, model: mujoco.MjModel, data: mujoco.MjData, pose: np.ndarray) -> np.ndarray:
+        """(num_beams,) sector minima in metres; sectors outside the field of view are NaN."""
+        return self.rays.sector_min(self.cast_rays(model, data, pose))
+
+    def cast(self, model: mujoco.MjModel, data: mujoco.MjData, pose: np.ndarray) -> np.ndarray:
+        """(num_beams,) ranges in metres from ``pose`` (x, y, yaw), in [0, max_range], unseen
+        sectors filled."""
+        return self.fill.apply(self.cast_sectors(model, data, pose)[None])[0]
 
 
 class SimWorld:
@@ -160,7 +201,7 @@ class SimWorld:
         self.slot_ids = ids["slots"]
         self.shell_id = int(ids["shell"][0])
         self.robot_body = int(self.model.body("base").id)
-        self.lidar = RayCaster(self.beams, self.max_range, self.robot_body)
+        self.lidar = RayCaster.from_config(e, self.robot_body)
         self.geometry = RoomGeometry(e, slot_sizes(e), "cpu")
         self.rng = np.random.default_rng(0)
         self.room: Room | None = None
@@ -222,10 +263,10 @@ class SimWorld:
 
     def scan(self, noise: bool = True) -> np.ndarray:
         """(num_beams,) ranges in metres on the training beams, in [0, max_range]."""
-        d = self.lidar.cast(self.model, self.data, self.data.qpos)
-        if noise and self.noise_std > 0:
+        d = self.lidar.cast_sectors(self.model, self.data, self.data.qpos)
+        if noise and self.noise_std > 0:  # noise on the readings, then the fill (as NavEnv)
             d = np.clip(d + self.noise_std * self.rng.standard_normal(d.shape), 0.0, self.max_range)
-        return d
+        return self.lidar.fill.apply(d[None])[0]
 
     def goal_distance(self, goal: np.ndarray | None = None) -> float:
         g = self.room.goal if goal is None else goal
