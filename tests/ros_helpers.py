@@ -18,8 +18,15 @@ Here:
 - :func:`entry_point_script` finds a node's console script and checks which ROS package declares it.
 - :func:`record_launch` runs a launch file's ``generate_launch_description()`` against a recording
   stand-in of the ``launch`` / ``launch_ros`` API and returns the nodes it would start, with
-  parameters and remappings resolved; :func:`node_command` turns one into the command line that
-  launch_ros would run (parameter dicts become a params file, as launch_ros does).
+  parameters and remappings resolved, and its process-exit handlers; :func:`node_command` turns
+  one node into the command line that launch_ros would run (parameter dicts become a params file,
+  as launch_ros does). What the stand-in models, and only that, follows the launch sources:
+  an undeclared ``name:=value`` argument is ignored (``ros2 launch`` passes it on, nothing reads
+  it); a typed ``ParameterValue`` is coerced as ``launch.utilities.type_utils.coerce_to_type``
+  does (str as is, ``int(text)``, ``float(text)``, bool by YAML and only a YAML bool, so ``1`` is
+  refused for a bool as launch refuses it); an ``OnProcessExit`` handler's ``on_exit(event,
+  context)`` runs as LaunchService runs it (:meth:`RecordedLaunch.process_exited`): a returned
+  ``Shutdown`` shuts the launch down with code 0, an exception shuts it down with code 1.
 - :func:`install_share_prefix` lays the ROS packages' data files out as an install prefix.
 """
 
@@ -187,6 +194,45 @@ class Node:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class OnProcessExit:
+    target_action: Any = None
+    on_exit: Any = None
+
+
+@dataclass
+class RegisterEventHandler:
+    event_handler: Any
+
+
+@dataclass
+class Shutdown:
+    reason: str = ""
+
+
+@dataclass
+class LogInfo:
+    msg: Any = ""
+
+
+@dataclass
+class ProcessExited:
+    """The event launch emits when a process ends (the attributes a handler reads)."""
+
+    action: Any
+    name: str
+    returncode: int
+
+
+@dataclass
+class LaunchReaction:
+    """What LaunchService does after an exit handler ran: shut down or not, with which return code."""
+
+    shutdown: bool
+    return_code: int
+    reason: str
+
+
 class LaunchDescription:
     def __init__(self, entities: list[Any] | None = None) -> None:
         self.entities = list(entities or [])
@@ -210,10 +256,16 @@ def _fake_modules() -> dict[str, types.ModuleType]:
         "launch_ros",
         "launch_ros.actions",
         "launch_ros.parameter_descriptions",
+        "launch.event_handlers",
     ):
         mods[name] = types.ModuleType(name)
     mods["launch"].LaunchDescription = LaunchDescription
     mods["launch.actions"].DeclareLaunchArgument = DeclareLaunchArgument
+    mods["launch.actions"].RegisterEventHandler = RegisterEventHandler
+    mods["launch.actions"].Shutdown = Shutdown
+    mods["launch.actions"].LogInfo = LogInfo
+    mods["launch.event_handlers"].OnProcessExit = OnProcessExit
+    mods["launch"].event_handlers = mods["launch.event_handlers"]
     mods["launch.substitutions"].LaunchConfiguration = LaunchConfiguration
     mods["launch.substitutions"].EnvironmentVariable = EnvironmentVariable
     mods["launch_ros.actions"].Node = _node_ctor
@@ -233,12 +285,32 @@ class RecordedNode:
     param_files: list[Path]
     params: dict[str, Any]  # the dict entries, resolved and typed
     remappings: list[tuple[str, str]]
+    action: Any = None  # the launch file's Node object (what event handlers compare with)
 
 
 @dataclass
 class RecordedLaunch:
     arguments: dict[str, DeclareLaunchArgument]
     nodes: list[RecordedNode]
+    ignored: list[str] = field(default_factory=list)  # undeclared arguments given (launch ignores them)
+    exit_handlers: list[OnProcessExit] = field(default_factory=list)
+
+    def process_exited(self, node_name: str, returncode: int) -> LaunchReaction:
+        """Run the exit handlers that target ``node_name`` as LaunchService does for its ProcessExited
+        event. No handler: launch carries on (until every process has ended)."""
+        node = next(n for n in self.nodes if n.name == node_name)
+        event = ProcessExited(node.action, f"{node.executable}-1", returncode)
+        for handler in self.exit_handlers:
+            if handler.target_action is not None and handler.target_action is not node.action:
+                continue
+            try:
+                entities = handler.on_exit(event, None) if callable(handler.on_exit) else handler.on_exit
+            except Exception as exc:  # LaunchService: "Caught exception in launch", return code 1
+                return LaunchReaction(True, 1, str(exc))
+            for ent in entities or []:
+                if isinstance(ent, Shutdown):
+                    return LaunchReaction(True, 0, ent.reason)
+        return LaunchReaction(False, 0, "")
 
 
 def _resolve(value: Any, args: dict[str, str]) -> Any:
@@ -253,18 +325,25 @@ def _resolve(value: Any, args: dict[str, str]) -> Any:
     return value
 
 
+def _coerce(text: str, data_type: Any) -> Any:
+    """``launch.utilities.type_utils.coerce_to_type`` for the scalar types (same rules, same errors)."""
+    if data_type is None:
+        return yaml.safe_load(text) if text else text
+    if data_type is str:
+        return text
+    if data_type in (int, float):
+        return data_type(text)  # ValueError as in launch
+    output = yaml.safe_load(text) if text else text
+    if isinstance(output, bool):
+        return output
+    raise ValueError(f"Cannot convert value '{text}' to '{data_type}'")
+
+
 def _typed(value: Any, args: dict[str, str]) -> Any:
     """What launch_ros does with a parameter value: substitutions are YAML-parsed unless typed."""
     if isinstance(value, ParameterValue):
         text = _resolve(value.value, args)
-        if value.value_type is str:
-            return str(text)
-        parsed = yaml.safe_load(str(text)) if isinstance(text, str) else text
-        if value.value_type is float and isinstance(parsed, int):
-            parsed = float(parsed)
-        if value.value_type is not None and not isinstance(parsed, value.value_type):
-            raise TypeError(f"parameter value {text!r} is not a {value.value_type.__name__}")
-        return parsed
+        return _coerce(str(text), value.value_type) if isinstance(text, str) else text
     if isinstance(value, _Sub | list | tuple):
         text = _resolve(value, args)
         return yaml.safe_load(text) if isinstance(text, str) else text
@@ -276,8 +355,9 @@ def record_launch(
 ) -> RecordedLaunch:
     """Run ``generate_launch_description()`` of ``path`` against the recording stand-in.
 
-    ``overrides`` play the ``name:=value`` launch arguments; undeclared ones are an error, as with
-    ``ros2 launch``. ``ament_prefix`` is put on AMENT_PREFIX_PATH while the file runs.
+    ``overrides`` play the ``name:=value`` launch arguments; undeclared ones are ignored, as by
+    ``ros2 launch`` (listed in ``ignored``). ``ament_prefix`` is put on AMENT_PREFIX_PATH while the
+    file runs.
     """
     mods = _fake_modules()
     saved_mods = {k: sys.modules.get(k) for k in mods}
@@ -302,8 +382,7 @@ def record_launch(
     assert isinstance(ld, LaunchDescription), f"{path}: generate_launch_description() returned {type(ld)}"
     declared = {a.name: a for a in ld.entities if isinstance(a, DeclareLaunchArgument)}
     overrides = dict(overrides or {})
-    unknown = sorted(set(overrides) - set(declared))
-    assert not unknown, f"{path}: launch argument(s) {unknown} not declared (declared: {sorted(declared)})"
+    ignored = sorted(set(overrides) - set(declared))
     args: dict[str, str] = {}
     for name, decl in declared.items():
         args[name] = overrides[name] if name in overrides else str(_resolve(decl.default_value, args))
@@ -318,8 +397,13 @@ def record_launch(
             else:
                 files.append(Path(str(_resolve(entry, args))))
         remaps = [(str(_resolve(a, args)), str(_resolve(b, args))) for a, b in ent.remappings]
-        nodes.append(RecordedNode(ent.package, ent.executable, ent.name, files, params, remaps))
-    return RecordedLaunch(declared, nodes)
+        nodes.append(RecordedNode(ent.package, ent.executable, ent.name, files, params, remaps, ent))
+    handlers = [
+        e.event_handler
+        for e in ld.entities
+        if isinstance(e, RegisterEventHandler) and isinstance(e.event_handler, OnProcessExit)
+    ]
+    return RecordedLaunch(declared, nodes, ignored, handlers)
 
 
 def node_command(node: RecordedNode, workdir: Path) -> list[str]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -31,7 +32,7 @@ CLOSED_LOOP_SEED = 0  # sim.launch.py's default seed: rooms 0..4 of the sim node
 CLOSED_LOOP_EPISODES = 5
 # What each package's nodes are (console scripts) and which config files it installs.
 NODES = {"nav_policy": {"policy_node"}, "nav_policy_sim": {"sim_node"}}
-CONFIGS = {"nav_policy": {"policy.yaml"}, "nav_policy_sim": {"sim.yaml"}}
+CONFIGS = {"nav_policy": {"policy.yaml", "nav_policy.rviz"}, "nav_policy_sim": {"sim.yaml"}}
 # rosdep keys for the Python libraries the packages' code imports (pip installs the rest).
 PY_KEYS = {"python3-numpy", "python3-yaml"}
 ROS_IMPORTS = ("rclpy", "launch", "launch_ros", "ament_index_python", "nav_policy")
@@ -176,9 +177,46 @@ def test_robot_install_runs_robot_launch_and_refuses_sim_launch_saying_why(robot
         h.record_launch(launch / "sim.launch.py", {"bundle": "/b"}, ament_prefix=robot_install)
 
 
-def test_undeclared_launch_argument_is_an_error(install: Path) -> None:
-    with pytest.raises(AssertionError, match="not declared"):
-        h.record_launch(install / "share/nav_policy/launch/robot.launch.py", {"sacn": "/x"}, ament_prefix=install)
+def test_undeclared_launch_argument_is_ignored_as_by_ros2_launch(install: Path) -> None:
+    rec = h.record_launch(install / "share/nav_policy/launch/robot.launch.py", {"sacn": "/x"}, ament_prefix=install)
+    assert rec.ignored == ["sacn"]
+    (node,) = rec.nodes
+    assert ("/scan", "/scan") in node.remappings  # the typo changed nothing
+
+
+def test_bool_launch_argument_is_coerced_as_launch_does(install: Path) -> None:
+    """launch_ros coerces a bool ParameterValue with launch's coerce_to_type: YAML, and only a YAML bool."""
+    path = install / "share/nav_policy/launch/sim.launch.py"
+    for text, want in (("true", True), ("False", False), ("yes", True)):
+        rec = h.record_launch(path, {"use_sim_time": text}, ament_prefix=install)
+        assert next(n for n in rec.nodes if n.executable == "policy_node").params["use_sim_time"] is want
+    with pytest.raises(ValueError, match="Cannot convert value '1'"):
+        h.record_launch(path, {"use_sim_time": "1"}, ament_prefix=install)
+
+
+def test_sim_launch_ends_with_its_nodes(install: Path) -> None:
+    """The sim node's episodes done, or either node dead: the whole launch shuts down; a failure gives a
+    non-zero launch exit code (launch's OnProcessExit + Shutdown, as LaunchService runs them)."""
+    rec = h.record_launch(install / "share/nav_policy/launch/sim.launch.py", {"bundle": "/b"}, ament_prefix=install)
+    assert {id(hd.target_action) for hd in rec.exit_handlers} == {id(n.action) for n in rec.nodes}
+    done = rec.process_exited("sim_node", 0)
+    assert done.shutdown and done.return_code == 0 and "sim_node exited" in done.reason
+    died = rec.process_exited("policy_node", 2)
+    assert died.shutdown and died.return_code == 1 and "policy_node exited with code 2" in died.reason
+    assert rec.process_exited("sim_node", -9).return_code == 1
+    robot = h.record_launch(install / "share/nav_policy/launch/robot.launch.py", {}, ament_prefix=install)
+    assert not robot.exit_handlers  # one node: launch ends with it anyway
+
+
+def test_rviz_config_shows_raw_scan_policy_scan_goal_and_command(install: Path) -> None:
+    text = (install / "share/nav_policy/config/nav_policy.rviz").read_text()
+    cfg = yaml.safe_load(text)
+    topics = {d["Topic"]["Value"]: d["Class"] for d in cfg["Visualization Manager"]["Displays"] if "Topic" in d}
+    params = yaml.safe_load((h.PKG_SRC / "config/policy.yaml").read_text())["/**"]["ros__parameters"]
+    assert topics[params["scan_topic"]] == "rviz_default_plugins/LaserScan"
+    assert topics[params["policy_scan_topic"]] == "rviz_default_plugins/LaserScan"
+    assert topics[params["goal_topic"]] == "rviz_default_plugins/Pose"
+    assert topics[params["cmd_arrow_topic"]] == "rviz_default_plugins/Pose"
 
 
 # --------------------------------------------------------------------------- running graphs
@@ -324,6 +362,37 @@ def test_sim_launch_closed_loop_reaches_goals(install: Path, tmp_path: Path, con
     assert Outcome.COLLISION not in outcomes, f"collision in the closed loop: {episodes}\n{logs}"
     assert reached >= 4, f"goal reached in {reached}/5: {episodes}\n{logs}"
     assert all(e["sim_time_s"] <= 30.0 for e in episodes)
+
+
+@pytest.mark.ros
+def test_sim_launch_without_a_bundle_shuts_down_failed(install: Path, tmp_path: Path) -> None:
+    """No bundle: the policy node dies at startup; the launch then stops the sim node (which ran
+    timeout episodes forever before) and exits non-zero. The processes are real; what launch does on
+    the exit is the launch file's handler, run as LaunchService runs it."""
+    rec = h.record_launch(
+        install / "share/nav_policy/launch/sim.launch.py", {"bundle": "", "lockstep": "true"}, ament_prefix=install
+    )
+    lease = h.DomainLease()
+    try:
+        with h.node_processes() as procs:
+            by_name = {}
+            for node in rec.nodes:
+                proc = h.NodeProc(h.node_command(node, tmp_path), lease.domain_id, tmp_path / f"{node.name}.log")
+                procs.append(proc)
+                by_name[node.name] = proc
+            code = by_name["policy_node"].popen.wait(60)
+            assert code != 0 and "bundle_path' is empty" in by_name["policy_node"].output()
+            reaction = rec.process_exited("policy_node", code)
+            assert reaction.shutdown and reaction.return_code == 1
+            sim = by_name["sim_node"]
+            deadline = time.monotonic() + 60
+            while "sim: seed" not in sim.output():  # up and running its episodes
+                assert sim.alive() and time.monotonic() < deadline, sim.output()[-2000:]
+                time.sleep(0.1)
+            assert sim.alive()  # launch's Shutdown is what stops it
+            assert sim.stop() == 0  # SIGTERM as launch sends on shutdown: a clean exit
+    finally:
+        lease.release()
 
 
 @pytest.mark.ros

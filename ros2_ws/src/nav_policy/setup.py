@@ -28,7 +28,7 @@ setup(
     data_files=[
         ("share/ament_index/resource_index/packages", ["resource/" + PACKAGE]),
         ("share/" + PACKAGE, ["package.xml"]),
-        ("share/" + PACKAGE + "/config", rel("config/*.yaml")),
+        ("share/" + PACKAGE + "/config", rel("config/*.yaml") + rel("config/*.rviz")),
         ("share/" + PACKAGE + "/launch", rel("launch/*.launch.py")),
     ],
     install_requires=["setuptools"],

@@ -8,13 +8,19 @@ robot image does not install; without it this launch file stops with one line sa
 The sim publishes /scan, /odom, /clock and each episode's goal on /goal_pose and consumes
 /cmd_vel; the policy node runs on simulated time (use_sim_time) so its control timer follows the
 sim however fast it runs. Episode outcomes: /sim/episode (JSON) and the sim's log.
+
+The launch ends with its nodes: when the sim node exits (its ``num_episodes`` done) or either node
+dies, the whole launch shuts down (launch's ``OnProcessExit`` + ``Shutdown``); a node that exited
+with a non-zero code makes ``ros2 launch`` exit non-zero (the handler raises, which LaunchService
+reports as "Caught exception in launch" and turns into return code 1).
 """
 
 import os
 
 from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument
+from launch.actions import DeclareLaunchArgument, LogInfo, RegisterEventHandler, Shutdown
+from launch.event_handlers import OnProcessExit
 from launch.substitutions import EnvironmentVariable, LaunchConfiguration
 from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
@@ -30,6 +36,47 @@ def generate_launch_description():
             "build ros2_ws/src/nav_policy_sim, or use robot.launch.py on a robot"
         ) from None
     use_sim_time = ParameterValue(LaunchConfiguration("use_sim_time"), value_type=bool)
+    sim = Node(
+        package="nav_policy_sim",
+        executable="sim_node",
+        name="sim_node",
+        output="screen",
+        parameters=[
+            LaunchConfiguration("sim_params_file"),
+            {
+                "seed": ParameterValue(LaunchConfiguration("seed"), value_type=int),
+                "num_episodes": ParameterValue(LaunchConfiguration("num_episodes"), value_type=int),
+                "real_time_factor": ParameterValue(LaunchConfiguration("real_time_factor"), value_type=float),
+                "lockstep": ParameterValue(LaunchConfiguration("lockstep"), value_type=bool),
+                "lockstep_timeout": ParameterValue(LaunchConfiguration("lockstep_timeout"), value_type=float),
+            },
+        ],
+    )
+    policy = Node(
+        package="nav_policy",
+        executable="policy_node",
+        name="policy_node",
+        output="screen",
+        parameters=[
+            LaunchConfiguration("policy_params_file"),
+            {
+                "bundle_path": ParameterValue(LaunchConfiguration("bundle"), value_type=str),
+                "controller": ParameterValue(LaunchConfiguration("controller"), value_type=str),
+                "use_sim_time": use_sim_time,
+            },
+        ],
+    )
+
+    def end_launch(event, context):
+        """Either node gone: shut everything down; a failure makes the launch exit non-zero."""
+        who = "sim_node" if event.action is sim else "policy_node"
+        if event.returncode != 0:
+            raise RuntimeError(f"{who} exited with code {event.returncode}; shutting the launch down")
+        return [
+            LogInfo(msg=f"{who} exited (code 0); shutting the launch down"),
+            Shutdown(reason=f"{who} exited"),
+        ]
+
     return LaunchDescription(
         [
             DeclareLaunchArgument(
@@ -49,34 +96,14 @@ def generate_launch_description():
             ),
             DeclareLaunchArgument("sim_params_file", default_value=os.path.join(sim_cfg, "sim.yaml")),
             DeclareLaunchArgument("policy_params_file", default_value=os.path.join(cfg, "policy.yaml")),
-            Node(
-                package="nav_policy_sim",
-                executable="sim_node",
-                name="sim_node",
-                output="screen",
-                parameters=[
-                    LaunchConfiguration("sim_params_file"),
-                    {
-                        "seed": ParameterValue(LaunchConfiguration("seed"), value_type=int),
-                        "num_episodes": ParameterValue(LaunchConfiguration("num_episodes"), value_type=int),
-                        "real_time_factor": ParameterValue(LaunchConfiguration("real_time_factor"), value_type=float),
-                        "lockstep": ParameterValue(LaunchConfiguration("lockstep"), value_type=bool),
-                    },
-                ],
+            DeclareLaunchArgument(
+                "lockstep_timeout",
+                default_value="0.5",
+                description="lockstep: wall seconds to wait for each command (no policy node: no wait)",
             ),
-            Node(
-                package="nav_policy",
-                executable="policy_node",
-                name="policy_node",
-                output="screen",
-                parameters=[
-                    LaunchConfiguration("policy_params_file"),
-                    {
-                        "bundle_path": ParameterValue(LaunchConfiguration("bundle"), value_type=str),
-                        "controller": ParameterValue(LaunchConfiguration("controller"), value_type=str),
-                        "use_sim_time": use_sim_time,
-                    },
-                ],
-            ),
+            sim,
+            policy,
+            RegisterEventHandler(OnProcessExit(target_action=sim, on_exit=end_launch)),
+            RegisterEventHandler(OnProcessExit(target_action=policy, on_exit=end_launch)),
         ]
     )

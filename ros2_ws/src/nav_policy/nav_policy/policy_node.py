@@ -68,6 +68,7 @@ class PolicyNode(Node):
         cmd_topic = p("cmd_vel_topic", "/cmd_vel").value
         status_topic = p("status_topic", "/nav_policy/status").value
         policy_scan_topic = p("policy_scan_topic", "/nav_policy/policy_scan").value
+        cmd_arrow_topic = p("cmd_arrow_topic", "/nav_policy/cmd_arrow").value
         control_period = declare_number(self, "control_period", 0.0, 0.0, 10.0)  # 0: the bundle's
         goal_tolerance = declare_number(self, "goal_tolerance", 0.0, 0.0, 100.0)  # 0: the bundle's
         v_max = declare_number(self, "v_max", 0.0, 0.0, 100.0)  # 0: the bundle's; never above it
@@ -144,6 +145,8 @@ class PolicyNode(Node):
         self.cmd_pub = self.create_publisher(Twist, cmd_topic, CMD_QOS)
         self.status_pub = self.create_publisher(String, status_topic, STATUS_QOS)
         self.policy_scan_pub = self.create_publisher(LaserScan, policy_scan_topic, STATUS_QOS)
+        # The command for RViz (a Pose display): an arrow in the base frame along the planar velocity.
+        self.cmd_arrow_pub = self.create_publisher(PoseStamped, cmd_arrow_topic, STATUS_QOS)
         self.max_range = float(c.max_range)
         subs = [
             self.create_subscription(LaserScan, scan_topic, self._guard(self.on_scan, "scan"), SENSOR_QOS),
@@ -249,6 +252,7 @@ class PolicyNode(Node):
     def _emit(self, res: TickResult, now: float) -> None:
         cmd, state, reason = res.cmd, res.state, res.reason
         self._publish(cmd)
+        self._publish_cmd_arrow(cmd)
         if state != self.state:
             self.state = state
             log = self.get_logger()
@@ -298,6 +302,14 @@ class PolicyNode(Node):
         msg = Twist()
         msg.linear.x, msg.linear.y, msg.angular.z = (float(v) for v in cmd)
         self.cmd_pub.publish(msg)
+
+    def _publish_cmd_arrow(self, cmd: np.ndarray) -> None:
+        arrow = PoseStamped()
+        arrow.header.stamp = self.get_clock().now().to_msg()
+        arrow.header.frame_id = self.base_frame
+        heading = math.atan2(float(cmd[1]), float(cmd[0])) if math.hypot(cmd[0], cmd[1]) > 0 else 0.0
+        arrow.pose.orientation.z, arrow.pose.orientation.w = math.sin(heading / 2), math.cos(heading / 2)
+        self.cmd_arrow_pub.publish(arrow)
 
     def close(self) -> None:
         """Last word on shutdown: stop the robot (and give reliable subscribers time to get it)."""
