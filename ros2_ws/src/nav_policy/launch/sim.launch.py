@@ -98,7 +98,7 @@ def generate_launch_description():
             DeclareLaunchArgument("policy_params_file", default_value=os.path.join(cfg, "policy.yaml")),
             DeclareLaunchArgument(
                 "lockstep_timeout",
-                default_value="0.5",
+                default_value="2.0",
                 description="lockstep: wall seconds to wait for each command (no policy node: no wait)",
             ),
             sim,

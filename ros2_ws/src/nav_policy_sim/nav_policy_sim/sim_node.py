@@ -63,7 +63,7 @@ class SimNode(Node):
         config_path = p("config_path", "").value
         self.lockstep = bool(p("lockstep", False).value)
         self.rtf = declare_number(self, "real_time_factor", 1.0, 0.0, 1e6)
-        self.lockstep_timeout = declare_number(self, "lockstep_timeout", 0.5, 0.0, 60.0, lo_open=True)
+        self.lockstep_timeout = declare_number(self, "lockstep_timeout", 2.0, 0.0, 60.0, lo_open=True)
         self.wait_for_policy = declare_number(self, "wait_for_policy_timeout", 30.0, 0.0, 3600.0)
         noise_std = declare_number(self, "noise_std", -1.0, -1.0, 10.0)
         episode_length_s = declare_number(self, "episode_length_s", 0.0, 0.0, 1e6)
