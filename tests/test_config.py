@@ -242,3 +242,14 @@ def test_sizes_and_learning_rate_must_be_positive(override: str):
     key = override.split("=")[0]
     with pytest.raises(ConfigError, match=rf"{re.escape(key)} must be > 0"):
         load_config(overrides=[override])
+
+
+def test_a_stored_config_without_rays_per_beam_keeps_the_one_ray_lidar_it_was_trained_with() -> None:
+    from navsim.config import config_from_data
+
+    data = to_dict(load_config())
+    assert data["env"]["lidar"]["rays_per_beam"] > 1  # today's default renders the sector minimum
+    del data["env"]["lidar"]["rays_per_beam"]
+    assert config_from_data(data).env.lidar.rays_per_beam == 1
+    data["env"]["lidar"]["rays_per_beam"] = 5
+    assert config_from_data(data).env.lidar.rays_per_beam == 5

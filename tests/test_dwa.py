@@ -124,7 +124,10 @@ def test_commands_stay_within_the_limits_for_random_inputs(planner, contract):
         ranges[(bad >= 0.1) & (bad < 0.2)] = np.inf
         ranges[(bad >= 0.2) & (bad < 0.25)] = -np.inf
         ranges[(bad >= 0.25) & (bad < 0.3)] = 0.0
-        inc = float(rng.choice([1, -1])) * rng.uniform(0.001, 2 * math.pi / max(n, 1))
+        # Full-circle scans of any density and direction (partial arcs are refused by the scan rules).
+        n = max(n, 16)
+        ranges = np.resize(ranges, n)
+        inc = float(rng.choice([1, -1])) * 2 * math.pi / n
         scan = ScanInput(ranges, rng.uniform(-4, 4), inc, rng.uniform(0, 0.2), rng.uniform(1, 12))
         pose = (rng.normal(0, 20), rng.normal(0, 20), rng.uniform(-10, 10))
         twist = rng.normal(0, 3.0, 3)  # often far outside the limits

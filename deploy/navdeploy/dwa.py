@@ -49,8 +49,8 @@ from typing import Any
 import numpy as np
 
 from navdeploy.bundle import Contract
-from navdeploy.runtime import finite_vector
-from navdeploy.scan import ScanInput, ScanOptions, ScanUnusable, resample_scan
+from navdeploy.runtime import ContractScanReader, finite_vector
+from navdeploy.scan import ScanInput, ScanOptions, ScanUnusable
 
 __all__ = ["DEFAULT_PARAMS_FILE", "DwaConfigError", "DwaParams", "DwaPlanner", "ScanUnusable", "contract_radius"]
 
@@ -182,7 +182,7 @@ def arc_poses(twists: np.ndarray, times: np.ndarray) -> np.ndarray:
     return np.stack([x, y, th], axis=-1)
 
 
-class DwaPlanner:
+class DwaPlanner(ContractScanReader):
     """Dynamic-window planner with :class:`~navdeploy.runtime.PolicyRuntime`'s ``step`` signature."""
 
     def __init__(
@@ -246,11 +246,6 @@ class DwaPlanner:
             if speed > self.v_max:
                 c[0:2] *= self.v_max / speed
         return c
-
-    def resample(self, scan: ScanInput) -> np.ndarray:
-        """The scan on the contract's beams (metres), by the runtime's rule; raises ScanUnusable."""
-        o = self.scan_options
-        return resample_scan(scan, self.contract.num_beams, self.contract.max_range, o.fill, o.fill_value, o.below_min)
 
     def scan_points(self, ranges: np.ndarray) -> np.ndarray:
         """Body-frame (M, 2) obstacle points: the sectors with a return (below the max range)."""

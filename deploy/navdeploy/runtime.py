@@ -87,7 +87,35 @@ def check_session_io(session: Any, contract: Contract) -> None:
             raise BundleError(f"ONNX {what} '{arg.name}' is {arg.type}, the contract declares float32")
 
 
-class PolicyRuntime:
+class ContractScanReader:
+    """Reads robot scans on a contract's training beams by the node's scan options (the one scan rule,
+    :func:`navdeploy.scan.resample_scan`, against the field of view the policy was trained with);
+    shared by every controller the node can drive (the policy runtime, the DWA baseline)."""
+
+    contract: Contract
+    scan_options: ScanOptions
+    last_scan_report: ScanReport | None = None
+
+    def configure_scan(self, options: ScanOptions) -> None:
+        """Use ``options`` (the node's scan parameters) for every scan from now on."""
+        self.scan_options = options
+
+    def resample(self, scan: ScanInput) -> np.ndarray:
+        """The scan on the training beams (metres); raises ScanUnusable. Remembers what it saw in
+        :attr:`last_scan_report` (also when it refuses a scan for doubt)."""
+        c = self.contract
+        try:
+            report = resample_scan(
+                scan, c.num_beams, c.max_range, options=self.scan_options, trained_fov=c.trained_fov, return_report=True
+            )
+        except ScanUnusable as exc:
+            self.last_scan_report = exc.report
+            raise
+        self.last_scan_report = report
+        return report.ranges
+
+
+class PolicyRuntime(ContractScanReader):
     """A loaded bundle: builds observations, runs the policy, returns body-frame commands."""
 
     def __init__(self, session: Any, contract: Contract, scan_options: ScanOptions | None = None) -> None:
@@ -146,25 +174,6 @@ class PolicyRuntime:
     def reset(self) -> None:
         """Forget the previous action (new goal or new episode), as the simulator's reset does."""
         self._prev_action = np.zeros((1, 3), dtype=np.float32)
-
-    def configure_scan(self, options: ScanOptions) -> None:
-        """Use ``options`` (the node's scan parameters) for every scan from now on."""
-        self.scan_options = options
-
-    def resample(self, scan: ScanInput) -> np.ndarray:
-        """The scan on the training beams (metres), by the scan options, against the field of view the
-        policy was trained with (the contract's); raises ScanUnusable. Remembers what it saw in
-        :attr:`last_scan_report` (also when it refuses a scan for doubt)."""
-        c = self.contract
-        try:
-            report = resample_scan(
-                scan, c.num_beams, c.max_range, options=self.scan_options, trained_fov=c.trained_fov, return_report=True
-            )
-        except ScanUnusable as exc:
-            self.last_scan_report = exc.report
-            raise
-        self.last_scan_report = report
-        return report.ranges
 
     def observation(self, scan: ScanInput, pose: Any, twist: Any, goal: Any) -> np.ndarray:
         """The (obs_dim,) float32 policy observation.

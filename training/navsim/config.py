@@ -179,6 +179,13 @@ REMOVED_KEYS = {
 """Keys that configs stored by older versions (checkpoint infos) may still carry; dropped when a
 stored config is rebuilt with :func:`config_from_data`, an error in YAML and overrides."""
 
+STORED_BEFORE = {
+    ("env", "lidar", "rays_per_beam"): 1,
+}
+"""Keys that configs stored by older versions lack, with the value those versions used (one ray per
+beam, at the sector centre); filled in by :func:`config_from_data` so that an old checkpoint is
+evaluated or exported with the simulator it was trained in, never with today's default."""
+
 
 # --------------------------------------------------------------------------------------------
 # Building dataclasses from plain data, strictly.
@@ -316,6 +323,12 @@ def config_from_data(data: dict[str, Any], where: str = "stored config") -> NavC
             node = node.get(key) if isinstance(node, dict) else None
         if isinstance(node, dict):
             node.pop(path[-1], None)
+    for path, value in STORED_BEFORE.items():
+        node = data
+        for key in path[:-1]:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.setdefault(path[-1], value)
     try:
         cfg = build(NavConfig, data)
     except ConfigError as err:
