@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -228,3 +229,59 @@ def test_export_module_and_console_script_agree_on_usage() -> None:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO)
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert "--checkpoint" in proc.stdout and "--out" in proc.stdout
+
+
+def _digests(folder: Path) -> dict[str, str]:
+    import hashlib
+
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
+
+
+def _export(checkpoint: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    from conftest import nav_export_command
+
+    cmd = [*nav_export_command(), "--checkpoint", str(checkpoint), "--out", str(out), "--device", "cpu", *extra]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO)
+
+
+def test_failed_self_check_leaves_the_previous_bundle_byte_identical(
+    fixture_bundle: Path, trained_checkpoint: Path, tmp_path: Path
+) -> None:
+    """Over a different bundle, even with --force: the check fails, the old bundle stays as it was."""
+    out = tmp_path / "bundle"
+    shutil.copytree(fixture_bundle, out)
+    before = _digests(out)
+    proc = _export(trained_checkpoint, out, "--tol", "1e-12", "--force")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert _digests(out) == before
+    assert "Traceback" not in proc.stderr
+    (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("nav-export:")]
+    assert "self-check failed" in line and "left as it was" in line and "tol 1.0e-12" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"], "a staging folder was left behind"
+    # The bundle that stays is the verified one: its export_check.json matches its ONNX.
+    if (out / "export_check.json").is_file():  # the committed fixture may predate export_check.json
+        check = json.loads((out / "export_check.json").read_text())
+        assert check["onnx_sha256"] == _digests(out)[ONNX_FILE]
+    PolicyRuntime.load(out)
+
+
+def test_export_replaces_the_same_checkpoint_silently_and_a_different_bundle_only_with_force(
+    trained_checkpoint: Path, fixture_bundle: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "bundle"
+    shutil.copytree(fixture_bundle, out)
+    fixture = _digests(out)
+    proc = _export(trained_checkpoint, out)
+    assert proc.returncode == 2 and "--force" in proc.stderr and _digests(out) == fixture
+    proc = _export(trained_checkpoint, out, "--force")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    first = _digests(out)
+    assert first[ONNX_FILE] != fixture[ONNX_FILE]
+    contract = json.loads((out / CONTRACT_FILE).read_text())
+    assert contract["source"]["checkpoint"] == trained_checkpoint.name
+    # The same checkpoint again: no --force needed, the bundle is the same network.
+    proc = _export(trained_checkpoint, out)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert _digests(out)[ONNX_FILE] == first[ONNX_FILE]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]
+    PolicyRuntime.load(out)

@@ -15,9 +15,10 @@ Exit codes: 0 done; 1 the self-check failed (numbers on stderr, ``OUT`` untouche
 from __future__ import annotations
 
 import json
+import signal
 import sys
 
-from navtrain.cli import EXIT_USAGE, OneLineParser, at_least, positive_float, report
+from navtrain.cli import EXIT_INTERRUPTED, EXIT_USAGE, OneLineParser, at_least, positive_float, report
 
 TOOL = "nav-export"
 
@@ -42,6 +43,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from navtrain.export_onnx import CHECK_FILE, ExportCheckError, ExportError, export_bundle
 
+    def on_sigterm(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)  # so that the staging folder is removed
     try:
         path = export_bundle(
             args.checkpoint,
@@ -59,6 +64,11 @@ def main(argv: list[str] | None = None) -> int:
     except ExportError as err:
         report(TOOL, err)
         return EXIT_USAGE
+    except KeyboardInterrupt:
+        report(TOOL, f"interrupted, {args.out} left as it was")
+        return EXIT_INTERRUPTED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     check = json.loads((path.parent / CHECK_FILE).read_text())
     contract = json.loads((path.parent / "contract.json").read_text())
     print(f"wrote {path} and {path.parent / 'contract.json'}")
