@@ -434,3 +434,21 @@ def test_committed_bundle_loads_with_its_fingerprint_and_legacy_fields() -> None
     data = yaml.safe_load((REPO / "conf" / "nav.yaml").read_text())
     assert policy_spec_from_config(data).fingerprint() == c.fingerprint
     assert c.scaling == ActionScaling.from_config(data)
+
+
+def test_trained_field_of_view_travels_in_the_contract_and_gates_scans(tmp_path: Path) -> None:
+    spec = make_policy_spec(DEFAULT_TERMS, DIMS)
+    w = random_weights(spec.obs_dim)
+    sim = {"rule": "sector minimum", "rays_per_beam": 21}
+    write_bundle(tmp_path, w, make_contract(spec, SCALING, 0.1, 0.3, w.eps, trained_fov=1.5 * math.pi, sim_lidar=sim))
+    rt = PolicyRuntime.load(tmp_path)
+    assert rt.contract.trained_fov == pytest.approx(1.5 * math.pi)
+    assert rt.contract.raw["lidar"]["simulator"] == sim
+    pose, twist, goal = (0.0, 0.0, 0.0), (0.0, 0.0, 0.0), (2.0, 0.0)
+    # A 270-degree scanner (1081 beams, Hokuyo style) covers what the policy was trained with ...
+    hokuyo = ScanInput(np.full(1081, 3.0), -0.75 * math.pi, 1.5 * math.pi / 1080, 0.05, 30.0)
+    assert np.all(np.isfinite(rt.step(hokuyo, pose, twist, goal)))
+    # ... a 180-degree one does not: refused, never filled in as free space.
+    narrow = ScanInput(np.full(721, 3.0), -0.5 * math.pi, math.pi / 720, 0.05, 30.0)
+    with pytest.raises(ScanUnusable):
+        rt.step(narrow, pose, twist, goal)

@@ -98,8 +98,12 @@ def make_contract(
     normalizer_eps: float,
     extra: dict[str, Any] | None = None,
     robot_radius: float | None = None,
+    trained_fov: float = 2.0 * math.pi,
+    sim_lidar: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The contract as plain JSON data (``robot_radius``: the training shell radius, if known)."""
+    """The contract as plain JSON data (``robot_radius``: the training shell radius, if known;
+    ``trained_fov``: the lidar field of view [rad] the policy was trained with, which a robot scan
+    must cover; ``sim_lidar``: how the simulator rendered the scan, for the record)."""
     d = spec.dims
     terms, start = [], 0
     for t in spec.terms:
@@ -127,6 +131,8 @@ def make_contract(
             "frame": "base_link; beam j at angle_min + j * angle_increment, 0 = forward, CCW positive",
             "no_return": "max_range",
             "resampling": "navdeploy.scan.resample_scan (docs/deploy_contract.md)",
+            "trained_fov": float(trained_fov),
+            **({"simulator": dict(sim_lidar)} if sim_lidar else {}),
         },
         "v_max": d.v_max,
         "omega_max": d.omega_max,

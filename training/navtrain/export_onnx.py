@@ -310,6 +310,13 @@ def export_bundle(
             eps,
             extra,
             robot_radius=cfg.env.robot.radius,
+            trained_fov=math.radians(cfg.env.lidar.fov_deg),
+            sim_lidar={
+                "rule": "each beam: the minimum over its sector (the robot's rule)",
+                "rays_per_beam": cfg.env.lidar.rays_per_beam,
+                "fov_fill": cfg.env.lidar.fov_fill,
+                "noise_std": cfg.env.lidar.noise_std,
+            },
         )
         path = write_bundle(staged, weights, contract)
         report = check_onnx(path, actor, observations, tol)
