@@ -1,7 +1,7 @@
 """The policy node and the bag replay's offline reference share one safety controller.
 
 Both drive ``navdeploy.controller.PolicyController`` through the same message adapters, so one
-message sequence (the fixture bag ``faults_seed0``: dropped scans, NaN beams, delayed odometry, a
+message sequence (the fixture bag ``faults_seed42``: dropped scans, NaN beams, delayed odometry, a
 goal change) gives the same ticks in both, and the recorded commands exactly. A deliberate change
 of one rule of that module (here: the stale-input watchdog switched off) shows both halves:
 
@@ -29,7 +29,7 @@ from navbags.replay import replay_bag
 from navdeploy.controller import PolicyController
 
 REPO = Path(__file__).resolve().parents[1]
-BAG = REPO / "tests" / "fixtures" / "bags" / "faults_seed0"
+BAG = REPO / "tests" / "fixtures" / "bags" / "faults_seed42"
 BUNDLE = REPO / "tests" / "fixtures" / "bundle"
 
 # The deliberate rule change, for this process (the reference) and for the node's process.

@@ -40,7 +40,7 @@ from navbags.replay import ambiguities, replay_bag
 REPO = Path(__file__).resolve().parents[1]
 BAGS = REPO / "tests" / "fixtures" / "bags"
 BUNDLE = REPO / "tests" / "fixtures" / "bundle"
-FIXTURES = ["nominal_seed0", "nominal_seed3", "faults_seed0"]
+FIXTURES = ["nominal_seed0", "nominal_seed3", "faults_seed42"]
 RERECORD = "re-record with nav-bag-record (commands in docs/bags.md)"
 
 
@@ -106,7 +106,7 @@ def test_bags_decode_identically_with_rclpy():
     from rclpy.serialization import deserialize_message
     from sensor_msgs.msg import LaserScan
 
-    messages, _ = read_bag(_bag("faults_seed0"))
+    messages, _ = read_bag(_bag("faults_seed42"))
     scans = [m for m in messages if m.topic == SCAN]
     nan_seen = False
     for m in scans:
@@ -223,8 +223,8 @@ def test_replay_accounts_for_every_message(name, replays):
 
 @pytest.mark.ros
 def test_fault_bag_zero_exactly_where_the_safety_rules_say(replays):
-    rep = replays["faults_seed0"]
-    messages, custom = read_bag(_bag("faults_seed0"))
+    rep = replays["faults_seed42"]
+    messages, custom = read_bag(_bag("faults_seed42"))
     faults = [json_of(m) for m in messages if m.topic == FAULT]
     kinds = {f["fault"] for f in faults}
     assert {"scan_dropped", "nan_beams", "odom_delayed", "goal_change"} <= kinds

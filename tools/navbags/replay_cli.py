@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Replay bags into a live policy node; compare its commands with the bag and the offline reference.
 
-    nav-bag-replay tests/fixtures/bags/faults_seed0 --bundle tests/fixtures/bundle [--rate 1]
+    nav-bag-replay tests/fixtures/bags/faults_seed42 --bundle tests/fixtures/bundle [--rate 1]
     nav-bag-replay robot_bag --bundle B --scan-topic /lidar/scan --odom-topic /wheel/odom --goal 2.0,1.5
 
 A nav-bag-record bag: publishes its /goal_pose, /scan, /odom and /clock in recorded order into a fresh
