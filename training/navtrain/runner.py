@@ -169,6 +169,40 @@ class NavRunner(OnPolicyRunner):
             device=self.device,
         )
 
+    # Several processes (torchrun) ------------------------------------------------------------------
+    def _configure_multi_gpu(self) -> None:
+        """rsl_rl's multi-process set-up, on the CPU too: with ``WORLD_SIZE > 1`` each rank steps its
+        own worlds; rsl_rl all-reduces gradients and normaliser statistics and only rank 0 logs and
+        saves. CUDA ranks use NCCL (rsl_rl's own set-up, ``cuda:LOCAL_RANK``); CPU ranks use gloo."""
+        world = int(os.getenv("WORLD_SIZE", "1"))
+        if world <= 1 or str(self.device).startswith("cuda"):
+            super()._configure_multi_gpu()
+            return
+        self.gpu_world_size, self.is_distributed = world, True
+        self.gpu_local_rank = int(os.getenv("LOCAL_RANK", "0"))
+        self.gpu_global_rank = int(os.getenv("RANK", "0"))
+        self.cfg["multi_gpu"] = {
+            "global_rank": self.gpu_global_rank,
+            "local_rank": self.gpu_local_rank,
+            "world_size": world,
+        }
+        if not torch.distributed.is_initialized():
+            torch.distributed.init_process_group(backend="gloo", rank=self.gpu_global_rank, world_size=world)
+
+    def weights_digest(self) -> str:
+        """SHA-256 of the actor's and critic's parameters and normaliser buffers: equal on every rank
+        of a multi-process run (printed at the end of each rank's training)."""
+        import hashlib
+
+        h = hashlib.sha256()
+        for module in (self.alg.get_policy(), getattr(self.alg, "critic", None)):
+            if module is None:
+                continue
+            for name, tensor in sorted(module.state_dict().items()):
+                h.update(name.encode())
+                h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+        return h.hexdigest()
+
     # Interrupts --------------------------------------------------------------------------------
     def _wrap_update(self) -> None:
         """The PPO update runs with signals deferred, and counts as done only once it has finished:

@@ -66,6 +66,10 @@ def pick_device(requested: str) -> str:
     return "cpu"
 
 
+RANK = int(os.environ.get("RANK", "0"))
+WORLD_SIZE = int(os.environ.get("WORLD_SIZE", "1"))
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         return run(parse_args(argv))
@@ -113,6 +117,9 @@ def prepare(args) -> tuple:
         except CheckpointError as err:
             raise CliError(f"--resume: {err}") from None
 
+    if RANK > 0:  # another process of a torchrun: its own worlds, no run folder (rank 0 logs and saves)
+        cfg.env.seed += 1000 * RANK
+        return cfg, device, num_envs, iterations, None, f"rank{RANK}"
     stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
     name = f"{stamp}_{cfg.runner.run_name}" if cfg.runner.run_name else stamp
     log_dir = Path(cfg.runner.log_root)
@@ -135,6 +142,9 @@ def prepare(args) -> tuple:
 def run(args) -> int:
     cfg, device, num_envs, iterations, log_dir, name = prepare(args)
     torch.manual_seed(cfg.env.seed)
+    if WORLD_SIZE > 1 and device == "cpu":
+        # Ranks share the cores: torch's default (all cores per process) would oversubscribe them.
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // WORLD_SIZE))
 
     from navsim.env import NavEnv
     from navtrain.ppo_config import runner_cfg
@@ -150,14 +160,14 @@ def run(args) -> int:
     stop.install()
     runner = None
     trained = False
-    checkpoint = log_dir / LATEST
+    checkpoint = None if log_dir is None else log_dir / LATEST
     try:
         print("[train] building the MuJoCo Warp worlds (first run compiles kernels, ~30-60 s on CPU)", flush=True)
         env = NavEnv(cfg, num_envs=num_envs, device=device)
         if cfg.env.init_at_random_ep_len:
             env.randomize_episode_lengths()
         train_cfg = runner_cfg(cfg, env.obs_manager.obs_groups())
-        runner = NavRunner(env, train_cfg, cfg, log_dir=str(log_dir), device=device)
+        runner = NavRunner(env, train_cfg, cfg, log_dir=None if log_dir is None else str(log_dir), device=device)
         runner.stop = stop
         if args.resume:
             try:
@@ -172,6 +182,10 @@ def run(args) -> int:
         print(f"[train] ready in {time.time() - t0:.0f} s; obs groups {train_cfg['obs_groups']}", flush=True)
         runner.learn(iterations, init_at_random_ep_len=False)
         trained = True
+        if WORLD_SIZE > 1:
+            print(f"[train] rank {RANK}/{WORLD_SIZE} weights sha256 {runner.weights_digest()}", flush=True)
+        if log_dir is None:  # not rank 0: rank 0 evaluates, exports and reports
+            return 0
         check_normalizer(runner)
         print(f"[train] training took {(time.time() - t0) / 60:.1f} min", flush=True)
         return finish(args, cfg, device, log_dir, name, checkpoint)
@@ -179,6 +193,8 @@ def run(args) -> int:
         stop.stopping = True  # any further signal waits for the save below
         if runner is None:
             report(TOOL, f"interrupted before training started; nothing saved (run folder {log_dir})")
+        elif log_dir is None:
+            report(TOOL, f"rank {RANK} interrupted (rank 0 saves the run)")
         elif trained:
             report(TOOL, f"interrupted during the final evaluation or export; the trained checkpoint is {checkpoint}")
         else:
