@@ -265,6 +265,7 @@ def test_dense_lidars_through_the_robot_rule_match_training_within_2cm(parity_en
     diff = robot_scans[name] - training_scan(env)
     if name == "1081_270deg":  # outside the field of view the runtime fills; not compared here
         diff = diff[:, inside_270(env.dims.num_beams)]
+    print(f"parity {name}: max |diff| {1000 * np.abs(diff).max():.3f} mm, mean {1000 * np.abs(diff).mean():.4f} mm")
     assert np.abs(diff).max() <= TOL, f"{name}: max |diff| {np.abs(diff).max():.4f} m"
 
 
@@ -313,6 +314,8 @@ def test_coarser_or_gappy_lidars_never_read_closer_than_training(parity_env, rob
     readings say: robot - training <= (robot - exact sector minimum) + 2 cm."""
     env, _, _ = parity_env
     robot, train = robot_scans[name], training_scan(env)
+    d = np.abs(robot - train)
+    print(f"parity {name}: median |diff| {100 * np.median(d):.2f} cm, within 2 cm {100 * np.mean(d <= TOL):.1f} %")
     assert (robot - train).min() >= -TOL
     assert (robot - train - (robot - exact)).max() <= TOL
     assert np.median(np.abs(robot - train)) <= 0.005
