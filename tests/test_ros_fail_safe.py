@@ -26,6 +26,7 @@ pytestmark = pytest.mark.ros
         ({"min_coverage": "2.0"}, "parameter 'min_coverage'"),
         ({"max_fill_gap": "1.5"}, "parameter 'max_fill_gap' must be a whole number"),
         ({"below_min": "ignore"}, "below_min must be one of"),
+        ({"controller": "mpc"}, "parameter 'controller' must be one of"),
     ],
 )
 def test_unusable_parameters_are_refused_in_one_line(tmp_path: Path, params: dict, needle: str) -> None:

@@ -313,22 +313,26 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     return cfg
 
 
+def _section(data: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any] | None:
+    """The mapping that holds ``path[-1]`` in plain config data, or None when a level is missing."""
+    node: Any = data
+    for key in path[:-1]:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node if isinstance(node, dict) else None
+
+
 def config_from_data(data: dict[str, Any], where: str = "stored config") -> NavConfig:
     """A config stored as plain data (a checkpoint's ``infos['nav_config']``), validated; keys of
     :data:`REMOVED_KEYS` that older versions wrote are dropped, anything else unknown is an error."""
     data = copy.deepcopy(data)
     for path in REMOVED_KEYS:
-        node = data
-        for key in path[:-1]:
-            node = node.get(key) if isinstance(node, dict) else None
-        if isinstance(node, dict):
-            node.pop(path[-1], None)
+        section = _section(data, path)
+        if section is not None:
+            section.pop(path[-1], None)
     for path, value in STORED_BEFORE.items():
-        node = data
-        for key in path[:-1]:
-            node = node.get(key) if isinstance(node, dict) else None
-        if isinstance(node, dict):
-            node.setdefault(path[-1], value)
+        section = _section(data, path)
+        if section is not None:
+            section.setdefault(path[-1], value)
     try:
         cfg = build(NavConfig, data)
     except ConfigError as err:
