@@ -99,6 +99,8 @@ def test_stalled_clock_gives_zero_status_and_one_log_line_at_the_control_rate(tm
                     odom_pub.publish(o)
 
                 tn.spin_until(lambda: scan_pub.get_subscription_count() > 0, 30, "the policy node", procs)
+                # The node's goal subscription is volatile: a goal sent before it matched is never seen.
+                tn.spin_until(lambda: goal_pub.get_subscription_count() > 0, 30, "the goal subscriber", procs)
                 g = PoseStamped()
                 g.header.frame_id = "odom"
                 g.pose.position.x = 3.0
