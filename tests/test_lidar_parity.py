@@ -270,7 +270,7 @@ def test_dense_lidars_through_the_robot_rule_match_training_within_2cm(parity_en
 
 
 def test_one_ray_per_sector_fails_the_same_comparison(parity_env, robot_scans) -> None:
-    """The test can fail: the lidar before issue 10 (rays_per_beam 1) is off by metres here."""
+    """The test can fail: the one-ray lidar (rays_per_beam 1) is off by metres here."""
     from navsim.lidar import BatchedLidar
     from navsim.sectors import SectorRays
 

@@ -53,7 +53,7 @@ class LidarCfg:
     noise_std: float = 0.01  # Gaussian range noise in training [m]; truth_scan_clean has none
     # Each beam is the minimum over its sector (the robot's rule, navdeploy.scan.resample_scan),
     # rendered with this many sub-rays from sector edge to edge; 1 = the sector centre only (the
-    # readings before issue 10). Chosen by nav-benchmark-sim --rays-per-beam (docs/simulator.md).
+    # readings before the sector-minimum rule). Chosen by nav-benchmark-sim --rays-per-beam (docs/simulator.md).
     rays_per_beam: int = 21
     # Field of view centred on forward [deg]; sectors outside it are filled by the runtime's rule.
     fov_deg: float = 360.0

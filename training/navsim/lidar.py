@@ -6,7 +6,7 @@ as a ROS LaserScan describes it. The robot side owns that layout (``navdeploy.sc
 the simulator takes its beams from there. Each beam reads the robot's scan rule
 (``navdeploy.scan.resample_scan``): the *minimum* over its sector, rendered with
 ``env.lidar.rays_per_beam`` sub-rays per sector (``navsim.sectors``: 1 = the sector centre only,
-the lidar's readings before issue 10; K >= 2 = K rays from edge to edge). Sectors outside
+the lidar's readings before the sector-minimum rule; K >= 2 = K rays from edge to edge). Sectors outside
 ``env.lidar.fov_deg`` are filled by the runtime's fill rule (``navsim.sectors.FovFill``). Rays
 leave the robot centre at LIDAR_HEIGHT and ignore the robot's own geoms. No return within
 ``max_range`` reads ``max_range``.

@@ -9,7 +9,7 @@ gets denser, the readings that count in sector ``j`` converge to the *closed* se
 renders that limit, the exact sector minimum, by casting ``rays_per_beam = K`` sub-rays per
 sector and taking their minimum:
 
-* ``K = 1``: one ray at the sector centre (the lidar before issue 10; its readings unchanged);
+* ``K = 1``: one ray at the sector centre (the lidar before the sector-minimum rule; its readings unchanged);
 * ``K >= 2``: ``K`` rays evenly spaced from edge to edge, both edges included, spacing
   ``d / (K - 1)``. A ray on an edge belongs to both neighbours, so one scan casts
   ``num_beams * (K - 1)`` distinct rays. With ``d / (K - 1)`` equal to a real lidar's increment
