@@ -424,16 +424,31 @@ def test_contract_carries_the_robot_radius_when_exported_with_it(tmp_path: Path)
     assert rt.contract.robot_radius == 0.25 and rt.contract.raw["robot"]["radius"] == 0.25
 
 
-def test_committed_bundle_loads_with_its_fingerprint_and_legacy_fields() -> None:
-    """tests/fixtures/bundle predates the robot section; the fixture bags depend on its fingerprint."""
+def test_committed_bundle_loads_with_its_fingerprint() -> None:
+    """tests/fixtures/bundle: the fixture bags depend on its fingerprint; it records the robot radius,
+    the trained field of view and how the simulator rendered the scan."""
     bdir = REPO / "tests" / "fixtures" / "bundle"
     rt = PolicyRuntime.load(bdir)
     c = rt.contract
     assert c.fingerprint == "23cb46e4de12b7e0" == rt.spec.fingerprint()
-    assert c.robot_radius is None and c.beams == BeamLayout(72)
+    assert c.robot_radius == 0.2 and c.beams == BeamLayout(72) and c.trained_fov == pytest.approx(2 * math.pi)
+    assert c.raw["lidar"]["simulator"]["rays_per_beam"] == 21
     data = yaml.safe_load((REPO / "conf" / "nav.yaml").read_text())
     assert policy_spec_from_config(data).fingerprint() == c.fingerprint
     assert c.scaling == ActionScaling.from_config(data)
+
+
+def test_a_bundle_from_before_the_robot_and_field_of_view_fields_still_loads(tmp_path: Path) -> None:
+    """Bundles exported before the contract carried ``robot`` and ``lidar.trained_fov`` load with no
+    radius and a full-circle field of view."""
+    spec = make_policy_spec(DEFAULT_TERMS, DIMS)
+    w = random_weights(spec.obs_dim)
+    contract = make_contract(spec, SCALING, 0.1, 0.3, w.eps, robot_radius=0.2)
+    contract.pop("robot", None)
+    contract["lidar"].pop("trained_fov")
+    write_bundle(tmp_path, w, contract)
+    c = PolicyRuntime.load(tmp_path).contract
+    assert c.robot_radius is None and c.trained_fov == pytest.approx(2 * math.pi)
 
 
 def test_trained_field_of_view_travels_in_the_contract_and_gates_scans(tmp_path: Path) -> None:

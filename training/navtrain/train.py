@@ -184,6 +184,7 @@ def run(args) -> int:
         trained = True
         if WORLD_SIZE > 1:
             print(f"[train] rank {RANK}/{WORLD_SIZE} weights sha256 {runner.weights_digest()}", flush=True)
+            end_process_group()
         if log_dir is None:  # not rank 0: rank 0 evaluates, exports and reports
             return 0
         check_normalizer(runner)
@@ -204,6 +205,14 @@ def run(args) -> int:
         return EXIT_INTERRUPTED
     finally:
         stop.restore()
+
+
+def end_process_group() -> None:
+    """Every rank leaves together (a barrier), then tears the group down: a rank that exits while
+    the others still talk to it (or with the group alive) is aborted by the collective backend."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
 
 
 def finish(args, cfg, device: str, log_dir: Path, name: str, checkpoint: Path) -> int:
