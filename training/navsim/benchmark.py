@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import gc
 import json
 import os
 import sys
@@ -63,6 +64,17 @@ def log(msg: str) -> None:
 def _sync(env) -> None:
     if env.device.type == "cuda":
         torch.cuda.synchronize(env.device)
+
+
+def memory_in_use(device: str) -> int:
+    """Bytes in use: the device's used memory on CUDA, the process's resident memory on the CPU.
+    The difference around building and stepping one env is its footprint (approximate: freed memory
+    of an earlier, smaller env may be reused)."""
+    if str(device).startswith("cuda"):
+        free, total = torch.cuda.mem_get_info(torch.device(device))
+        return int(total - free)
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def bench_warp(env, steps: int, warmup: int, seed: int) -> dict[str, float]:
@@ -293,11 +305,16 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict[str, float]] = {}
     for n in counts:
         log(f"[N={n}] building NavEnv and warming up ({args.warmup} steps)")
+        gc.collect()
+        before = memory_in_use(device)
         t0 = time.perf_counter()
         env = NavEnv(cfg, num_envs=n, device=device, seed=cfg.env.seed)
         env.randomize_episode_lengths()
         log(f"  built in {time.perf_counter() - t0:.1f} s")
         row = bench_warp(env, args.steps, args.warmup, seed=n)
+        grown = max(0, memory_in_use(device) - before)
+        row["memory_mib"] = grown / 2**20
+        row["memory_kib_per_world"] = grown / 1024 / n
         if not args.no_reference:
             env.reset()  # the reference starts from the same rooms and start poses
             row.update(bench_reference(env, args.steps, args.warmup, args.threads, seed=n))
@@ -325,13 +342,14 @@ def main(argv: list[str] | None = None) -> int:
         f"\nenv-steps/s on {device} ({cfg.env.lidar.num_beams}-beam lidar, rays_per_beam "
         f"{cfg.env.lidar.rays_per_beam}, included), {args.steps} timed steps per row"
     )
-    header = f"{'worlds':>7} {'NavEnv.step':>12} {'physics':>10} {'lidar':>10}"
+    header = f"{'worlds':>7} {'NavEnv.step':>12} {'physics':>10} {'lidar':>10} {'MiB':>8} {'KiB/world':>10}"
     if not args.no_reference:
         header += f" {'C ref':>10} {'C physics':>10} {'C rays':>10} {'env/C':>7}"
     print(header)
     for n, r in results.items():
         line = (
             f"{n:>7} {r['env_steps_per_s']:>12,.0f} {r['physics_steps_per_s']:>10,.0f} {r['lidar_steps_per_s']:>10,.0f}"
+            f" {r['memory_mib']:>8,.1f} {r['memory_kib_per_world']:>10,.1f}"
         )
         if not args.no_reference:
             line += (
