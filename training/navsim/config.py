@@ -305,12 +305,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         raise ConfigError(f"{path}: the top level must be a mapping")
     for ov in overrides or []:
         apply_override(data, ov)
-    try:
-        cfg = build(NavConfig, data)
-    except ConfigError as err:
-        raise ConfigError(f"{path}: {err}") from None
-    validate(cfg)
-    return cfg
+    return _built(data, str(path))
 
 
 def _section(data: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any] | None:
@@ -333,6 +328,11 @@ def config_from_data(data: dict[str, Any], where: str = "stored config") -> NavC
         section = _section(data, path)
         if section is not None:
             section.setdefault(path[-1], value)
+    return _built(data, where)
+
+
+def _built(data: dict[str, Any], where: str) -> NavConfig:
+    """The validated NavConfig of plain data; a wrong key or value names ``where`` it came from."""
     try:
         cfg = build(NavConfig, data)
     except ConfigError as err:
