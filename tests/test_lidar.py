@@ -64,7 +64,7 @@ def test_beam_order_and_frame(obstacle_free_env):
     # Each sector's sub-rays run from one edge of the sector to the other, centred on the beam.
     sub = unwrapped(rays)
     assert np.allclose(sub.mean(axis=1), beam_angles(72), atol=1e-12)
-    assert np.allclose(sub[:, -1] - sub[:, 0], 2 * math.pi / 72 if k > 1 else 0.0, atol=1e-12)
+    assert np.allclose(sub[:, -1] - sub[:, 0], 2 * math.pi / 72 if k != 1 else 0.0, atol=1e-12)
     ray = torch.as_tensor(rays.ray_angles, dtype=torch.float32)
     assert torch.equal(torch.as_tensor(env.lidar.ray_cos.numpy()), torch.cos(ray))
     assert torch.equal(torch.as_tensor(env.lidar.ray_sin.numpy()), torch.sin(ray))
@@ -83,7 +83,7 @@ def test_beam_order_and_frame(obstacle_free_env):
     # A diagonal beam (45 degrees left of forward, beam 45) reads the minimum over its sector
     # [42.5, 47.5] degrees (one centre ray: 45 degrees only): the +x wall 3 m ahead reads
     # 3 / cos(phi), least at the sector's lower edge; the +y wall 3.5 m left 3.5 / sin(phi).
-    lo, hi = (42.5, 47.5) if env.lidar.rays.rays_per_beam > 1 else (45.0, 45.0)
+    lo, hi = (42.5, 47.5) if env.lidar.rays.rays_per_beam != 1 else (45.0, 45.0)
     want = min((half - 1.0) / math.cos(math.radians(lo)), (half - 0.5) / math.sin(math.radians(hi)))
     assert scan[0, 45] == pytest.approx(want, abs=1e-3)
 
@@ -187,7 +187,51 @@ def test_field_of_view_masks_sub_rays_and_sectors():
     with pytest.raises(ValueError, match="fov_deg"):
         SectorRays(72, 3, fov_deg=0.0)
     with pytest.raises(ValueError, match="rays_per_beam"):
-        SectorRays(72, 0)
+        SectorRays(72, -1)
+
+
+def test_exact_rule_casts_the_sector_edges_and_cuts_sectors_to_the_field_of_view():
+    d = 2 * math.pi / 72
+    rays = SectorRays(72, 0)
+    assert rays.exact and rays.num_rays == 72
+    sub = unwrapped(rays)
+    assert np.allclose(sub.mean(axis=1), beam_angles(72), atol=1e-12)  # the two edges of each sector
+    assert np.allclose(sub[:, 1] - sub[:, 0], d) and np.allclose(rays.seen_width, d)
+    assert np.array_equal(rays.windows[1:, 0], rays.windows[:-1, 1]) and rays.windows[0, 0] == rays.windows[-1, 1]
+    fov = SectorRays(72, 0, fov_deg=270.0)
+    ang = beam_angles(72)
+    assert np.array_equal(fov.seen, SectorRays(72, 3, fov_deg=270.0).seen)
+    edge = int(np.argmin(np.abs(ang - 0.75 * math.pi)))  # the +135 degree sector: its lower half is seen
+    assert fov.seen_width[edge] == pytest.approx(d / 2) and fov.seen_lo[edge] == pytest.approx(ang[edge] - d / 2)
+    assert (fov.seen_width[~fov.seen] < 0).all()
+    # A closest point is credited to the sector whose seen arc holds it, and to no unseen one.
+    assert fov.sector_of(np.array([0.0, ang[edge] + d / 4, math.pi])).tolist() == [36, -1, -1]
+    with pytest.raises(ValueError, match="splits sector 0"):
+        SectorRays(72, 0, fov_deg=358.0)
+
+
+def test_exact_rule_equals_a_dense_rendering(make_env):
+    """The analytic sector minimum (edge rays + closest points) against 401 sub-rays per sector
+    (0.0125 degrees apart) on random rooms and poses, with a full view and with 270 degrees."""
+    from navsim.lidar import BatchedLidar
+
+    gen = torch.Generator().manual_seed(5)
+    for fov in (360.0, 270.0):
+        env = make_env(32, f"env.lidar.fov_deg={fov}", "env.lidar.rays_per_beam=0")
+        dense = BatchedLidar(
+            env.mj_model, env.m, env.d, env.num_envs, 72, env.dims.max_range, env.mj_model.body("base").id,
+            env.device, rays=SectorRays(72, 401, fov),
+        )  # fmt: skip
+        for _ in range(4):
+            pose = env.pose()
+            exact, ref = env.lidar.scan(pose), dense.scan(pose)
+            seen = torch.as_tensor(env.lidar.rays.seen)
+            assert (exact[:, seen] - ref[:, seen]).abs().max() < 1e-3
+            # never farther than any sub-ray (float32 rounding aside); where the sub-rays miss a
+            # closest point between them the exact reading is the nearer one
+            assert (exact[:, seen] <= ref[:, seen] + 1e-4).all()
+            for _ in range(3):
+                env.step(torch.rand(env.num_envs, 3, generator=gen) * 2 - 1)
 
 
 @pytest.mark.parametrize(("fill", "value"), [("nearest", None), ("max_range", None), ("constant", 0.5)])

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 import warp as wp
 
+from navdeploy.scan import BeamLayout
 from navsim.robot import LIDAR_HEIGHT
 from navsim.sectors import FovFill, SectorRays
 
@@ -144,6 +145,81 @@ def _sector_min(
     dist_out[world, beam] = best
 
 
+@wp.kernel
+def _closest_points(
+    pose: wp.array2d[wp.float32],
+    geom_ids: wp.array[wp.int32],
+    geom_kind: wp.array[wp.int32],
+    geom_size: wp.array2d[wp.vec3],
+    geom_xpos: wp.array2d[wp.vec3],
+    geom_xmat: wp.array2d[wp.mat33],
+    height: float,
+    max_range: float,
+    first_edge: float,
+    sector_width: float,
+    seen_lo: wp.array[wp.float32],
+    seen_width: wp.array[wp.float32],
+    dist_out: wp.array2d[wp.float32],
+):
+    """One thread per (world, geom), the exact rule's second half: the geom's closest point to the
+    lidar lowers the reading of the sector whose seen arc holds its direction (the edge rays of
+    every sector are already in ``dist_out``). A geom holding the lidar is left to the edge rays."""
+    world, k = wp.tid()
+    g = geom_ids[k]
+    center = geom_xpos[world, g]
+    size = geom_size[0, g]
+    half_h = size[1]
+    if geom_kind[k] == 1:
+        half_h = size[2]
+    if wp.abs(height - center[2]) > half_h:
+        return
+    px = pose[world, 0]
+    py = pose[world, 1]
+    vx = wp.float32(0.0)
+    vy = wp.float32(0.0)
+    dist = wp.float32(0.0)
+    if geom_kind[k] == 0:
+        cx = center[0] - px
+        cy = center[1] - py
+        norm = wp.sqrt(cx * cx + cy * cy)
+        if norm <= size[0]:
+            return
+        vx = cx
+        vy = cy
+        dist = norm - size[0]
+    else:
+        m = geom_xmat[world, g]
+        ox = px - center[0]
+        oy = py - center[1]
+        lx = m[0, 0] * ox + m[1, 0] * oy
+        ly = m[0, 1] * ox + m[1, 1] * oy
+        qx = wp.clamp(lx, -size[0], size[0])
+        qy = wp.clamp(ly, -size[1], size[1])
+        if qx == lx and qy == ly:
+            return
+        # lidar -> closest point, back in the world frame
+        ux = qx - lx
+        uy = qy - ly
+        vx = m[0, 0] * ux + m[0, 1] * uy
+        vy = m[1, 0] * ux + m[1, 1] * uy
+        dist = wp.sqrt(ux * ux + uy * uy)
+    if dist >= max_range:
+        return
+    two_pi = 2.0 * wp.pi
+    psi = wp.atan2(vy, vx) - pose[world, 2]
+    rel = psi - first_edge
+    rel = rel - two_pi * wp.floor(rel / two_pi)
+    nb = seen_lo.shape[0]
+    j = wp.min(int(rel / sector_width), nb - 1)
+    width = seen_width[j]
+    if width < 0.0:
+        return
+    delta = psi - seen_lo[j]
+    delta = delta - two_pi * wp.floor(delta / two_pi)
+    if delta <= width + 1.0e-6 or delta >= two_pi - 1.0e-6:
+        wp.atomic_min(dist_out, world, j, dist)
+
+
 def _scan_geoms(mj_model: mujoco.MjModel, robot_body: int) -> tuple[np.ndarray, np.ndarray]:
     ids, kinds = [], []
     for g in range(mj_model.ngeom):
@@ -218,6 +294,12 @@ class BatchedLidar:
         self._direct = self.rays.rays_per_beam == 1 and self.rays.full_view
         if self._direct:
             self.beam_cos, self.beam_sin = self.ray_cos, self.ray_sin
+        self.exact = self.rays.exact
+        layout = BeamLayout(num_beams)
+        self.first_edge = float(layout.angle_min - 0.5 * layout.angle_increment)
+        self.sector_width = float(layout.angle_increment)
+        self.seen_lo = wp.array(self.rays.seen_lo.astype(np.float32), dtype=wp.float32, device=wp_device)
+        self.seen_width = wp.array(self.rays.seen_width.astype(np.float32), dtype=wp.float32, device=wp_device)
         self.windows = wp.array(self.rays.windows.astype(np.int32), dtype=wp.int32, device=wp_device)
         self.window_valid = wp.array(self.rays.window_valid.astype(np.int32), dtype=wp.int32, device=wp_device)
         ids, kinds = _scan_geoms(mj_model, robot_body)
@@ -256,6 +338,27 @@ class BatchedLidar:
                 _sector_min,
                 dim=(self.num_worlds, self.num_beams),
                 inputs=[self._ray_dist, self.windows, self.window_valid, self.max_range],
+                outputs=[self._dist],
+                device=self._dist.device,
+            )
+        if self.exact:
+            wp.launch(
+                _closest_points,
+                dim=(self.num_worlds, self.geom_ids.shape[0]),
+                inputs=[
+                    wp.from_torch(pose),
+                    self.geom_ids,
+                    self.geom_kind,
+                    self.m.geom_size,
+                    self.d.geom_xpos,
+                    self.d.geom_xmat,
+                    float(LIDAR_HEIGHT),
+                    self.max_range,
+                    self.first_edge,
+                    self.sector_width,
+                    self.seen_lo,
+                    self.seen_width,
+                ],
                 outputs=[self._dist],
                 device=self._dist.device,
             )

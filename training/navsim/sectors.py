@@ -9,6 +9,7 @@ gets denser, the readings that count in sector ``j`` converge to the *closed* se
 renders that limit, the exact sector minimum, by casting ``rays_per_beam = K`` sub-rays per
 sector and taking their minimum:
 
+* ``K = 0``: the exact sector minimum (below);
 * ``K = 1``: one ray at the sector centre (the lidar before the sector-minimum rule; its readings unchanged);
 * ``K >= 2``: ``K`` rays evenly spaced from edge to edge, both edges included, spacing
   ``d / (K - 1)``. A ray on an edge belongs to both neighbours, so one scan casts
@@ -20,6 +21,15 @@ sector and taking their minimum:
 scanner of that field of view leaves without readings. Unseen sectors are filled as the robot
 fills them: :class:`FovFill` takes the fill from :func:`navdeploy.scan.resample_scan` itself
 (the runtime's function, with the runtime's fill policy), see there.
+
+**Exact** (``K = 0``): no sampling at all. Every collidable geom is convex (a vertical cylinder
+or a box rotated about z) and the scan is planar, so the minimum over the wedge of a sector is
+either the geom's closest point to the lidar, when its direction lies inside the sector, or the
+first hit of one of the sector's two edge rays (a convex distance function on a convex set takes
+its minimum at the unconstrained minimiser or on the boundary of the constraint). ``ray_angles``
+are then the distinct sector edges (clipped to the field of view) and each window holds a
+sector's two edges; :attr:`SectorRays.seen_lo` / :attr:`SectorRays.seen_width` give the arc a
+closest point must fall in. The cost is about one ray per sector plus one closest point per geom.
 
 Both simulators use this module: the Warp lidar (``navsim.lidar``) and the C MuJoCo world of the
 ROS 2 sim node (``navsim.sim_world``).
@@ -49,7 +59,10 @@ class SectorRays:
 
     ``ray_angles`` (R,) body-frame angles of the distinct rays (float64); ``windows`` (B, K) ray
     indices of each sector; ``window_valid`` (B, K) whether that ray is inside the field of view;
-    ``seen`` (B,) sectors with at least one such ray.
+    ``seen`` (B,) sectors with at least one such ray. With ``rays_per_beam = 0`` (exact) the rays
+    are the sector edges inside the field of view, ``windows`` (B, 2) a sector's lower and upper
+    edge, and ``seen_lo`` / ``seen_width`` (B,) the arc of each sector inside the field of view
+    (width < 0 for an unseen sector).
     """
 
     num_beams: int
@@ -59,14 +72,21 @@ class SectorRays:
     windows: np.ndarray = field(init=False, repr=False, compare=False)
     window_valid: np.ndarray = field(init=False, repr=False, compare=False)
     seen: np.ndarray = field(init=False, repr=False, compare=False)
+    seen_lo: np.ndarray = field(init=False, repr=False, compare=False)
+    seen_width: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         layout = BeamLayout(int(self.num_beams))
         b, k = layout.num_beams, int(self.rays_per_beam)
-        if k < 1:
-            raise ValueError(f"rays_per_beam must be >= 1, got {self.rays_per_beam}")
+        if k < 0:
+            raise ValueError(f"rays_per_beam must be >= 0 (0 = exact), got {self.rays_per_beam}")
         if not 0.0 < float(self.fov_deg) <= 360.0:
             raise ValueError(f"fov_deg must be in (0, 360], got {self.fov_deg}")
+        d = layout.angle_increment
+        lo = layout.angle_min - 0.5 * d + np.arange(b) * d
+        if k == 0:
+            self._exact(lo, d)
+            return
         if k == 1:
             angles = layout.angles()
             windows = np.arange(b)[:, None]
@@ -83,9 +103,80 @@ class SectorRays:
         seen = valid.any(axis=1)
         if not seen.any():
             raise ValueError(f"a field of view of {self.fov_deg} degrees holds none of the {b}x{k} sub-rays: widen it")
-        for name, value in (("ray_angles", angles), ("windows", windows), ("window_valid", valid), ("seen", seen)):
+        width = np.where(seen, d, -1.0)
+        self._store(angles, windows, valid, seen, lo, width)
+
+    def _store(
+        self,
+        angles: np.ndarray,
+        windows: np.ndarray,
+        valid: np.ndarray,
+        seen: np.ndarray,
+        seen_lo: np.ndarray,
+        seen_width: np.ndarray,
+    ) -> None:
+        for name, value in (
+            ("ray_angles", angles),
+            ("windows", windows),
+            ("window_valid", valid),
+            ("seen", seen),
+            ("seen_lo", seen_lo),
+            ("seen_width", seen_width),
+        ):
+            value = np.asarray(value)
             value.setflags(write=False)
             object.__setattr__(self, name, value)
+
+    def _exact(self, lo: np.ndarray, d: float) -> None:
+        """Edges and seen arcs of the exact rule: each sector's closed arc ``[lo, lo + d]`` cut
+        to the field of view (one arc per sector; a field of view that splits the back sector in
+        two is refused)."""
+        b = lo.shape[0]
+        if float(self.fov_deg) >= 360.0:
+            angles = lo.copy()
+            windows = np.stack([np.arange(b), (np.arange(b) + 1) % b], axis=1)
+            seen = np.ones(b, dtype=bool)
+            self._store(angles, windows, np.ones((b, 2), dtype=bool), seen, lo.copy(), np.full(b, d))
+            return
+        half = math.radians(float(self.fov_deg)) / 2.0
+        seen_lo, seen_hi = np.full(b, np.nan), np.full(b, np.nan)
+        for j in range(b):
+            # The sector in unwrapped angles and the copies of [-half, half] that can meet it.
+            pieces = []
+            for shift in (-2.0 * math.pi, 0.0, 2.0 * math.pi):
+                a0, a1 = max(lo[j], shift - half), min(lo[j] + d, shift + half)
+                if a1 >= a0 - FOV_TOL:
+                    pieces.append((a0, max(a0, a1)))
+            if len(pieces) > 1:
+                raise ValueError(
+                    f"a field of view of {self.fov_deg} degrees splits sector {j} in two; use 360 degrees "
+                    "or a sub-ray count (rays_per_beam >= 1)"
+                )
+            if pieces:
+                seen_lo[j], seen_hi[j] = pieces[0]
+        seen = np.isfinite(seen_lo)
+        if not seen.any():
+            raise ValueError(f"a field of view of {self.fov_deg} degrees holds no sector: widen it")
+        edges: list[float] = []
+        windows = np.zeros((b, 2), dtype=np.int64)
+
+        def edge(a: float) -> int:
+            a = float(wrap_angle(np.array(a)))
+            for i, e in enumerate(edges):
+                if abs(float(wrap_angle(np.array(a - e)))) < 1e-12:
+                    return i
+            edges.append(a)
+            return len(edges) - 1
+
+        for j in np.flatnonzero(seen):
+            windows[j] = (edge(seen_lo[j]), edge(seen_hi[j]))
+        valid = np.repeat(seen[:, None], 2, axis=1)
+        width = np.where(seen, seen_hi - seen_lo, -1.0)
+        self._store(np.array(edges), windows, valid, seen, np.where(seen, seen_lo, 0.0), width)
+
+    @property
+    def exact(self) -> bool:
+        return int(self.rays_per_beam) == 0
 
     @property
     def num_rays(self) -> int:
@@ -100,6 +191,29 @@ class SectorRays:
         d = np.asarray(ray_dist, dtype=np.float64)[..., self.windows]
         d = np.where(self.window_valid, d, np.inf).min(axis=-1)
         return np.where(self.seen, d, np.nan)
+
+    def sector_of(self, angle: np.ndarray) -> np.ndarray:
+        """Body-frame angles -> index of the sector whose seen arc holds them, -1 for none (an
+        angle on an edge gets one of the two sectors; the other sees it through its edge ray)."""
+        layout = BeamLayout(int(self.num_beams))
+        d = layout.angle_increment
+        a = np.asarray(angle, dtype=np.float64)
+        j = np.floor((a - (layout.angle_min - 0.5 * d)) / d).astype(np.int64) % self.num_beams
+        delta = (a - self.seen_lo[j]) % (2.0 * math.pi)
+        inside = (self.seen_width[j] >= 0) & (
+            (delta <= self.seen_width[j] + FOV_TOL) | (delta >= 2.0 * math.pi - FOV_TOL)
+        )
+        return np.where(inside, j, -1)
+
+    def add_closest_points(self, sectors: np.ndarray, dist: np.ndarray, angle: np.ndarray) -> np.ndarray:
+        """The exact rule's second half: (B,) edge minima and the geoms' closest points (``dist``
+        from the lidar, body-frame ``angle``) -> (B,) sector minima."""
+        out = np.array(sectors, dtype=np.float64, copy=True)
+        j = self.sector_of(angle)
+        for jj, dd in zip(j, np.asarray(dist, dtype=np.float64), strict=True):
+            if jj >= 0 and dd < out[jj]:
+                out[jj] = dd
+        return out
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ the lidar and physics tests compare NavEnv against these.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import mujoco
@@ -171,7 +172,45 @@ class RayCaster:
 
     def cast_sectors(self, model: mujoco.MjModel, data: mujoco.MjData, pose: np.ndarray) -> np.ndarray:
         """(num_beams,) sector minima in metres; sectors outside the field of view are NaN."""
-        return self.rays.sector_min(self.cast_rays(model, data, pose))
+        sectors = self.rays.sector_min(self.cast_rays(model, data, pose))
+        if self.rays.exact:
+            dist, angle = self.closest_points(model, data, pose)
+            sectors = np.where(self.rays.seen, self.rays.add_closest_points(sectors, dist, angle), np.nan)
+        return sectors
+
+    def closest_points(
+        self, model: mujoco.MjModel, data: mujoco.MjData, pose: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The exact rule's closest points: for every geom at the lidar's height that does not hold
+        the lidar, its distance from the lidar and the body-frame direction of its closest point
+        (vertical cylinders and boxes rotated about z, as ``navsim.lidar`` supports)."""
+        x, y, yaw = (float(v) for v in pose[:3])
+        dists, angles = [], []
+        for g in range(model.ngeom):
+            if model.geom_bodyid[g] == self.robot_body:
+                continue
+            gtype, size, center = int(model.geom_type[g]), model.geom_size[g], data.geom_xpos[g]
+            half_h = size[1] if gtype == mujoco.mjtGeom.mjGEOM_CYLINDER else size[2]
+            if abs(LIDAR_HEIGHT - center[2]) > half_h:
+                continue
+            if gtype == mujoco.mjtGeom.mjGEOM_CYLINDER:
+                v = np.array([center[0] - x, center[1] - y])
+                norm = float(np.hypot(*v))
+                if norm <= size[0]:
+                    continue
+                dist = norm - float(size[0])
+            else:
+                rot = data.geom_xmat[g].reshape(3, 3)[:2, :2]
+                local = rot.T @ np.array([x - center[0], y - center[1]])
+                closest = np.clip(local, -size[:2], size[:2])
+                if np.array_equal(closest, local):
+                    continue
+                v = rot @ (closest - local)
+                dist = float(np.hypot(*v))
+            if dist < self.max_range:
+                dists.append(dist)
+                angles.append(math.atan2(v[1], v[0]) - yaw)
+        return np.array(dists), np.array(angles)
 
     def cast(self, model: mujoco.MjModel, data: mujoco.MjData, pose: np.ndarray) -> np.ndarray:
         """(num_beams,) ranges in metres from ``pose`` (x, y, yaw), in [0, max_range], unseen
