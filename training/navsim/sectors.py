@@ -210,9 +210,8 @@ class SectorRays:
         from the lidar, body-frame ``angle``) -> (B,) sector minima."""
         out = np.array(sectors, dtype=np.float64, copy=True)
         j = self.sector_of(angle)
-        for jj, dd in zip(j, np.asarray(dist, dtype=np.float64), strict=True):
-            if jj >= 0 and dd < out[jj]:
-                out[jj] = dd
+        inside = j >= 0
+        np.minimum.at(out, j[inside], np.asarray(dist, dtype=np.float64)[inside])
         return out
 
 

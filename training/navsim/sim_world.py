@@ -26,7 +26,6 @@ the lidar and physics tests compare NavEnv against these.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import mujoco
@@ -184,33 +183,22 @@ class RayCaster:
         """The exact rule's closest points: for every geom at the lidar's height that does not hold
         the lidar, its distance from the lidar and the body-frame direction of its closest point
         (vertical cylinders and boxes rotated about z, as ``navsim.lidar`` supports)."""
-        x, y, yaw = (float(v) for v in pose[:3])
-        dists, angles = [], []
-        for g in range(model.ngeom):
-            if model.geom_bodyid[g] == self.robot_body:
-                continue
-            gtype, size, center = int(model.geom_type[g]), model.geom_size[g], data.geom_xpos[g]
-            half_h = size[1] if gtype == mujoco.mjtGeom.mjGEOM_CYLINDER else size[2]
-            if abs(LIDAR_HEIGHT - center[2]) > half_h:
-                continue
-            if gtype == mujoco.mjtGeom.mjGEOM_CYLINDER:
-                v = np.array([center[0] - x, center[1] - y])
-                norm = float(np.hypot(*v))
-                if norm <= size[0]:
-                    continue
-                dist = norm - float(size[0])
-            else:
-                rot = data.geom_xmat[g].reshape(3, 3)[:2, :2]
-                local = rot.T @ np.array([x - center[0], y - center[1]])
-                closest = np.clip(local, -size[:2], size[:2])
-                if np.array_equal(closest, local):
-                    continue
-                v = rot @ (closest - local)
-                dist = float(np.hypot(*v))
-            if dist < self.max_range:
-                dists.append(dist)
-                angles.append(math.atan2(v[1], v[0]) - yaw)
-        return np.array(dists), np.array(angles)
+        geoms = np.flatnonzero(model.geom_bodyid != self.robot_body)
+        size, center = model.geom_size[geoms], data.geom_xpos[geoms]
+        cyl = model.geom_type[geoms] == mujoco.mjtGeom.mjGEOM_CYLINDER
+        at_height = np.abs(LIDAR_HEIGHT - center[:, 2]) <= np.where(cyl, size[:, 1], size[:, 2])
+        rel = np.asarray(pose[:2], dtype=np.float64) - center[:, :2]  # lidar in the geom frame, unrotated
+        rot = data.geom_xmat[geoms].reshape(-1, 3, 3)[:, :2, :2]
+        local = np.einsum("gji,gj->gi", rot, rel)  # rotated into the box frame
+        closest = np.clip(local, -size[:, :2], size[:, :2])
+        box_v = np.einsum("gij,gj->gi", rot, closest - local)
+        norm = np.hypot(rel[:, 0], rel[:, 1])
+        v = np.where(cyl[:, None], -rel, box_v)
+        dist = np.where(cyl, norm - size[:, 0], np.hypot(box_v[:, 0], box_v[:, 1]))
+        outside = np.where(cyl, norm > size[:, 0], (closest != local).any(axis=1))
+        keep = at_height & outside & (dist < self.max_range)
+        angle = np.arctan2(v[keep, 1], v[keep, 0]) - float(pose[2])
+        return dist[keep], angle
 
     def cast(self, model: mujoco.MjModel, data: mujoco.MjData, pose: np.ndarray) -> np.ndarray:
         """(num_beams,) ranges in metres from ``pose`` (x, y, yaw), in [0, max_range], unseen
