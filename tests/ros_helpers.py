@@ -108,11 +108,13 @@ def fixture_bundle() -> Path:
     return FIXTURE_BUNDLE
 
 
-def write_goal_seeking_bundle(out: Path) -> Path:
+def write_goal_seeking_bundle(out: Path, response: Any = None) -> Path:
     """A hand-made bundle whose 'policy' drives straight at the goal (body frame), no learning.
 
     A linear layer reads goal_polar's sin/cos and outputs vx = 2 cos, vy = 2 sin (the runtime clips
-    to [-1, 1] and scales), so the robot side can be tested without a trained network.
+    to [-1, 1] and scales), so the robot side can be tested without a trained network. With
+    ``response`` (a ``navdeploy.response.RobotResponse``) the contract carries that
+    ``robot_response`` section (format 2); without it, none (format 1).
     """
     from navdeploy.action import ActionScaling
     from navdeploy.bundle import make_contract
@@ -142,6 +144,7 @@ def write_goal_seeking_bundle(out: Path) -> Path:
         cfg.env.goal_tolerance,
         0.0,
         extra={"source": {"kind": "hand-made goal-seeking test policy"}},
+        response=response,
     )
     write_bundle(out, weights, contract)
     return out

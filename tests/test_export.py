@@ -22,8 +22,9 @@ import torch
 
 from conftest import REPO, TRAIN_OVERRIDES
 from navdeploy.bundle import CONTRACT_FILE, FINGERPRINT_KEY, METADATA_KEY, ONNX_FILE, make_contract
+from navdeploy.response import robot_response
 from navdeploy.runtime import PolicyRuntime
-from navsim.config import load_config
+from navsim.config import load_config, to_dict
 from navtrain.checkpoint import CheckpointError, build_actor, config_from_checkpoint
 from navtrain.export_onnx import (
     ExportCheckError,
@@ -93,6 +94,10 @@ def test_contract_in_metadata_equals_contract_file_and_says_everything(bundle: P
     assert beside["onnx"]["normalizer_eps"] == 0.01
     assert beside["robot"]["radius"] == 0.2
     assert beside["source"]["iteration"] == ckpt["iter"]
+    # How the base responded in training, from the config's randomization section (format 2).
+    assert beside["format_version"] == 2
+    assert beside["robot_response"] == robot_response(to_dict(cfg))
+    assert beside["robot_response"] == robot_response(beside["source"]["nav_config"])
 
 
 def test_self_check_ran_on_recorded_observations_within_tolerance(bundle: Path) -> None:

@@ -7,6 +7,13 @@ buffers, then the MLP. The contract (JSON) travels twice: in the ONNX metadata u
 :data:`METADATA_KEY`, and as ``contract.json`` beside the model for people to read. They must
 agree; :func:`read_contract` checks it. Writing lives on the training side (``navtrain.onnx_writer``,
 which needs the ``onnx`` package); the metadata is read here through onnxruntime.
+
+Format versions: 2 carries the ``robot_response`` section (:mod:`navdeploy.response`: the
+acceleration limits, latency budget and actuator time constants the policy was trained with); 1 is
+the layout before it, still read (``Contract.response`` is then None: no acceleration limit unless
+the node sets one). The fingerprint covers the observation spec only (what the policy reads); the
+``robot_response`` section, like the limits and the period, is protected by the two copies of the
+contract having to agree and by its own consistency checks, not by the fingerprint.
 """
 
 from __future__ import annotations
@@ -18,11 +25,16 @@ from pathlib import Path
 from typing import Any
 
 from navdeploy.action import ACTION_ORDER, ActionScaling
+from navdeploy.response import SECTION as RESPONSE_SECTION
+from navdeploy.response import ResponseError, RobotResponse
 from navdeploy.scan import BeamLayout
 from navdeploy.spec import PolicySpec, spec_from_dict
 
 FORMAT = "nav_policy.bundle"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""What :func:`make_contract` writes when it is given a ``robot_response``."""
+LEGACY_FORMAT_VERSION = 1
+"""Bundles exported before the ``robot_response`` section (still read)."""
 METADATA_KEY = "nav_policy_contract"
 FINGERPRINT_KEY = "nav_policy_fingerprint"
 ONNX_FILE = "policy.onnx"
@@ -75,6 +87,8 @@ class Contract:
     """Field of view [rad] the policy was trained with (``lidar.trained_fov``): a scan covering less
     than the node's ``min_coverage`` share of it is refused. Bundles without it were trained on 360
     degrees."""
+    response: RobotResponse | None = None
+    """How the base responded in training (``robot_response``, format 2); None in format 1 bundles."""
 
     # The beam layout's angles, for planners and logs: always the training layout's (checked on load).
     @property
@@ -100,10 +114,13 @@ def make_contract(
     robot_radius: float | None = None,
     trained_fov: float = 2.0 * math.pi,
     sim_lidar: dict[str, Any] | None = None,
+    response: RobotResponse | None = None,
 ) -> dict[str, Any]:
     """The contract as plain JSON data (``robot_radius``: the training shell radius, if known;
     ``trained_fov``: the lidar field of view [rad] the policy was trained with, which a robot scan
-    must cover; ``sim_lidar``: how the simulator rendered the scan, for the record)."""
+    must cover; ``sim_lidar``: how the simulator rendered the scan, for the record; ``response``:
+    the ``robot_response`` section, :meth:`RobotResponse.from_config` of the training config; with
+    it the contract is format 2, without it format 1)."""
     d = spec.dims
     terms, start = [], 0
     for t in spec.terms:
@@ -116,7 +133,7 @@ def make_contract(
         )
     contract = {
         "format": FORMAT,
-        "format_version": FORMAT_VERSION,
+        "format_version": FORMAT_VERSION if response is not None else LEGACY_FORMAT_VERSION,
         "fingerprint": spec.fingerprint(),
         "observation": {
             "dim": spec.obs_dim,
@@ -156,6 +173,8 @@ def make_contract(
     }
     if robot_radius is not None:
         contract["robot"] = {"radius": float(robot_radius), "shape": "vertical cylinder about base_link"}
+    if response is not None:
+        contract[RESPONSE_SECTION] = response.to_dict()
     if extra:
         contract.update(extra)
     return contract
@@ -206,6 +225,11 @@ def _check_numbers(data: dict[str, Any], c: Contract) -> None:
     _positive("goal_tolerance", c.goal_tolerance)
     if c.robot_radius is not None:
         _positive("robot.radius", c.robot_radius)
+    if c.response is not None and c.response.physics_substep > c.control_period * (1.0 + 1e-9):
+        raise BundleError(
+            f"contract {RESPONSE_SECTION}.physics_substep = {c.response.physics_substep} s is longer than "
+            f"control_period {c.control_period} s"
+        )
     fov = _positive("lidar.trained_fov", c.trained_fov)
     if fov > 2.0 * math.pi * (1.0 + 1e-9):
         raise BundleError(f"contract lidar.trained_fov = {fov} rad is more than a full turn")
@@ -216,12 +240,35 @@ def _check_numbers(data: dict[str, Any], c: Contract) -> None:
         raise BundleError(f"contract action.dim = {dim}, action.order has {len(c.action_order)} entries")
 
 
+def _parse_response(data: dict[str, Any], version: int) -> RobotResponse | None:
+    """The ``robot_response`` section: required in format 2, absent in format 1."""
+    section = data.get(RESPONSE_SECTION)
+    if version == LEGACY_FORMAT_VERSION:
+        if section is not None:
+            raise BundleError(
+                f"contract format_version {version} carries a {RESPONSE_SECTION} section "
+                f"(introduced in format {FORMAT_VERSION}): the contract was edited"
+            )
+        return None
+    if section is None:
+        raise BundleError(f"contract format_version {version} has no {RESPONSE_SECTION} section")
+    try:
+        return RobotResponse.from_dict(section)
+    except ResponseError as err:
+        raise BundleError(f"contract {err}") from None
+
+
 def parse_contract(data: dict[str, Any]) -> Contract:
     """Check the contract's shape and self-consistency; return the typed view."""
     if data.get("format") != FORMAT:
         raise BundleError(f"not a {FORMAT} contract (format={data.get('format')!r})")
-    if int(data.get("format_version", -1)) != FORMAT_VERSION:
-        raise BundleError(f"contract format_version {data.get('format_version')} unsupported (want {FORMAT_VERSION})")
+    version = data.get("format_version")
+    if version not in (LEGACY_FORMAT_VERSION, FORMAT_VERSION) or isinstance(version, bool):
+        raise BundleError(
+            f"contract format_version {version!r} unsupported (this runtime reads {LEGACY_FORMAT_VERSION} "
+            f"and {FORMAT_VERSION})"
+        )
+    response = _parse_response(data, int(version))
     try:
         obs = data["observation"]
         spec = spec_from_dict(obs["spec"])
@@ -247,6 +294,7 @@ def parse_contract(data: dict[str, Any]) -> Contract:
             robot_radius=None if radius is None else float(radius),
             raw=data,
             trained_fov=float(lidar.get("trained_fov", 2.0 * math.pi)),
+            response=response,
         )
     except (KeyError, TypeError, ValueError) as err:
         raise BundleError(f"malformed contract: {type(err).__name__}: {err}") from None

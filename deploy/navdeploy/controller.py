@@ -2,7 +2,9 @@
 
 ``PolicyController`` keeps the latest scan, odometry and goal with the time each was taken, and on
 every control tick decides between a zero command (no goal, goal reached, stale or unusable input,
-any error) and the policy's command from the deploy runtime, clamped to the configured limits.
+any error) and the policy's command from the deploy runtime, clamped to the configured limits and
+acceleration-limited by the velocity smoother (``navdeploy.smoother``; never applied to a zero: a
+stop goes out at once).
 The observation and the action scaling belong to ``navdeploy.runtime``: nothing here rebuilds them.
 Times are ROS times in seconds (simulated time under ``use_sim_time``).
 
@@ -35,6 +37,7 @@ from navdeploy.scan import (
     ScanReport,
     ScanUnusable,
 )
+from navdeploy.smoother import AccelLimits, VelocitySmoother
 
 
 class State(StrEnum):
@@ -125,6 +128,7 @@ class ControllerSettings:
     scan_options: ScanOptions = field(default_factory=ScanOptions)
     clock_timeout: float = DEFAULT_CLOCK_TIMEOUT  # [s wall]
     limit_sources: tuple[str, ...] = ()  # one line per limit: its value and which side set it
+    accel_limits: AccelLimits = field(default_factory=AccelLimits)  # the velocity smoother's; none: off
 
 
 def check_number(name: str, value: Any, lo: float, hi: float = math.inf, *, lo_open: bool = False) -> float:
@@ -157,11 +161,17 @@ def resolve_settings(
     min_coverage: float = DEFAULT_MIN_COVERAGE,
     max_fill_gap: int = DEFAULT_MAX_FILL_GAP,
     clock_timeout: float = DEFAULT_CLOCK_TIMEOUT,
+    velocity_smoother: bool = True,
+    max_accel_linear: float = 0.0,
+    max_accel_angular: float = 0.0,
 ) -> tuple[ControllerSettings, list[str]]:
     """The node's parameters over the bundle's contract: 0 takes the contract's value; for each limit
     the smaller of the node's and the contract's wins. Every number must be finite and in range.
-    Returns the settings and warnings to log; raises ValueError naming the parameter when one is
-    unusable (the node refuses to start with that one line)."""
+    The velocity smoother's acceleration limits: a node value > 0 replaces the contract's (warned
+    when outside the trained range), 0 takes the contract's ``robot_response.accel_limit`` (none in
+    a bundle without one); ``velocity_smoother`` false turns it off. Returns the settings and
+    warnings to log; raises ValueError naming the parameter when one is unusable (the node refuses
+    to start with that one line)."""
     warnings: list[str] = []
     sources: list[str] = []
 
@@ -214,8 +224,68 @@ def resolve_settings(
         frames = parse_goal_frames(static_goal_frames)
     except ValueError as exc:
         raise ValueError(f"parameter 'static_goal_frames': {exc}") from exc
-    settings = ControllerSettings(period, tol, limits, stale, odom_frame, frames, scan_options, clock, tuple(sources))
+    accel = resolve_accel_limits(
+        contract, velocity_smoother, max_accel_linear, max_accel_angular, warnings=warnings, sources=sources
+    )
+    settings = ControllerSettings(
+        period, tol, limits, stale, odom_frame, frames, scan_options, clock, tuple(sources), accel_limits=accel
+    )
     return settings, warnings
+
+
+def resolve_accel_limits(
+    contract: Any,
+    enabled: bool,
+    linear: float,
+    angular: float,
+    *,
+    warnings: list[str],
+    sources: list[str],
+) -> AccelLimits:
+    """The velocity smoother's limits from the node's parameters and the contract's
+    ``robot_response`` (see :func:`resolve_settings`); appends what to log to ``warnings`` and
+    ``sources``."""
+    if not isinstance(enabled, bool | np.bool_):
+        raise ValueError(f"parameter 'velocity_smoother' must be true or false, got {enabled!r}")
+    lin = check_number("max_accel_linear", linear, 0.0, 1e4)
+    ang = check_number("max_accel_angular", angular, 0.0, 1e4)
+    response = getattr(contract, "response", None)
+    if not enabled:
+        sources.append("velocity smoother off (node parameter velocity_smoother false)")
+        if lin or ang:
+            warnings.append("max_accel_linear / max_accel_angular are ignored: velocity_smoother is false")
+        if response is not None and (response.accel_linear or response.accel_angular):
+            warnings.append(
+                "velocity smoother off, but the policy was trained with acceleration limits: "
+                "the base itself must not accelerate faster than " + response.describe()
+            )
+        return AccelLimits()
+    if response is None:
+        absent = "none (the bundle has no robot_response section: format 1)"
+    else:
+        absent = "none (the policy was trained without an acceleration limit)"
+    picked: list[float | None] = []
+    for name, value, trained, unit in (
+        ("max_accel_linear", lin, response.accel_linear if response else None, "m/s^2"),
+        ("max_accel_angular", ang, response.accel_angular if response else None, "rad/s^2"),
+    ):
+        if value > 0:
+            picked.append(value)
+            sources.append(f"{name} {value:g} {unit} (node parameter)")
+            if trained is not None and not trained[0] <= value <= trained[1]:
+                warnings.append(
+                    f"{name}={value:g} {unit} is outside the range the policy was trained with "
+                    f"({trained[0]:g}-{trained[1]:g} {unit})"
+                )
+        elif trained is not None:
+            picked.append(trained[0])
+            sources.append(
+                f"{name} {trained[0]:g} {unit} (bundle contract: the lowest trained, of {trained[0]:g}-{trained[1]:g})"
+            )
+        else:
+            picked.append(None)
+            sources.append(f"{name} {absent}")
+    return AccelLimits(*picked)
 
 
 def stamp_seconds(stamp: Any) -> float:
@@ -314,6 +384,7 @@ class PolicyController:
     odom_frame: str = "odom"
     goal_frames: dict[str, Transform2D] = field(default_factory=dict)
     scan_errors: tuple[type[BaseException], ...] = ()
+    smoother: VelocitySmoother | None = None  # acceleration limits on driving commands; None: off
 
     @classmethod
     def from_settings(cls, runtime: Any, settings: ControllerSettings) -> PolicyController:
@@ -332,6 +403,11 @@ class PolicyController:
             odom_frame=settings.odom_frame,
             goal_frames=dict(settings.goal_frames),
             scan_errors=(ScanUnusable,),
+            smoother=(
+                VelocitySmoother(settings.accel_limits, settings.control_period)
+                if settings.accel_limits.active
+                else None
+            ),
         )
 
     def __post_init__(self) -> None:
@@ -475,14 +551,27 @@ class PolicyController:
         return getattr(self.runtime, "last_scan_report", None)
 
     def tick(self, now: float) -> TickResult:
-        """The command of the control tick at ``now``; never raises, never returns a non-finite command."""
+        """The command of the control tick at ``now``; never raises, never returns a non-finite command.
+
+        A driving command goes through the velocity smoother (when on); any other state's zero goes
+        out as it is, at once, and the smoother starts again from rest."""
         try:
             res = self._decide(now)
+            if res.state == State.DRIVING and self.smoother is not None and np.all(np.isfinite(res.cmd)):
+                res.cmd = self.smoother.step(res.cmd, now, clamp=lambda c: clamp_command(c, self.limits))
         except Exception as exc:  # never let a tick die without a zero command
-            return self._zero(State.ERROR, f"tick failed: {type(exc).__name__}: {exc}")
+            res = self._zero(State.ERROR, f"tick failed: {type(exc).__name__}: {exc}")
         if not np.all(np.isfinite(res.cmd)):
-            return self._zero(State.ERROR, "non-finite command replaced by zero", res.distance)
+            res = self._zero(State.ERROR, "non-finite command replaced by zero", res.distance)
+        if res.state != State.DRIVING:
+            self.stopped(now)
         return res
+
+    def stopped(self, now: float | None = None) -> None:
+        """A zero command went out at ``now``: a tick's stop, or one the node sends outside a tick (the
+        clock watchdog). The velocity smoother starts again from rest."""
+        if self.smoother is not None:
+            self.smoother.reset(now)
 
     def _decide(self, now: float) -> TickResult:
         if self.odom_error is not None:

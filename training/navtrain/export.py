@@ -41,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--force", action="store_true", help="replace a different bundle already in --out")
     args = p.parse_args(argv)
 
+    from navdeploy.response import RobotResponse
     from navtrain.export_onnx import CHECK_FILE, ExportCheckError, ExportError, export_bundle
 
     def on_sigterm(signum: int, frame: object) -> None:
@@ -76,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         f"fingerprint {contract['fingerprint']}, obs dim {contract['observation']['dim']}, "
         f"self-check: max |delta| {check['max_abs_diff']:.3e} on {check['num_obs']} observations (tol {check['tol']:.0e})"
     )
+    print(f"robot_response: {RobotResponse.from_dict(contract['robot_response']).describe()}")
     return 0
 
 

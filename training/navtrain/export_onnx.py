@@ -2,8 +2,10 @@
 
 The torch side of the export. :func:`export_bundle` loads the checkpoint, its config and its actor
 through :mod:`navtrain.checkpoint` (``infos["nav_config"]``; ``config`` is the fallback), builds the
-contract from that config's own contract objects (policy spec, action scaling, robot radius), writes the ONNX graph (normaliser + MLP, raw mean action out)
-through :mod:`navdeploy.bundle`, and then checks itself:
+contract from that config's own contract objects (policy spec, action scaling, robot radius, and the
+``robot_response`` section that :mod:`navdeploy.response` makes from its ``randomization``), writes
+the ONNX graph (normaliser + MLP, raw mean action out) through :mod:`navdeploy.bundle`, and then
+checks itself:
 
 - ``onnx.checker`` on the written file (full check);
 - onnxruntime against the torch actor on at least ``num_obs`` observations recorded by rolling
@@ -34,6 +36,7 @@ import torch
 from tensordict import TensorDict
 
 from navdeploy.bundle import CONTRACT_FILE, ONNX_FILE, make_contract
+from navdeploy.response import ResponseError, RobotResponse
 from navdeploy.spec import PolicySpec
 from navsim.config import ConfigError, NavConfig, to_dict
 from navsim.observations import POLICY_GROUP
@@ -276,6 +279,10 @@ def export_bundle(
     except ConfigError as err:
         raise ExportError(f"--config: {err}") from None
     spec = cfg.policy_spec()
+    try:
+        response = RobotResponse.from_config(to_dict(cfg))
+    except ResponseError as err:
+        raise ExportError(f"config: {err}") from None
     weights = actor_weights(actor, cfg.model.activation)
     ckpt_sha = _sha256(ckpt_path)
     check_export_target(out, ckpt_sha, force)
@@ -317,6 +324,7 @@ def export_bundle(
                 "fov_fill": cfg.env.lidar.fov_fill,
                 "noise_std": cfg.env.lidar.noise_std,
             },
+            response=response,
         )
         path = write_bundle(staged, weights, contract)
         report = check_onnx(path, actor, observations, tol)

@@ -4,6 +4,12 @@
 from the same bundle's contract (limits, period, radius), behind the same safety controller,
 topics and status.
 
+The bundle: the ``bundle_path`` parameter, else ``$NAV_POLICY_BUNDLE``, else the trained default
+installed with this package (``nav_policy/default_bundle``); the log names which one was loaded.
+The velocity smoother (``navdeploy.smoother``, parameters ``velocity_smoother``,
+``max_accel_linear``, ``max_accel_angular``) limits the acceleration of driving commands to what the
+bundle's policy was trained with; it never delays a stop.
+
 Publishes on a timer at the control period (default from the bundle's contract), never from a
 subscription callback, so a missing or stale sensor can never freeze the last command in place:
 every tick publishes either the clamped policy command or an explicit zero. State changes are
@@ -31,6 +37,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import LaserScan
 from std_msgs.msg import String
 
+from nav_policy.paths import resolve_bundle
 from nav_policy.ros_common import (
     CMD_QOS,
     GOAL_QOS,
@@ -38,6 +45,7 @@ from nav_policy.ros_common import (
     SENSOR_QOS,
     STATUS_QOS,
     StartupError,
+    declare_bool,
     declare_number,
     run_node,
 )
@@ -53,6 +61,7 @@ from navdeploy.controller import (
 from navdeploy.dwa import DwaParams, DwaPlanner
 from navdeploy.runtime import PolicyRuntime
 from navdeploy.scan import DEFAULT_MAX_FILL_GAP, DEFAULT_MIN_COVERAGE, DEFAULT_MIN_VALID_SHARE
+from navdeploy.smoother import AccelLimits
 
 CONTROLLERS = ("policy", "dwa")
 
@@ -81,6 +90,9 @@ class PolicyNode(Node):
         min_valid_share = declare_number(self, "min_valid_share", DEFAULT_MIN_VALID_SHARE, 0.0, 1.0)
         min_coverage = declare_number(self, "min_coverage", DEFAULT_MIN_COVERAGE, 0.0, 1.0)
         max_fill_gap = declare_number(self, "max_fill_gap", DEFAULT_MAX_FILL_GAP, 0.0, 1000.0, integer=True)
+        velocity_smoother = declare_bool(self, "velocity_smoother", True)
+        max_accel_linear = declare_number(self, "max_accel_linear", 0.0, 0.0, 1e4)  # 0: the bundle's
+        max_accel_angular = declare_number(self, "max_accel_angular", 0.0, 0.0, 1e4)
         self.odom_frame = p("odom_frame", "odom").value
         self.base_frame = p("base_frame", "base_link").value
         goal_frames_text = p("static_goal_frames", "").value
@@ -89,13 +101,12 @@ class PolicyNode(Node):
 
         if controller not in CONTROLLERS:
             raise StartupError(f"parameter 'controller' must be one of {', '.join(CONTROLLERS)}, got '{controller}'")
-        if not bundle:
-            raise StartupError(
-                "parameter 'bundle_path' is empty: point it at a folder with policy.onnx + contract.json"
-            )
-        bundle = os.path.expanduser(bundle)
+        bundle_dir, bundle_from = resolve_bundle(str(bundle))
+        bundle = str(bundle_dir)
         if not os.path.isdir(bundle):
-            raise StartupError(f"bundle_path '{bundle}' is not a directory (expected policy.onnx + contract.json)")
+            raise StartupError(
+                f"bundle '{bundle}' ({bundle_from}) is not a directory (expected policy.onnx + contract.json)"
+            )
         try:
             self.runtime = PolicyRuntime.load(bundle)
         except Exception as exc:
@@ -125,12 +136,20 @@ class PolicyNode(Node):
                 min_coverage=min_coverage,
                 max_fill_gap=int(max_fill_gap),
                 clock_timeout=clock_timeout,
+                velocity_smoother=velocity_smoother,
+                max_accel_linear=max_accel_linear,
+                max_accel_angular=max_accel_angular,
             )
         except ValueError as exc:
             raise StartupError(str(exc)) from exc
         for text in warnings:
             self.get_logger().warn(text)
         self.get_logger().info("limits: " + "; ".join(settings.limit_sources))
+        response = getattr(c, "response", None)
+        self.get_logger().info(
+            "robot response the policy was trained for: "
+            + (response.describe() if response is not None else "not stated (bundle format 1)")
+        )
         self.control_period = settings.control_period
         tol, limits = settings.goal_tolerance, settings.limits
         # The one safety controller (navdeploy.controller), shared with the bag replay's reference.
@@ -163,10 +182,12 @@ class PolicyNode(Node):
             self.wall_timer = self.create_timer(self.control_period, self.on_wall_tick, clock=steady)
         so = settings.scan_options
         self.get_logger().info(
-            f"controller {controller}; bundle {bundle} (fingerprint {getattr(c, 'fingerprint', '?')}); period {self.control_period} s, "
+            f"controller {controller}; bundle {bundle} ({bundle_from}; fingerprint {getattr(c, 'fingerprint', '?')}); "
+            f"period {self.control_period} s, "
             f"goal tolerance {tol} m, limits v {limits.v_max} m/s w {limits.omega_max} rad/s, "
             f"stale timeout {settings.stale_timeout} s"
             + (f", clock watchdog {settings.clock_timeout} s wall" if self.use_sim_time else "")
+            + f"; velocity smoother {_accel_text(settings.accel_limits)}"
             + f"; scan rules below_min {so.below_min}, fill {so.fill}"
             + (f" {so.fill_value} m" if so.fill == "constant" else "")
             + f", min_valid_share {so.min_valid_share}, min_coverage {so.min_coverage} of the trained "
@@ -247,6 +268,7 @@ class PolicyNode(Node):
         now = self._now()
         res = self.watchdog.check(now, time.monotonic())
         if res is not None:
+            self.ctrl.stopped(now)  # a zero went out: the smoother starts again from rest
             self._emit(res, now)
 
     def _emit(self, res: TickResult, now: float) -> None:
@@ -315,6 +337,14 @@ class PolicyNode(Node):
         """Last word on shutdown: stop the robot (and give reliable subscribers time to get it)."""
         self._publish(np.zeros(3))
         self.cmd_pub.wait_for_all_acked(Duration(seconds=0.5))
+
+
+def _accel_text(limits: AccelLimits) -> str:
+    if not limits.active:
+        return "off"
+    lin = "unlimited" if limits.linear is None else f"{limits.linear:g} m/s^2"
+    ang = "unlimited" if limits.angular is None else f"{limits.angular:g} rad/s^2"
+    return f"linear {lin} per axis, angular {ang}"
 
 
 def main(args=None) -> int:

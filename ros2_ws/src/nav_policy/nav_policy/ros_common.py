@@ -114,3 +114,14 @@ def declare_number(
         kind = "a whole number" if integer else "finite"
         raise StartupError(f"parameter '{name}' must be {kind} and in {rng}, got {value}")
     return v
+
+
+def declare_bool(node: Node, name: str, default: bool) -> bool:
+    """Declare a bool parameter; anything but a bool (``1``, ``"yes"``) is a StartupError naming it,
+    reported in one line, instead of rclpy's type exception."""
+    from rcl_interfaces.msg import ParameterDescriptor
+
+    value = node.declare_parameter(name, default, ParameterDescriptor(dynamic_typing=True)).value
+    if not isinstance(value, bool):
+        raise StartupError(f"parameter '{name}' must be true or false, got {value!r}")
+    return value
