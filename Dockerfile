@@ -1,15 +1,17 @@
 # nav_policy on ROS 2 Kilted (official image, Ubuntu 24.04, Python 3.12). Two targets:
 #
-#   robot  ROS 2 base + numpy + pyyaml + onnxruntime + navdeploy (deploy/) + the nav_policy package.
+#   robot  ROS 2 base + numpy + pyyaml + onnxruntime + navdeploy (deploy/) + the nav_policy package,
+#          which installs the trained default bundle (share/nav_policy/default_bundle).
 #          No torch, no MuJoCo, no training code. Runs robot.launch.py against the robot's topics.
 #   sim    robot + CPU torch, MuJoCo and the training side (training/, conf/) + the nav_policy_sim
 #          package. Runs sim.launch.py: the sim node and the policy node in a closed loop.
 #
 #   docker build --target robot -t nav_policy:robot .
-#   docker run --rm --net=host -v /opt/bundle:/bundle nav_policy:robot \
-#       ros2 launch nav_policy robot.launch.py scan:=/lidar/scan cmd_vel:=/base/cmd_vel
+#   docker run --rm --net=host nav_policy:robot \
+#       ros2 launch nav_policy robot.launch.py scan:=/lidar/scan cmd_vel:=/base/cmd_vel   # default bundle
+#   docker run --rm --net=host -v /opt/bundle:/bundle -e NAV_POLICY_BUNDLE=/bundle nav_policy:robot   # your own
 #   docker build --target sim -t nav_policy:sim .
-#   docker run --rm nav_policy:sim                   # ros2 launch nav_policy sim.launch.py (fixture bundle)
+#   docker run --rm nav_policy:sim                   # ros2 launch nav_policy sim.launch.py (default bundle)
 #   docker run --rm nav_policy:sim ros2 launch nav_policy sim.launch.py seed:=7 lockstep:=true num_episodes:=5
 #
 # ROS 2 itself (rclpy, messages, launch, launch_ros, colcon, rosdep) comes from the image's apt
@@ -56,17 +58,18 @@ RUN grep -E '^(numpy|pyyaml|onnxruntime)==' requirements.txt > /tmp/robot-requir
 COPY deploy /ws/deploy
 RUN pip3 install --no-deps /ws/deploy
 
-# The robot ROS package (policy node, launch files, config), built with colcon.
+# The robot ROS package (policy node, launch files, config, the trained default bundle), built with colcon.
 COPY ros2_ws/src/nav_policy /ws/ros2_ws/src/nav_policy
 RUN apt-get update \
     && rosdep install --from-paths ros2_ws/src/nav_policy --ignore-src -y --rosdistro "${ROS_DISTRO}" \
     && rm -rf /var/lib/apt/lists/* \
     && source "/opt/ros/${ROS_DISTRO}/setup.bash" \
     && cd ros2_ws && colcon build --packages-select nav_policy --event-handlers console_direct+ \
-    && python3 -c "import navdeploy.runtime, onnxruntime; import importlib.util as u; assert u.find_spec('torch') is None"
+    && python3 -c "import navdeploy.runtime, onnxruntime; import importlib.util as u; assert u.find_spec('torch') is None" \
+    && test -f install/nav_policy/share/nav_policy/default_bundle/policy.onnx
 
-# Mount the trained bundle (policy.onnx + contract.json) here, or pass bundle:=/path.
-ENV NAV_POLICY_BUNDLE=/bundle
+# The bundle: bundle:=/path, else $NAV_POLICY_BUNDLE (e.g. -e NAV_POLICY_BUNDLE=/bundle with your
+# bundle mounted there), else the trained default installed with the package.
 CMD ["ros2", "launch", "nav_policy", "robot.launch.py"]
 
 # ------------------------------------------------------------------------------------------------
@@ -91,7 +94,5 @@ RUN apt-get update \
     && source "/opt/ros/${ROS_DISTRO}/setup.bash" \
     && cd ros2_ws && colcon build --packages-up-to nav_policy_sim --event-handlers console_direct+
 
-# The trained bundle shipped with the tests; mount your own and pass bundle:=... to replace it.
-COPY tests/fixtures/bundle /ws/tests/fixtures/bundle
-ENV NAV_POLICY_BUNDLE=/ws/tests/fixtures/bundle
+# The policy: nav_policy's installed default bundle; mount your own and pass bundle:=... to replace it.
 CMD ["ros2", "launch", "nav_policy", "sim.launch.py"]

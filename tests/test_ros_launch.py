@@ -9,7 +9,8 @@ wheels. From the recording we check that every executable is a console entry poi
 the launch file names, every parameter file is the installed copy and parses, every parameter is
 one the node declares, and every remapped topic is one the node uses; then we start that very node
 graph as processes (the command lines launch_ros would run) and check that it works: robot.launch.py
-with remapped topics, and sim.launch.py as the closed loop with the trained bundle fixture.
+with remapped topics, and sim.launch.py without arguments as the closed loop with the trained bundle
+installed with the package (share/nav_policy/default_bundle, the launch files' default).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import pytest
 import yaml
 
 import ros_helpers as h
+from nav_policy.paths import BUNDLE_ENV, default_bundle_dir
+from navdeploy.runtime import PolicyRuntime
 from navsim.outcomes import Outcome
 
 LAUNCH_FILES = ("sim.launch.py", "robot.launch.py")  # both in nav_policy/launch
@@ -106,6 +109,20 @@ def test_install_layout_marker_share_and_entry_points(install: Path) -> None:
         # colcon installs the scripts where ros2 run / launch_ros look for them
         cfg = (src / "setup.cfg").read_text()
         assert f"install_scripts=$base/lib/{package}" in cfg and f"script_dir=$base/lib/{package}" in cfg
+    bundle_src = default_bundle_dir()
+    assert bundle_src == h.PKG_SRC / "nav_policy" / "default_bundle"
+    installed = install / "share/nav_policy/default_bundle"
+    assert (
+        {f.name for f in installed.iterdir()}
+        == {f.name for f in bundle_src.iterdir()}
+        >= {
+            "policy.onnx",
+            "contract.json",
+            "PROVENANCE.json",
+        }
+    )
+    for f in bundle_src.iterdir():
+        assert (installed / f.name).read_bytes() == f.read_bytes(), f"default bundle {f.name}: share copy differs"
     launch = install / "share/nav_policy/launch"
     assert {f.name for f in launch.iterdir()} == set(LAUNCH_FILES)
     for name in LAUNCH_FILES:
@@ -166,6 +183,28 @@ def test_launch_file_nodes_are_entry_points_with_parsable_params_and_known_topic
         )
         assert next(n for n in rec2.nodes if n.executable == "sim_node").params["seed"] == 7
         assert next(n for n in rec2.nodes if n.executable == "policy_node").params["use_sim_time"] is False
+
+
+@pytest.mark.parametrize("name", LAUNCH_FILES)
+def test_without_arguments_the_launch_files_run_the_installed_default_bundle(
+    install: Path, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ros2 launch nav_policy sim.launch.py`` needs no argument: the bundle defaults to the copy
+    installed in share/nav_policy/default_bundle, which loads; $NAV_POLICY_BUNDLE overrides it, and
+    the ``bundle`` argument overrides both."""
+    path = install / "share/nav_policy/launch" / name
+    monkeypatch.delenv(BUNDLE_ENV, raising=False)
+
+    def bundle_of(rec: h.RecordedLaunch) -> str:
+        return next(n for n in rec.nodes if n.executable == "policy_node").params["bundle_path"]
+
+    default = bundle_of(h.record_launch(path, {}, ament_prefix=install))
+    assert Path(default) == install / "share/nav_policy/default_bundle"
+    rt = PolicyRuntime.load(default)
+    assert rt.contract.fingerprint == PolicyRuntime.load(default_bundle_dir()).contract.fingerprint
+    monkeypatch.setenv(BUNDLE_ENV, "/from/env")
+    assert bundle_of(h.record_launch(path, {}, ament_prefix=install)) == "/from/env"
+    assert bundle_of(h.record_launch(path, {"bundle": "/from/arg"}, ament_prefix=install)) == "/from/arg"
 
 
 def test_robot_install_runs_robot_launch_and_refuses_sim_launch_saying_why(robot_install: Path) -> None:
@@ -312,22 +351,26 @@ def test_robot_launch_graph_runs_with_remapped_topics(install: Path, tmp_path: P
 @pytest.mark.ros
 @pytest.mark.slow
 @pytest.mark.parametrize("controller", ["policy", "dwa"])
-def test_sim_launch_closed_loop_reaches_goals(install: Path, tmp_path: Path, controller: str) -> None:
-    """Sim node + policy node from sim.launch.py, with the trained bundle fixture, five rooms; the
-    dynamic-window baseline (controller:=dwa) drives the same loop from the same bundle's contract."""
+def test_sim_launch_closed_loop_reaches_goals(
+    install: Path, tmp_path: Path, controller: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sim node + policy node from sim.launch.py with its default bundle (the trained one installed
+    with the package), five rooms; the dynamic-window baseline (controller:=dwa) drives the same
+    loop from the same bundle's contract."""
     from std_msgs.msg import String
 
     from nav_policy.ros_common import EVENT_QOS
 
-    bundle = h.fixture_bundle()
+    monkeypatch.delenv(BUNDLE_ENV, raising=False)
     args = {
-        "bundle": str(bundle),
         "num_episodes": str(CLOSED_LOOP_EPISODES),
         "lockstep": "true",
         "controller": controller,
     }
     rec = h.record_launch(install / "share/nav_policy/launch/sim.launch.py", args, ament_prefix=install)
-    assert next(n for n in rec.nodes if n.executable == "policy_node").params["controller"] == controller
+    policy_node = next(n for n in rec.nodes if n.executable == "policy_node")
+    assert policy_node.params["controller"] == controller
+    assert Path(policy_node.params["bundle_path"]) == install / "share/nav_policy/default_bundle"
     lease = h.DomainLease()
     try:
         with h.node_processes() as procs:
@@ -365,12 +408,15 @@ def test_sim_launch_closed_loop_reaches_goals(install: Path, tmp_path: Path, con
 
 
 @pytest.mark.ros
-def test_sim_launch_without_a_bundle_shuts_down_failed(install: Path, tmp_path: Path) -> None:
-    """No bundle: the policy node dies at startup; the launch then stops the sim node (which ran
-    timeout episodes forever before) and exits non-zero. The processes are real; what launch does on
-    the exit is the launch file's handler, run as LaunchService runs it."""
+def test_sim_launch_with_a_missing_bundle_shuts_down_failed(install: Path, tmp_path: Path) -> None:
+    """A bundle that is not there: the policy node dies at startup; the launch then stops the sim node
+    (which ran timeout episodes forever before) and exits non-zero. The processes are real; what
+    launch does on the exit is the launch file's handler, run as LaunchService runs it."""
+    missing = tmp_path / "no_such_bundle"
     rec = h.record_launch(
-        install / "share/nav_policy/launch/sim.launch.py", {"bundle": "", "lockstep": "true"}, ament_prefix=install
+        install / "share/nav_policy/launch/sim.launch.py",
+        {"bundle": str(missing), "lockstep": "true"},
+        ament_prefix=install,
     )
     lease = h.DomainLease()
     try:
@@ -381,7 +427,8 @@ def test_sim_launch_without_a_bundle_shuts_down_failed(install: Path, tmp_path: 
                 procs.append(proc)
                 by_name[node.name] = proc
             code = by_name["policy_node"].popen.wait(60)
-            assert code != 0 and "bundle_path' is empty" in by_name["policy_node"].output()
+            out = by_name["policy_node"].output()
+            assert code != 0 and f"bundle '{missing}' (parameter bundle_path) is not a directory" in out, out[-2000:]
             reaction = rec.process_exited("policy_node", code)
             assert reaction.shutdown and reaction.return_code == 1
             sim = by_name["sim_node"]

@@ -1,10 +1,12 @@
 """The policy node alone, against a real robot's topics.
 
+    ros2 launch nav_policy robot.launch.py scan:=/lidar/scan        # the installed default bundle
     ros2 launch nav_policy robot.launch.py bundle:=/opt/bundle scan:=/lidar/scan odom:=/wheel/odom
     ros2 launch nav_policy robot.launch.py params_file:=/my/policy.yaml cmd_vel:=/base/cmd_vel
 
 Remapping arguments rename the node's topics (/scan, /odom, /goal_pose, /cmd_vel); params_file
-replaces the installed config/policy.yaml (limits, stale timeout, frames, ...).
+replaces the installed config/policy.yaml (limits, stale timeout, frames, ...). The bundle defaults
+to $NAV_POLICY_BUNDLE, else the trained bundle installed with the package.
 """
 
 import os
@@ -23,8 +25,11 @@ def generate_launch_description():
         [
             DeclareLaunchArgument(
                 "bundle",
-                default_value=EnvironmentVariable("NAV_POLICY_BUNDLE", default_value=""),
-                description="policy bundle folder (policy.onnx + contract.json); default $NAV_POLICY_BUNDLE",
+                default_value=EnvironmentVariable(
+                    "NAV_POLICY_BUNDLE", default_value=os.path.join(share, "default_bundle")
+                ),
+                description="policy bundle folder (policy.onnx + contract.json); default $NAV_POLICY_BUNDLE, "
+                "else the trained bundle installed with nav_policy (share/nav_policy/default_bundle)",
             ),
             DeclareLaunchArgument(
                 "params_file",

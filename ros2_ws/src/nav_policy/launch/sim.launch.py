@@ -1,5 +1,6 @@
 """Closed loop in simulation: the MuJoCo sim node (training world) + the policy node.
 
+    ros2 launch nav_policy sim.launch.py                                   # the installed default bundle
     ros2 launch nav_policy sim.launch.py bundle:=/path/to/bundle seed:=3
     ros2 launch nav_policy sim.launch.py bundle:=... lockstep:=true num_episodes:=5   # fast evaluation
 
@@ -27,7 +28,8 @@ from launch_ros.parameter_descriptions import ParameterValue
 
 
 def generate_launch_description():
-    cfg = os.path.join(get_package_share_directory("nav_policy"), "config")
+    pkg_share = get_package_share_directory("nav_policy")
+    cfg = os.path.join(pkg_share, "config")
     try:
         sim_cfg = os.path.join(get_package_share_directory("nav_policy_sim"), "config")
     except PackageNotFoundError:
@@ -81,8 +83,11 @@ def generate_launch_description():
         [
             DeclareLaunchArgument(
                 "bundle",
-                default_value=EnvironmentVariable("NAV_POLICY_BUNDLE", default_value=""),
-                description="policy bundle folder (policy.onnx + contract.json); default $NAV_POLICY_BUNDLE",
+                default_value=EnvironmentVariable(
+                    "NAV_POLICY_BUNDLE", default_value=os.path.join(pkg_share, "default_bundle")
+                ),
+                description="policy bundle folder (policy.onnx + contract.json); default $NAV_POLICY_BUNDLE, "
+                "else the trained bundle installed with nav_policy (share/nav_policy/default_bundle)",
             ),
             DeclareLaunchArgument("seed", default_value="0", description="room seed of the first episode"),
             DeclareLaunchArgument("num_episodes", default_value="0", description="episodes to run, 0 = endless"),
