@@ -112,6 +112,42 @@ def bench_warp(env, steps: int, warmup: int, seed: int) -> dict[str, float]:
     }
 
 
+def _spin(stop) -> None:  # noqa: ANN001 (a multiprocessing Event)
+    """A competing busy process: holds one core until told to stop."""
+    x = 0
+    while not stop.is_set():
+        for _ in range(10_000):
+            x += 1
+
+
+def bench_threads(env, steps: int, warmup: int, seed: int) -> list[dict[str, float]]:
+    """NavEnv.step with 1 torch thread and with every core, on a quiet machine and with one
+    competing busy process (what a laptop always has), side by side in one run."""
+    import multiprocessing as mp
+
+    rows = []
+    cores = os.cpu_count() or 1
+    before = torch.get_num_threads()
+    ctx = mp.get_context("spawn")
+    for busy in (False, True):
+        stop = ctx.Event()
+        proc = ctx.Process(target=_spin, args=(stop,), daemon=True) if busy else None
+        if proc is not None:
+            proc.start()
+        try:
+            for threads in sorted({1, cores}):
+                torch.set_num_threads(threads)
+                log(f"  [threads {threads}, {'one busy process' if busy else 'quiet'}]")
+                r = bench_warp(env, steps, warmup, seed)
+                rows.append({"torch_threads": threads, "busy_process": busy, "env_steps_per_s": r["env_steps_per_s"]})
+        finally:
+            if proc is not None:
+                stop.set()
+                proc.join(timeout=10)
+    torch.set_num_threads(before)
+    return rows
+
+
 class CReference:
     """C MuJoCo on the rooms of ``env``: rollout for the physics, mj_multiRay for the lidar.
 
@@ -276,7 +312,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (kernel compile/load)")
     parser.add_argument("--device", default=None, help="Warp device (default: env.device of the config)")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="threads of the C rollout")
-    parser.add_argument("--torch-threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    parser.add_argument(
+        "--torch-threads", type=int, default=1, help="torch intra-op threads (default 1: what training collects with)"
+    )
+    parser.add_argument(
+        "--busy",
+        action="store_true",
+        help="also time NavEnv.step at the first world count with 1 and all torch threads, quiet and with a "
+        "competing busy process",
+    )
     parser.add_argument("--no-reference", action="store_true", help="skip the C MuJoCo reference")
     parser.add_argument(
         "--rays-per-beam",
@@ -319,6 +363,10 @@ def main(argv: list[str] | None = None) -> int:
             env.reset()  # the reference starts from the same rooms and start poses
             row.update(bench_reference(env, args.steps, args.warmup, args.threads, seed=n))
             row["ratio_env_to_reference"] = row["env_steps_per_s"] / row["reference_env_steps_per_s"]
+        if args.busy and n == counts[0]:
+            log(f"[N={n}] torch threads against a competing busy process")
+            row["threads"] = bench_threads(env, args.steps, args.warmup, seed=n)
+            torch.set_num_threads(args.torch_threads)
         results[str(n)] = row
         del env
 
@@ -359,6 +407,13 @@ def main(argv: list[str] | None = None) -> int:
         print(line)
     if not args.no_reference:
         print(f"C ref: mujoco.rollout on {args.threads} threads + mj_multiRay (1 thread); physics and rays only")
+    for n, r in results.items():
+        if "threads" in r:
+            print(f"\nNavEnv.step env-steps/s at {n} worlds by torch threads, quiet / with one competing busy process")
+            by = {(t["torch_threads"], t["busy_process"]): t["env_steps_per_s"] for t in r["threads"]}
+            for threads in sorted({t for t, _ in by}):
+                q, b = by[(threads, False)], by[(threads, True)]
+                print(f"  threads {threads:>2}: {q:>9,.0f} quiet {b:>9,.0f} busy ({b / q:.0%} of quiet)")
     if sweep:
         print(
             f"\nrays_per_beam: per-beam |error| against the exact sector minimum (m), "

@@ -149,6 +149,44 @@ class StopSignals:
             raise KeyboardInterrupt
 
 
+class ThreadPhases:
+    """torch's intra-op threads per phase of a CPU iteration.
+
+    Collection (simulator step, observation and reward terms, the actor's forward pass) is a long
+    chain of small tensor operations: extra threads only add hand-offs, and when another process
+    holds a core those hand-offs stall (nav-benchmark-sim --busy: at 512 worlds NavEnv.step fell
+    to a quarter with 2 threads and held with 1). The PPO update is dense matrix work that does
+    use every core it is given. So collection runs on one thread and the update on the threads
+    the process was started with (all cores, or cores / ranks under torchrun). On CUDA both
+    phases leave torch's setting alone.
+    """
+
+    def __init__(self, collect: int, update: int, active: bool) -> None:
+        self.collect_threads, self.update_threads, self.active = collect, update, active
+
+    @classmethod
+    def for_device(cls, device: str | torch.device) -> ThreadPhases:
+        return cls(1, torch.get_num_threads(), torch.device(device).type == "cpu")
+
+    @contextlib.contextmanager
+    def _threads(self, n: int) -> Iterator[None]:
+        if not self.active:
+            yield
+            return
+        before = torch.get_num_threads()
+        torch.set_num_threads(n)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(before)
+
+    def collection(self) -> contextlib.AbstractContextManager[None]:
+        return self._threads(self.collect_threads)
+
+    def update(self) -> contextlib.AbstractContextManager[None]:
+        return self._threads(self.update_threads)
+
+
 class NavRunner(OnPolicyRunner):
     def __init__(self, env: Any, train_cfg: dict, nav_cfg: NavConfig, log_dir: str | None, device: str = "cpu") -> None:
         self.nav_cfg = nav_cfg
@@ -157,6 +195,7 @@ class NavRunner(OnPolicyRunner):
         """The last iteration whose PPO update finished (or the resumed checkpoint's); None before any."""
         self._next_iteration = 0
         super().__init__(env, train_cfg, log_dir=log_dir, device=device)
+        self.threads = ThreadPhases.for_device(self.device)
         self._wrap_update()
         self.logger = ProgressLogger(
             log_dir=log_dir,
@@ -210,7 +249,7 @@ class NavRunner(OnPolicyRunner):
         update = self.alg.update
 
         def update_whole() -> dict[str, float]:
-            with self.stop.deferred():
+            with self.stop.deferred(), self.threads.update():
                 losses = update()
                 self.completed_iteration = self.current_learning_iteration = self._next_iteration
                 self._next_iteration += 1
@@ -220,7 +259,8 @@ class NavRunner(OnPolicyRunner):
 
     def learn(self, num_learning_iterations: int, init_at_random_ep_len: bool = False) -> None:
         self._next_iteration = self.current_learning_iteration
-        super().learn(num_learning_iterations, init_at_random_ep_len)
+        with self.threads.collection():
+            super().learn(num_learning_iterations, init_at_random_ep_len)
 
     def save_interrupted(self, log_dir: str | Path) -> Path:
         """Save the last consistent state as ``model_<it>_interrupted.pt`` (and ``model_latest.pt``).
