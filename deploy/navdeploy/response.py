@@ -75,7 +75,7 @@ class RobotResponse:
 
     randomized: bool
     physics_substep: float  # [s] env.control_period / env.physics_substeps
-    terms: tuple[str, ...] = ()  # the randomisation terms that were on, in config order
+    terms: tuple[str, ...] = ()  # the randomisation terms that were on, sorted by name
     accel_linear: Range | None = None  # [m/s^2] trained range, per linear axis
     accel_angular: Range | None = None  # [rad/s^2] trained range
     actuator_tau: Range | None = None  # [s]
@@ -144,7 +144,7 @@ class RobotResponse:
         return cls(
             randomized=True,
             physics_substep=substep,
-            terms=tuple(on),
+            terms=tuple(sorted(on)),  # config order does not survive JSON written with sorted keys
             accel_linear=_optional(param("accel_limit", "linear"), _pos_range, where("accel_limit", "linear")),
             accel_angular=_optional(param("accel_limit", "angular"), _pos_range, where("accel_limit", "angular")),
             actuator_tau=_optional(param("actuator_lag", "tau"), _range, where("actuator_lag", "tau")),
