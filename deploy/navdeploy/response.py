@@ -23,9 +23,9 @@ observation terms). The section is not part of the observation fingerprint: it d
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from navdeploy.terms import config_value
 
@@ -37,6 +37,7 @@ CONFIG_SECTION = "randomization"
 
 Range = tuple[float, float]
 StepRange = tuple[int, int]
+T = TypeVar("T")
 
 
 class ResponseError(ValueError):
@@ -65,7 +66,8 @@ def _steps(where: str, value: Any) -> StepRange:
     return int(lo), int(hi)
 
 
-def _optional(value: Any, parse: Any, where: str) -> Any:
+def _optional(value: Any, parse: Callable[[str, Any], T], where: str) -> T | None:
+    """``parse(where, value)``, or None for a null value (a term that was not trained)."""
     return None if value is None else parse(where, value)
 
 
