@@ -181,7 +181,7 @@ def test_the_yaml_states_exactly_the_code_defaults():
     from navsim.rewards import RewardManager
 
     from_yaml, from_code = load_config(), NavConfig()
-    for section in ("env", "algorithm", "model", "runner", "cpu"):
+    for section in ("env", "randomization", "algorithm", "model", "runner", "cpu"):
         assert to_dict(getattr(from_yaml, section)) == to_dict(getattr(from_code, section)), section
     assert from_yaml.policy_spec() == from_code.policy_spec()
     dims = from_code.sensor_dims()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import empty_rooms, place_obstacle
+from conftest import NO_RANDOMIZATION, empty_rooms, place_obstacle
 
 N = 8
 ZERO = torch.zeros(N, 3)
@@ -13,13 +13,20 @@ ZERO = torch.zeros(N, 3)
 
 @pytest.fixture(scope="module")
 def env(make_env):
-    """8 worlds, auto-reset on, episode lengths not randomised, noise-free lidar."""
-    return make_env(N, "env.init_at_random_ep_len=false", "env.lidar.noise_std=0.0", seed=4)
+    """8 worlds, auto-reset on, episode lengths not randomised, noise-free lidar, instant base."""
+    return make_env(N, "env.init_at_random_ep_len=false", "env.lidar.noise_std=0.0", NO_RANDOMIZATION, seed=4)
 
 
 @pytest.fixture(scope="module")
 def env_no_reset(make_env):
-    return make_env(N, "env.init_at_random_ep_len=false", "env.auto_reset=false", "env.lidar.noise_std=0.0", seed=4)
+    return make_env(
+        N,
+        "env.init_at_random_ep_len=false",
+        "env.auto_reset=false",
+        "env.lidar.noise_std=0.0",
+        NO_RANDOMIZATION,
+        seed=4,
+    )
 
 
 def _crash_room(env, crash_worlds=(), at_goal_worlds=()):

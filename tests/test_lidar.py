@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import empty_rooms, place_obstacle
+from conftest import NO_RANDOMIZATION, empty_rooms, place_obstacle
 from navdeploy.scan import beam_angles
 from navsim.lidar import BatchedLidar
 from navsim.robot import OBSTACLE_HALF_HEIGHT
@@ -89,7 +89,9 @@ def test_beam_order_and_frame(obstacle_free_env):
 
 
 def test_no_return_reads_max_range_and_policy_scan_is_noisy(make_env):
-    env = make_env(4, "env.init_at_random_ep_len=false", "env.lidar.max_range=2.0", "env.lidar.noise_std=0.05")
+    env = make_env(
+        4, "env.init_at_random_ep_len=false", "env.lidar.max_range=2.0", "env.lidar.noise_std=0.05", NO_RANDOMIZATION
+    )
     rooms = empty_rooms(env)
     place_obstacle(rooms, 2, 0, (1.0, 0.0))  # cylinder slot 0 ahead of world 2
     env.reset(rooms)
@@ -252,7 +254,9 @@ def test_fov_fill_is_the_runtimes_fill(fill, value):
 
 
 def test_fov_in_training_fills_unseen_sectors_after_the_noise(make_env):
-    env = make_env(4, "env.init_at_random_ep_len=false", "env.lidar.fov_deg=180", "env.lidar.noise_std=0.05")
+    env = make_env(
+        4, "env.init_at_random_ep_len=false", "env.lidar.fov_deg=180", "env.lidar.noise_std=0.05", NO_RANDOMIZATION
+    )
     env.reset(empty_rooms(env))
     seen = torch.as_tensor(env.lidar.rays.seen)
     unseen = torch.nonzero(~seen)[:, 0]

@@ -31,7 +31,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import empty_rooms, place_obstacle
+from conftest import NO_RANDOMIZATION, empty_rooms, place_obstacle
 from navdeploy.scan import BeamLayout, ScanInput, resample_scan
 
 NUM_POSES = 64
@@ -203,7 +203,13 @@ def parity_rooms(env, seed: int = 7):
 
 @pytest.fixture(scope="module")
 def parity_env(make_env):
-    env = make_env(NUM_POSES, "env.lidar.noise_std=0.0", "env.init_at_random_ep_len=false", "env.auto_reset=false")
+    env = make_env(
+        NUM_POSES,
+        "env.lidar.noise_std=0.0",
+        "env.init_at_random_ep_len=false",
+        "env.auto_reset=false",
+        NO_RANDOMIZATION,
+    )
     rooms = parity_rooms(env)
     env.reset(rooms)
     worlds = [world_from_rooms(env, rooms, w) for w in range(env.num_envs)]
@@ -352,6 +358,7 @@ def test_training_with_a_270_degree_field_of_view_equals_the_robot_everywhere(ma
         "env.init_at_random_ep_len=false",
         "env.auto_reset=false",
         "env.lidar.fov_deg=270",
+        NO_RANDOMIZATION,
     )
     env.reset(parity_rooms(env))
     diff = np.abs(robot_scans["1081_270deg"] - training_scan(env))

@@ -45,10 +45,12 @@ def rollout(exported_bundle, trained_checkpoint) -> dict[str, np.ndarray]:
     goals = set()
     obs = env.get_observations()["policy"]
     for _ in range(STEPS):
-        pose = env.pose().numpy().astype(np.float64)
-        twist = env.body_twist().numpy().astype(np.float64)
+        # What the policy observed (delayed, perturbed under randomisation), as the robot has it:
+        # dropped readings arrive as NaN and the runtime fills them by its own rule.
+        pose = env.observed_pose.numpy().astype(np.float64)
+        twist = env.observed_twist.numpy().astype(np.float64)
         goal = env.rooms.goal.numpy().astype(np.float64)
-        scan = env.scan.numpy()
+        scan = env.scan_readings.numpy()
         raw = actor_mean(actor, obs)
         cmd_sim = action_to_command(raw, env.scaling)
         for i, rt in enumerate(runtimes):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import empty_rooms, nav_config
+from conftest import NO_RANDOMIZATION, empty_rooms, nav_config
 from navsim.config import RewardTermCfg
 from navsim.rewards import REWARD_TERMS, RewardConfigError, RewardManager, RewardState
 
@@ -146,7 +146,7 @@ def test_unknown_reward_term_or_param_raises():
 
 
 def test_env_progress_and_time_match_the_motion(make_env):
-    env = make_env(4, "env.init_at_random_ep_len=false", "env.lidar.noise_std=0.0")
+    env = make_env(4, "env.init_at_random_ep_len=false", "env.lidar.noise_std=0.0", NO_RANDOMIZATION)
     env.reset(empty_rooms(env, start=(-2.0, 0.0, 0.0), goal=(2.0, 0.0)))
     terms = env.reward_manager.last_values
     total_progress = torch.zeros(env.num_envs)
@@ -162,7 +162,13 @@ def test_env_progress_and_time_match_the_motion(make_env):
 
 
 def test_env_stuck_fires_after_the_window_when_not_moving(make_env):
-    env = make_env(2, "env.init_at_random_ep_len=false", "rewards.stuck.params.window=5", "env.lidar.noise_std=0.0")
+    env = make_env(
+        2,
+        "env.init_at_random_ep_len=false",
+        "rewards.stuck.params.window=5",
+        "env.lidar.noise_std=0.0",
+        NO_RANDOMIZATION,
+    )
     assert env.stuck_window == 5
     env.reset(empty_rooms(env))
     actions = torch.tensor([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0]])  # world 0 stands, world 1 drives

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import NO_RANDOMIZATION
 from navdeploy.scan import BeamLayout
 from navsim.config import load_config
 from navsim.outcomes import OUTCOMES, Outcome
@@ -40,7 +41,13 @@ def _batch(rooms) -> RoomBatch:
 @pytest.fixture(scope="module")
 def env_and_rooms(make_env, world):
     rooms = [world.make_room(s) for s in SEEDS]
-    env = make_env(len(SEEDS), "env.lidar.noise_std=0.0", "env.init_at_random_ep_len=false", "env.auto_reset=false")
+    env = make_env(
+        len(SEEDS),
+        "env.lidar.noise_std=0.0",
+        "env.init_at_random_ep_len=false",
+        "env.auto_reset=false",
+        NO_RANDOMIZATION,
+    )
     return env, rooms
 
 
@@ -81,6 +88,7 @@ def test_scan_follows_the_training_rule_with_a_field_of_view(make_env) -> None:
         "env.init_at_random_ep_len=false",
         "env.auto_reset=false",
         "env.lidar.fov_deg=270",
+        NO_RANDOMIZATION,
     ]
     fov_world = SimWorld(load_config(overrides=over))
     rooms = [fov_world.make_room(s) for s in SEEDS]
@@ -189,7 +197,13 @@ def test_policy_episodes_end_alike_in_both_simulators(make_env, cfg, fixture_bun
     limit = 60
     world = SimWorld(cfg)
     rooms = [world.make_room(s) for s in seeds]
-    env = make_env(len(seeds), "env.lidar.noise_std=0.0", "env.init_at_random_ep_len=false", "env.auto_reset=false")
+    env = make_env(
+        len(seeds),
+        "env.lidar.noise_std=0.0",
+        "env.init_at_random_ep_len=false",
+        "env.auto_reset=false",
+        NO_RANDOMIZATION,
+    )
     env.reset(_batch(rooms))
     warp: list[tuple[str, int] | None] = [None] * len(seeds)
     for t in range(1, limit + 1):

@@ -95,6 +95,9 @@ def test_training_writes_checkpoints_tensorboard_and_evaluation(first_run: Path)
     for tag in ("Episode_Termination/collision", "Episode_Termination/success", "Episode/length_s"):
         assert _scalars(first_run, tag), tag
     assert _scalars(first_run, "Episode_Reward/collision")
+    # The randomisation drawn for the new episodes (conf/nav.yaml trains with it).
+    taus = [v for _, v in _scalars(first_run, "Randomization/actuator_lag/tau")]
+    assert taus and all(0.02 <= v <= 0.12 for v in taus)
     rates = [v for _, v in _scalars(first_run, "Episode_Termination/collision")]
     assert all(0.0 <= v <= 1.0 for v in rates)
 

@@ -153,8 +153,36 @@ class CpuOverrides:
 
 
 @dataclass
+class RandTermCfg:
+    """One randomisation term: on/off and its params, each a range ``[low, high]`` drawn per world
+    per episode (navsim.randomization.RANDOMIZATION_TERMS defines them, their units and defaults)."""
+
+    enabled: bool = True
+    params: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+
+def _default_rand_terms() -> dict[str, RandTermCfg]:
+    from navsim.randomization import default_term_cfgs
+
+    return default_term_cfgs()
+
+
+@dataclass
+class RandomizationCfg:
+    """What a real base does differently from the simulator, drawn per world per episode.
+
+    ``enabled: false`` (or every term off) leaves the simulator exactly as without this section.
+    Loading fills in the terms and params that YAML leaves out with the registry's defaults, so
+    plain config data (a checkpoint's, a bundle's contract) always names every term."""
+
+    enabled: bool = True
+    terms: dict[str, RandTermCfg] = field(default_factory=_default_rand_terms)
+
+
+@dataclass
 class NavConfig:
     env: EnvCfg = field(default_factory=EnvCfg)
+    randomization: RandomizationCfg = field(default_factory=RandomizationCfg)
     observations: ObservationsCfg = field(default_factory=ObservationsCfg)
     rewards: dict[str, RewardTermCfg] = field(default_factory=dict)
     algorithm: AlgorithmCfg = field(default_factory=AlgorithmCfg)
@@ -181,10 +209,12 @@ stored config is rebuilt with :func:`config_from_data`, an error in YAML and ove
 
 STORED_BEFORE = {
     ("env", "lidar", "rays_per_beam"): 1,
+    ("randomization", "enabled"): False,
 }
 """Keys that configs stored by older versions lack, with the value those versions used (one ray per
-beam, at the sector centre); filled in by :func:`config_from_data` so that an old checkpoint is
-evaluated or exported with the simulator it was trained in, never with today's default."""
+beam, at the sector centre; no randomisation); filled in by :func:`config_from_data` (a missing
+section is created for them) so that an old checkpoint is evaluated or exported with the simulator
+it was trained in, never with today's default."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -325,16 +355,21 @@ def config_from_data(data: dict[str, Any], where: str = "stored config") -> NavC
         if section is not None:
             section.pop(path[-1], None)
     for path, value in STORED_BEFORE.items():
-        section = _section(data, path)
-        if section is not None:
-            section.setdefault(path[-1], value)
+        node: Any = data
+        for key in path[:-1]:
+            node = node.setdefault(key, {}) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.setdefault(path[-1], value)
     return _built(data, where)
 
 
 def _built(data: dict[str, Any], where: str) -> NavConfig:
     """The validated NavConfig of plain data; a wrong key or value names ``where`` it came from."""
+    from navsim.randomization import complete_randomization_cfg
+
     try:
         cfg = build(NavConfig, data)
+        complete_randomization_cfg(cfg.randomization)
     except ConfigError as err:
         raise ConfigError(f"{where}: {err}") from None
     validate(cfg)
@@ -344,6 +379,7 @@ def _built(data: dict[str, Any], where: str) -> NavConfig:
 def validate(cfg: NavConfig) -> None:
     """Cross-field checks that a type alone cannot express."""
     from navsim.observations import validate_observation_cfg
+    from navsim.randomization import validate_randomization_cfg
     from navsim.rewards import validate_reward_cfg
     from navsim.sectors import SectorRays
 
@@ -386,3 +422,4 @@ def validate(cfg: NavConfig) -> None:
         raise ConfigError("env.robot.radius must be > 0 and the robot must fit in the room with its wall margin")
     validate_observation_cfg(cfg.observations)
     validate_reward_cfg(cfg.rewards)
+    validate_randomization_cfg(cfg.randomization, e)

@@ -11,6 +11,19 @@ outcome (``Episode_Termination/<outcome>``, 0/1 per episode) and length (``Episo
 rsl_rl's logger averages them over the iteration, i.e. over the iteration's episodes. Selecting
 the ended episodes costs one host sync per step (rsl_rl's logger makes one per step anyway);
 ``log_episodes = False`` (evaluation) skips it.
+
+Randomisation (``randomization`` in the config; ``navsim.randomization``) changes how the base
+answers (``navsim.actuation``: delay, lag, acceleration limit, before every physics substep),
+what the policy observes (scan and odometry of a few substeps earlier, perturbed twist, lidar
+faults of ``navsim.scan_faults``, lidar yaw offset) and never the truth: rewards, outcomes and
+the privileged terms use the true current state. Values are drawn per world at each episode
+reset from the randomisation's own generator; ``extras["log"]`` then also holds
+``Randomization/<term>/<param>``, the values drawn for the worlds reset on the step (one per world,
+like the episode entries: the logger shows their mean). With randomisation
+off (or every term off) ``step()`` runs the very kernels and draws of the simulator without it.
+What the policy observed is kept for robot-side controllers: :attr:`NavEnv.scan_readings` (the
+scan as a driver publishes it, NaN for dropped readings), :attr:`NavEnv.observed_pose`,
+:attr:`NavEnv.observed_twist`.
 """
 
 from __future__ import annotations
@@ -27,14 +40,20 @@ from tensordict import TensorDict
 
 from navdeploy.action import action_to_command, clip_action
 from navdeploy.terms import ObsContext, goal_in_body
+from navsim.actuation import BaseDynamics
 from navsim.config import NavConfig, to_dict
 from navsim.lidar import BatchedLidar
 from navsim.observations import ObservationManager, SimTruth
 from navsim.outcomes import OUTCOMES
+from navsim.randomization import RandomizationManager
 from navsim.rewards import RewardManager, RewardState
 from navsim.robot import OBSTACLE_HALF_HEIGHT, PARK_Z, build_mjcf, geom_ids, slot_sizes
 from navsim.rooms import RoomBatch, RoomGeometry, generate_rooms
+from navsim.scan_faults import LidarFaults, MissingFill
 from navsim.sectors import FovFill, SectorRays
+
+BASE_TERMS = ("actuator_lag", "accel_limit", "command_latency", "control_jitter", "observation_latency")
+"""Randomisation terms applied by :class:`navsim.actuation.BaseDynamics` (with its state record)."""
 
 
 @wp.kernel
@@ -140,6 +159,19 @@ class NavEnv(VecEnv):
         self._graph = None
         self.command = torch.zeros(self.num_envs, 3, device=self.device)  # body-frame [vx, vy, wz]
         self._command_wp = wp.from_torch(self.command)
+        self.randomization = RandomizationManager(cfg.randomization, self.num_envs, self.device, self.seed)
+        rand = self.randomization
+        self.base: BaseDynamics | None = None
+        if any(rand.enabled(t) for t in BASE_TERMS):
+            dt = ecfg.control_period / ecfg.physics_substeps
+            self.base = BaseDynamics(self.command, ecfg.physics_substeps, dt, self.d, self.wp_device)
+        missing = None
+        if rand.enabled("lidar_dropout"):
+            missing = MissingFill(
+                self.dims.num_beams, self.dims.max_range, lcfg.fov_fill, lcfg.fov_fill_value, self.device
+            )
+        seen = torch.as_tensor(self.sector_rays.seen.copy(), device=self.device)
+        self.lidar_faults = LidarFaults(rand, seen, self.dims.max_range, lcfg.noise_std, self.lidar.fill, missing)
 
         # Rooms, managers, buffers.
         self.geometry = RoomGeometry(ecfg, self.sizes, self.device)
@@ -170,6 +202,9 @@ class NavEnv(VecEnv):
         self.last_info: StepInfo | None = None
         self.scan = torch.full((n, self.dims.num_beams), self.dims.max_range, device=self.device)
         self.scan_clean = self.scan.clone()
+        self.scan_readings = self.scan
+        self.observed_pose = torch.zeros(n, 3, device=self.device)
+        self.observed_twist = torch.zeros(n, 3, device=self.device)
         self.reset()
 
     # ------------------------------------------------------------------------------------------
@@ -180,6 +215,8 @@ class NavEnv(VecEnv):
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict[str, Any]]:
         action = clip_action(actions.to(self.device).float())
+        if self.base is not None:
+            self._prepare_base()
         self.command.copy_(action_to_command(actions.to(self.device).float(), self.scaling))
         self._simulate()
         self.episode_length_buf += 1
@@ -232,13 +269,14 @@ class NavEnv(VecEnv):
         length_s = self.episode_length_buf.float() * self.env_cfg.control_period * dones.float()
         sums = self.reward_manager.close_episodes(dones)
         extras: dict[str, Any] = {"time_outs": time_outs, "termination": reasons, "episode_length_s": length_s}
-        if self.log_episodes:
-            log = self._episode_log(dones, reasons, sums, length_s)
-            if log:
-                extras["log"] = log
+        ended = dones.nonzero()[:, 0] if self.log_episodes else None  # the one host sync of the step
+        if ended is not None and ended.numel() > 0:
+            extras["log"] = self._episode_log(ended, reasons, sums, length_s)
         if self.auto_reset:
             self._reset_where(dones, fresh=True)
             collision = collision & ~dones
+            if "log" in extras and self.randomization.active:
+                extras["log"].update(self.randomization.log(ended))
         self._observe(contact=collision)
         return self.get_observations(), rewards, dones.long(), extras
 
@@ -276,15 +314,41 @@ class NavEnv(VecEnv):
     # Internals
 
     def _substeps(self) -> None:
-        for _ in range(self.env_cfg.physics_substeps):
-            wp.launch(
-                _body_command_to_ctrl,
-                dim=self.num_envs,
-                inputs=[self._command_wp, self.d.qpos],
-                outputs=[self.d.ctrl],
-                device=self.wp_device,
-            )
+        base = self.base
+        for i in range(self.env_cfg.physics_substeps):
+            if base is None:
+                wp.launch(
+                    _body_command_to_ctrl,
+                    dim=self.num_envs,
+                    inputs=[self._command_wp, self.d.qpos],
+                    outputs=[self.d.ctrl],
+                    device=self.wp_device,
+                )
+            else:
+                base.before_substep(i)
             mjw.step(self.m, self.d)
+            if base is not None:
+                base.after_substep(i)
+
+    def _prepare_base(self) -> None:
+        """Before a control step: the last command becomes the previous one, and this step's delay
+        (command latency plus a fresh jitter draw) is written for the substep kernels."""
+        rand, base = self.randomization, self.base
+        base.end_step()
+        if rand.enabled("command_latency") or rand.enabled("control_jitter"):
+            delay = torch.zeros(self.num_envs, device=self.device)
+            if rand.enabled("command_latency"):
+                delay = delay + rand.value("command_latency", "substeps")
+            if rand.enabled("control_jitter"):
+                delay = delay + rand.randint(rand.value("control_jitter", "substeps"))
+            base.set_delay(delay)
+
+    def _apply_base_params(self) -> None:
+        rand, base = self.randomization, self.base
+        zero = torch.zeros(self.num_envs, device=self.device)
+        base.set_lag(rand.value("actuator_lag", "tau") if rand.enabled("actuator_lag") else zero)
+        if rand.enabled("accel_limit"):
+            base.set_accel_limit(rand.value("accel_limit", "linear"), rand.value("accel_limit", "angular"))
 
     def _simulate(self) -> None:
         if self.wp_device.is_cuda:
@@ -341,6 +405,11 @@ class NavEnv(VecEnv):
         self.prev_goal_dist = torch.where(
             mask, torch.linalg.norm(self.rooms.goal - start_xy, dim=-1), self.prev_goal_dist
         )
+        if self.randomization.active:
+            self.randomization.sample(mask)
+            if self.base is not None:
+                self.base.reset(mask, self.qpos, self.qvel)
+                self._apply_base_params()
         self._write_obstacles()
 
     def _write_obstacles(self) -> None:
@@ -357,16 +426,29 @@ class NavEnv(VecEnv):
     def _observe(self, contact: torch.Tensor) -> None:
         pose = self.pose()
         twist = self.body_twist()
+        obs_pose, obs_twist = self._observed_state(pose, twist)
+        lidar_pose = obs_pose
+        rand = self.randomization
+        if rand.enabled("lidar_yaw"):
+            lidar_pose = obs_pose.clone()
+            lidar_pose[:, 2] += torch.deg2rad(rand.value("lidar_yaw", "deg"))
+        if lidar_pose is not pose:  # the truth is cast from the true pose, the policy's scan not
+            self.scan_clean = self.lidar.fill(self.lidar.scan(pose))
         # Sector minima (env.lidar.rays_per_beam sub-rays each); outside the field of view the
         # runtime's fill, applied after the noise as the robot fills from its noisy readings.
-        raw = self.lidar.scan(pose)
-        noise = self.env_cfg.lidar.noise_std
-        if noise > 0:
-            noisy = raw + noise * torch.randn(raw.shape, generator=self.noise_gen, device=self.device)
-            self.scan = self.lidar.fill(noisy.clamp(0.0, self.dims.max_range))
+        raw = self.lidar.scan(lidar_pose)
+        if self.lidar_faults.active:
+            self.scan, self.scan_readings = self.lidar_faults.apply(raw, self.noise_gen)
         else:
-            self.scan = self.lidar.fill(raw)
-        self.scan_clean = self.lidar.fill(raw)
+            noise = self.env_cfg.lidar.noise_std
+            if noise > 0:
+                noisy = raw + noise * torch.randn(raw.shape, generator=self.noise_gen, device=self.device)
+                self.scan = self.lidar.fill(noisy.clamp(0.0, self.dims.max_range))
+            else:
+                self.scan = self.lidar.fill(raw)
+            self.scan_readings = self.scan
+        if lidar_pose is pose:
+            self.scan_clean = self.lidar.fill(raw)
         dist, direction = self.geometry.nearest(self.rooms, pose[:, None, :2])
         c, s = torch.cos(pose[:, 2]), torch.sin(pose[:, 2])
         dx, dy = direction[:, 0, 0], direction[:, 0, 1]
@@ -376,17 +458,26 @@ class NavEnv(VecEnv):
             contact=contact.float(),
             nearest_dir_body=torch.stack([c * dx + s * dy, -s * dx + c * dy], dim=-1),
         )
-        ctx = self._context(pose, twist, self.prev_action)
+        self.observed_pose, self.observed_twist = obs_pose, obs_twist
+        ctx = self._context(obs_pose, obs_twist, self.prev_action)
         self.obs_buf = self.obs_manager.compute(ctx, truth)
+
+    def _observed_state(self, pose: torch.Tensor, twist: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The odometry the policy sees: ``observation_latency`` substeps old, twist scaled and noisy."""
+        rand = self.randomization
+        if rand.enabled("observation_latency"):
+            pose, twist = self.base.observed(rand.value("observation_latency", "substeps"))
+        if rand.enabled("odom_twist"):
+            scale = rand.value("odom_twist", "scale")[:, None]
+            std = rand.value("odom_twist", "noise_std")[:, None]
+            twist = scale * twist + std * rand.randn(self.num_envs, 3)
+        return pose, twist
 
     @staticmethod
     def _episode_log(
-        dones: torch.Tensor, reasons: dict[str, torch.Tensor], sums: dict[str, torch.Tensor], length_s: torch.Tensor
+        ended: torch.Tensor, reasons: dict[str, torch.Tensor], sums: dict[str, torch.Tensor], length_s: torch.Tensor
     ) -> dict[str, torch.Tensor]:
-        """rsl_rl's ``extras["log"]``: one value per episode ending now (empty when none does)."""
-        ended = dones.nonzero()[:, 0]  # the one host sync of the step
-        if ended.numel() == 0:
-            return {}
+        """rsl_rl's ``extras["log"]``: one value per episode ending now (``ended``: their worlds)."""
         log = {f"Episode_Reward/{name}": value[ended] for name, value in sums.items()}
         log.update({f"Episode_Termination/{name}": flag[ended].float() for name, flag in reasons.items()})
         log["Episode/length_s"] = length_s[ended]

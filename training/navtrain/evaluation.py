@@ -90,6 +90,11 @@ class RobotSideActor:
     the body-frame command in SI units; the command becomes the normalised action the simulator
     scales back (exactly, since the command is inside the limits). A scan the controller cannot use
     gives a zero command, as on the robot.
+
+    Under randomisation it gets what the policy observed, as a robot would have it: the readings
+    with dropped beams as NaN (``NavEnv.scan_readings``, resampled by the controller's own rule,
+    which fills them as the policy's scan was filled) and the delayed, perturbed odometry
+    (``NavEnv.observed_pose`` / ``observed_twist``).
     """
 
     def __init__(self, env: NavEnv, make: Callable[[], Any]) -> None:
@@ -108,8 +113,8 @@ class RobotSideActor:
 
     def __call__(self, obs: TensorDict, live: torch.Tensor) -> torch.Tensor:
         env = self.env
-        scan = env.scan.cpu().numpy().astype(np.float64)
-        pose, twist = env.pose().cpu().numpy(), env.body_twist().cpu().numpy()
+        scan = env.scan_readings.cpu().numpy().astype(np.float64)
+        pose, twist = env.observed_pose.cpu().numpy(), env.observed_twist.cpu().numpy()
         goal = env.rooms.goal.cpu().numpy()
         action = np.zeros((env.num_envs, 3))
         t0 = time.perf_counter()
