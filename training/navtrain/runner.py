@@ -194,6 +194,7 @@ class NavRunner(OnPolicyRunner):
         self.completed_iteration: int | None = None
         """The last iteration whose PPO update finished (or the resumed checkpoint's); None before any."""
         self._next_iteration = 0
+        self._learn_start: float | None = None
         super().__init__(env, train_cfg, log_dir=log_dir, device=device)
         self.threads = ThreadPhases.for_device(self.device)
         self._wrap_update()
@@ -259,6 +260,7 @@ class NavRunner(OnPolicyRunner):
 
     def learn(self, num_learning_iterations: int, init_at_random_ep_len: bool = False) -> None:
         self._next_iteration = self.current_learning_iteration
+        self._learn_start = time.perf_counter()
         with self.threads.collection():
             super().learn(num_learning_iterations, init_at_random_ep_len)
 
@@ -281,6 +283,9 @@ class NavRunner(OnPolicyRunner):
             saved["infos"] = {
                 "nav_config": to_dict(self.nav_cfg),
                 "obs_groups": self.cfg["obs_groups"],
+                # seconds of learn() so far in this process (collection + updates; no build, no eval)
+                "train_elapsed_s": None if self._learn_start is None else time.perf_counter() - self._learn_start,
+                "env_steps": getattr(getattr(self, "logger", None), "tot_timesteps", None),
                 **(infos or {}),
             }
             atomic_torch_save(saved, path)
