@@ -51,10 +51,11 @@ class LidarCfg:
     num_beams: int = 72
     max_range: float = 6.0
     noise_std: float = 0.01  # Gaussian range noise in training [m]; truth_scan_clean has none
-    # Each beam is the minimum over its sector (the robot's rule, navdeploy.scan.resample_scan),
-    # rendered with this many sub-rays from sector edge to edge; 1 = the sector centre only (the
-    # readings before the sector-minimum rule). Chosen by nav-benchmark-sim --rays-per-beam (docs/simulator.md).
-    rays_per_beam: int = 21
+    # Each beam is the minimum over its sector (the robot's rule, navdeploy.scan.resample_scan):
+    # 0 = exact (analytic: edge rays + each geom's closest point, navsim.sectors); K >= 1 = K
+    # sub-rays from sector edge to edge, 1 = the sector centre only (the readings before the
+    # sector-minimum rule). Cost and error: nav-benchmark-sim --rays-per-beam (docs/simulator.md).
+    rays_per_beam: int = 0
     # Field of view centred on forward [deg]; sectors outside it are filled by the runtime's rule.
     fov_deg: float = 360.0
     fov_fill: str = "nearest"  # navdeploy.scan fill policy for unseen sectors: nearest, max_range, constant
@@ -406,8 +407,8 @@ def validate(cfg: NavConfig) -> None:
         raise ConfigError("env.room.num_obstacles must satisfy 0 <= min <= max <= num_cylinder_slots + num_box_slots")
     if e.lidar.num_beams < 1 or e.lidar.max_range <= 0:
         raise ConfigError("env.lidar needs num_beams >= 1 and max_range > 0")
-    if e.lidar.rays_per_beam < 1:
-        raise ConfigError(f"env.lidar.rays_per_beam must be >= 1, got {e.lidar.rays_per_beam}")
+    if e.lidar.rays_per_beam < 0:
+        raise ConfigError(f"env.lidar.rays_per_beam must be >= 0 (0 = exact), got {e.lidar.rays_per_beam}")
     if not 0.0 < e.lidar.fov_deg <= 360.0:
         raise ConfigError(f"env.lidar.fov_deg must be in (0, 360], got {e.lidar.fov_deg}")
     try:
