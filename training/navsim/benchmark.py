@@ -328,6 +328,11 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         help="sweep env.lidar.rays_per_beam: error against the exact sector minimum and cost (repeatable)",
     )
+    parser.add_argument(
+        "--randomization-cost",
+        action="store_true",
+        help="also time NavEnv.step with randomization.enabled=false: the cost of the randomisation terms",
+    )
     parser.add_argument("--accuracy-worlds", type=int, default=256, help="worlds of the error measurement")
     parser.add_argument("--config", default=None, help="config YAML (default conf/nav.yaml)")
     parser.add_argument("--json", default=None, help="write the results here")
@@ -363,6 +368,15 @@ def main(argv: list[str] | None = None) -> int:
             env.reset()  # the reference starts from the same rooms and start poses
             row.update(bench_reference(env, args.steps, args.warmup, args.threads, seed=n))
             row["ratio_env_to_reference"] = row["env_steps_per_s"] / row["reference_env_steps_per_s"]
+        if args.randomization_cost:
+            off_cfg = load_config(args.config, [*args.overrides, "randomization.enabled=false"])
+            log(f"[N={n}] the same with randomization.enabled=false")
+            off = NavEnv(off_cfg, num_envs=n, device=device, seed=cfg.env.seed)
+            off.randomize_episode_lengths()
+            row["env_steps_per_s_randomization_off"] = bench_warp(off, args.steps, args.warmup, seed=n)[
+                "env_steps_per_s"
+            ]
+            del off
         if args.busy and n == counts[0]:
             log(f"[N={n}] torch threads against a competing busy process")
             row["threads"] = bench_threads(env, args.steps, args.warmup, seed=n)
@@ -407,6 +421,14 @@ def main(argv: list[str] | None = None) -> int:
         print(line)
     if not args.no_reference:
         print(f"C ref: mujoco.rollout on {args.threads} threads + mj_multiRay (1 thread); physics and rays only")
+    for n, r in results.items():
+        if "env_steps_per_s_randomization_off" in r:
+            on, off = r["env_steps_per_s"], r["env_steps_per_s_randomization_off"]
+            state = "on" if cfg.randomization.enabled else "off (config)"
+            print(
+                f"randomisation cost at {n} worlds: NavEnv.step {on:,.0f} env-steps/s with randomisation {state}, "
+                f"{off:,.0f} with it off ({on / off:.0%})"
+            )
     for n, r in results.items():
         if "threads" in r:
             print(f"\nNavEnv.step env-steps/s at {n} worlds by torch threads, quiet / with one competing busy process")
