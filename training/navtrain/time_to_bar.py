@@ -1,6 +1,7 @@
 """Time to bar: when a training run's saved checkpoints first reach an evaluation bar.
 
     nav-time-to-bar RUN_DIR [--success 0.97] [--collision 0.03] [--episodes 500] [--all] [--json out.json]
+                    [section.key=value ...]
 
 Evaluates the run's ``model_<iteration>.pt`` checkpoints in iteration order on unseen rooms
 (``navtrain.evaluation.evaluate_checkpoint``: the mean action, the checkpoint's own config, seeds
@@ -9,7 +10,9 @@ training time so far, success and collision; it stops at the first checkpoint th
 (``--all``: evaluates every one). The training time is the ``train_elapsed_s`` the runner stores
 in each checkpoint (collection and updates only: no world building, no final evaluation); for a
 checkpoint without it, the file's modification time minus the run's ``config.yaml`` (written
-before the worlds are built, so a little longer). Bad input is one line and exit 2.
+before the worlds are built, so a little longer). Overrides change the evaluation conditions, e.g.
+``randomization.enabled=false`` to judge a randomised run under nominal conditions. Bad input is
+one line and exit 2.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--all", action="store_true", help="evaluate every checkpoint, not only up to the bar")
     parser.add_argument("--json", default=None, help="write the rows here")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("overrides", nargs="*", help="evaluation overrides, e.g. randomization.enabled=false")
     args = parser.parse_args(argv)
     try:
         run = Path(args.run)
@@ -65,7 +69,9 @@ def main(argv: list[str] | None = None) -> int:
             ckpt = load_checkpoint(path)
             elapsed, source = training_time(ckpt, path, run)
             steps = (ckpt.get("infos") or {}).get("env_steps")
-            res, _ = evaluate_checkpoint(path, episodes=args.episodes, device=args.device, plot_rooms=0)
+            res, _ = evaluate_checkpoint(
+                path, episodes=args.episodes, device=args.device, overrides=args.overrides, plot_rooms=0
+            )
             ok = res.success_rate >= args.success and res.collision_rate <= args.collision
             rows.append(
                 {
@@ -100,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{reached['train_elapsed_s'] / 60:.1f} min of training ({reached['elapsed_from']})"
             )
         if args.json:
-            payload = {"run": str(run), "bar": bar, "reached": reached, "rows": rows}
+            payload = {"run": str(run), "bar": bar, "overrides": args.overrides, "reached": reached, "rows": rows}
             Path(args.json).write_text(json.dumps(payload, indent=2) + "\n")
         return 0
     except CliError as err:
