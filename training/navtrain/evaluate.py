@@ -3,6 +3,8 @@
     python training/evaluate.py --checkpoint PATH [--episodes N] [--seed S] [--json out.json]
                                 [--plot out.png] [--device cpu|cuda] [section.key=value ...]
     python training/evaluate.py --bundle DIR --controller policy|dwa [--dwa-params YAML] [...]
+    python training/evaluate.py --suite robustness --checkpoint PATH | --bundle DIR [--episodes 1000]
+                                [--out STEM] [--baseline OTHER.json] [--label NAME] [--rows a,b]
 
 ``--checkpoint``: the deterministic (mean-action) policy, batched in torch. ``--bundle``: what the
 robot runs, world by world on the CPU: ``policy`` is the bundle's ONNX policy through the
@@ -19,6 +21,11 @@ policy observation (e.g. ``env.lidar.max_range``) is refused.
 Bad input (a missing or corrupt checkpoint, a bundle that cannot be loaded, a malformed override,
 an output path that cannot be written) is one line on stderr and exit code 2, before any world is
 built. See docs/failures.md.
+
+``--suite robustness`` runs the robustness matrix (navtrain/robustness.py): the same rooms under
+randomisation off, each randomisation term alone at the severe end of its trained range and at
+twice that severity, and all terms together; writes STEM.json, STEM.md and STEM.png
+(``--out``, default ``robustness``), with ``--baseline`` another suite JSON side by side.
 """
 
 from __future__ import annotations
@@ -41,19 +48,27 @@ def main(argv: list[str] | None = None) -> int:
     src.add_argument("--bundle", help="exported bundle folder: a robot-side controller (see --controller)")
     p.add_argument("--controller", choices=["policy", "dwa"], default="policy", help="with --bundle")
     p.add_argument("--dwa-params", default=None, help="DWA parameters YAML (default: navdeploy/dwa.yaml)")
-    p.add_argument("--episodes", type=at_least(1), default=500)
+    p.add_argument("--episodes", type=at_least(1), default=None, help="rooms (default 500; 1000 per row with --suite)")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--json", default=None, help="write the metrics here")
     p.add_argument("--plot", default=None, help="PNG of several rooms with the driven paths")
     p.add_argument("--device", default="cpu")
     p.add_argument("--num-envs", type=at_least(1), default=None, help="worlds per batch (default: min(episodes, 500))")
+    p.add_argument("--suite", choices=["robustness"], default=None, help="run an evaluation matrix")
+    p.add_argument("--out", default="robustness", help="with --suite: output stem (STEM.json, STEM.md, STEM.png)")
+    p.add_argument("--baseline", default=None, help="with --suite: another suite's JSON, shown side by side")
+    p.add_argument("--label", default=None, help="with --suite: this policy's name in the outputs")
+    p.add_argument("--rows", default=None, help="with --suite: only these rows (comma-separated names)")
     p.add_argument("overrides", nargs="*")
     args = p.parse_args(argv)
     try:
         env_cfg = prepare(args)
+        if args.suite:
+            return suite_main(args)
     except CliError as err:
         report(TOOL, err)
         return EXIT_USAGE
+    args.episodes = args.episodes or 500
 
     from navtrain.evaluation import evaluate_checkpoint, evaluate_controller, plot_trace, write_json
 
@@ -87,11 +102,71 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def suite_main(args: argparse.Namespace) -> int:
+    """``--suite robustness``: inputs checked by :func:`prepare`; CliError for unknown rows."""
+    from navtrain.evaluation import bundle_evaluator, checkpoint_evaluator
+    from navtrain.robustness import merge_baseline, run_suite, suite_rows, write_outputs
+
+    if args.checkpoint:
+        evaluator = checkpoint_evaluator(args.checkpoint, args.overrides, args.device)
+        evaluator.label = args.label or Path(args.checkpoint).name
+    else:
+        evaluator = bundle_evaluator(args.bundle, args.controller, args.overrides, args.dwa_params)
+        evaluator.label = args.label or f"{Path(args.bundle).name} ({args.controller}, robot runtime)"
+    names = [r.name for r in suite_rows(evaluator.cfg)]
+    rows = None
+    if args.rows:
+        rows = [r.strip() for r in args.rows.split(",") if r.strip()]
+        unknown = [r for r in rows if r not in names]
+        if unknown:
+            raise CliError(f"--rows: unknown row(s) {', '.join(unknown)} (known: {', '.join(names)})")
+    payload = run_suite(evaluator, episodes=args.episodes or 1000, seed=args.seed, num_envs=args.num_envs, rows=rows)
+    notes = merge_baseline(payload, args.baseline_data) if args.baseline_data is not None else []
+    paths = write_outputs(payload, args.out, notes)
+    print(paths[1].read_text())
+    print(f"[evaluate] wrote {', '.join(str(p) for p in paths)}")
+    return 0
+
+
+def _suite_inputs(args: argparse.Namespace) -> None:
+    """The suite's own arguments: output stem, baseline JSON (read here, kept on ``args``)."""
+    args.baseline_data = None
+    if not args.suite:
+        for flag in ("baseline", "label", "rows"):
+            if getattr(args, flag) is not None:
+                raise CliError(f"--{flag} goes with --suite")
+        return
+    for flag in ("json", "plot"):
+        if getattr(args, flag) is not None:
+            raise CliError(f"--{flag} does not go with --suite (it writes --out STEM.json, STEM.md, STEM.png)")
+    for suffix in (".json", ".md", ".png"):
+        target = Path(args.out).with_suffix(suffix)
+        if target.is_dir():
+            raise CliError(f"--out {args.out}: {target} is a folder")
+        check_can_create(target, "--out file")
+    if args.baseline is not None:
+        from navtrain.robustness import SUITE
+
+        try:
+            data = json.loads(Path(args.baseline).read_text())
+        except FileNotFoundError:
+            raise CliError(f"--baseline {args.baseline}: no such file") from None
+        except (OSError, UnicodeDecodeError) as err:
+            raise CliError(f"--baseline {args.baseline}: cannot read it ({err})") from None
+        except json.JSONDecodeError as err:
+            raise CliError(f"--baseline {args.baseline} is not valid JSON ({err.msg} at line {err.lineno})") from None
+        if not isinstance(data, dict) or data.get("suite") != SUITE or not isinstance(data.get("rows"), list):
+            raise CliError(f"--baseline {args.baseline} is not a {SUITE} suite JSON (written by --suite {SUITE})")
+        args.baseline_data = data
+
+
 def prepare(args: argparse.Namespace):
     """Check every input before a world is built; returns the env config of the evaluation rooms."""
     from navsim.config import ConfigError
     from navtrain.checkpoint import CheckpointError
     from navtrain.evaluation import checkpoint_for_evaluation, with_overrides
+
+    _suite_inputs(args)
 
     for flag, path in (("--json", args.json), ("--plot", args.plot)):
         if path is not None:

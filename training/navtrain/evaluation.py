@@ -12,10 +12,19 @@ and its end (reason, time, path) is read directly. Rooms come from a dedicated s
 SPL (success weighted by path length) uses the *straight-line* start-goal distance as the
 reference shortest path: SPL_i = S_i * l_i / max(p_i, l_i), with p_i the path the robot drove.
 The straight line ignores obstacles, so this SPL is a conservative (lower) estimate.
+
+Command smoothness: the mean change of the body-frame command from one control tick to the next,
+over every tick of every live world (the first tick from rest included), in SI units: the planar
+(vx, vy) change in m/s and the yaw-rate change in rad/s.
+
+The evaluation keeps the training sensor model and randomisation (``randomization`` of the
+config); ``randomization.enabled=false`` as an override evaluates without it, and
+``navtrain.robustness`` runs the matrix of perturbations.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import time
@@ -28,6 +37,7 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
+from navdeploy.action import action_to_command
 from navsim.config import EnvCfg, NavConfig, apply_override, config_from_data, to_dict
 from navsim.env import NavEnv
 from navsim.outcomes import OUTCOMES, Outcome
@@ -63,6 +73,8 @@ class EvalResult:
     num_obstacles: list[int]
     controller: str = "policy (checkpoint, torch)"
     compute_ms_per_step: float | None = None  # robot-side controllers: mean time of one call
+    command_change_linear: float = math.nan  # [m/s] mean |change of (vx, vy)| per control tick
+    command_change_angular: float = math.nan  # [rad/s] mean |change of wz| per control tick
 
 
 @dataclass
@@ -149,6 +161,9 @@ def run_episodes(
     path_len = torch.zeros(n, device=env.device)
     start = rooms.start[:, :2].clone()
     prev = start.clone()
+    prev_cmd = torch.zeros(n, 3, device=env.device)
+    change_lin = torch.zeros(n, device=env.device)
+    change_ang = torch.zeros(n, device=env.device)
     trace: list[torch.Tensor] = [start.clone()] if record else []
     obs = env.get_observations()
     if isinstance(act, RobotSideActor):
@@ -160,6 +175,10 @@ def run_episodes(
         info = env.last_info
         pos = info.pose[:, :2]
         live = ~finished
+        cmd = action_to_command(action.to(env.device).float(), env.scaling)
+        change_lin += torch.where(live, torch.linalg.norm(cmd[:, :2] - prev_cmd[:, :2], dim=-1), 0.0)
+        change_ang += torch.where(live, (cmd[:, 2] - prev_cmd[:, 2]).abs(), 0.0)
+        prev_cmd = cmd
         path_len += torch.where(live, torch.linalg.norm(pos - prev, dim=-1), torch.zeros_like(path_len))
         steps += live.float()
         prev = pos
@@ -179,6 +198,8 @@ def run_episodes(
         "path_len": path_len.cpu().numpy(),
         "straight": torch.linalg.norm(rooms.goal - start, dim=-1).cpu().numpy(),
         "num_obstacles": rooms.slot_active.sum(dim=-1).cpu().numpy(),
+        "command_change_linear": change_lin.cpu().numpy(),  # per-world sums over its live ticks
+        "command_change_angular": change_ang.cpu().numpy(),
     }
     tr = None
     if record:
@@ -194,6 +215,49 @@ def run_episodes(
     return result, tr
 
 
+@dataclass
+class Evaluator:
+    """A controller to evaluate: its config (rooms, sensor model, randomisation), where it runs, and
+    how it acts in a given evaluation env."""
+
+    cfg: NavConfig
+    label: str
+    device: str
+    make_act: Callable[[NavEnv], ActFn]
+
+    def run(
+        self,
+        cfg: NavConfig | None = None,
+        episodes: int = 500,
+        seed: int | None = None,
+        num_envs: int | None = None,
+        plot_rooms: int = 6,
+        severity: float | None = None,
+    ) -> tuple[EvalResult, EpisodeTrace | None]:
+        """``episodes`` unseen rooms with ``cfg`` (default: the evaluator's), its randomisation at
+        ``severity`` of its ranges when given (``RandomizationManager.set_severity``)."""
+        cfg = copy.deepcopy(cfg if cfg is not None else self.cfg)
+        env, seed = eval_env(cfg, episodes, seed, num_envs, self.device)
+        env.randomization.set_severity(severity)
+        act = self.make_act(env)
+        result, trace = run_rooms(env, act, cfg, episodes, seed, plot_rooms, self.label)
+        if isinstance(act, RobotSideActor):
+            result.compute_ms_per_step = act.ms_per_call
+        return result, trace
+
+
+def checkpoint_evaluator(
+    checkpoint: str | Path, overrides: Sequence[str] | None = None, device: str = "cpu"
+) -> Evaluator:
+    """The checkpoint's actor (mean action, torch, batched), checked before any env is built."""
+    ckpt, cfg = checkpoint_for_evaluation(checkpoint, overrides)
+
+    def make_act(env: NavEnv) -> ActFn:
+        return torch_actor(build_actor(ckpt, cfg, env.device))
+
+    return Evaluator(cfg, "policy (checkpoint, torch)", device, make_act)
+
+
 def evaluate_checkpoint(
     checkpoint: str | Path,
     episodes: int = 500,
@@ -204,10 +268,9 @@ def evaluate_checkpoint(
     plot_rooms: int = 6,
 ) -> tuple[EvalResult, EpisodeTrace | None]:
     """The checkpoint's actor (mean action) on ``episodes`` unseen rooms."""
-    ckpt, cfg = checkpoint_for_evaluation(checkpoint, overrides)
-    env, seed = eval_env(cfg, episodes, seed, num_envs, device)
-    act = torch_actor(build_actor(ckpt, cfg, env.device))
-    return run_rooms(env, act, cfg, episodes, seed, plot_rooms, "policy (checkpoint, torch)")
+    return checkpoint_evaluator(checkpoint, overrides, device).run(
+        episodes=episodes, seed=seed, num_envs=num_envs, plot_rooms=plot_rooms
+    )
 
 
 def checkpoint_for_evaluation(
@@ -246,6 +309,18 @@ def evaluate_controller(
     """A robot-side controller built from ``bundle`` (``policy``: its ONNX policy through the
     runtime; ``dwa``: the dynamic-window baseline from its contract) on ``episodes`` unseen rooms of
     the bundle's training config (plus ``overrides``), on the CPU, world by world."""
+    return bundle_evaluator(bundle, controller, overrides, dwa_params).run(
+        episodes=episodes, seed=seed, num_envs=num_envs, plot_rooms=plot_rooms
+    )
+
+
+def bundle_evaluator(
+    bundle: str | Path,
+    controller: str = "policy",
+    overrides: Sequence[str] | None = None,
+    dwa_params: str | Path | None = None,
+) -> Evaluator:
+    """A robot-side controller from ``bundle`` (see :func:`evaluate_controller`), on the CPU."""
     from navdeploy.dwa import DwaParams, DwaPlanner
     from navdeploy.runtime import PolicyRuntime
 
@@ -256,7 +331,6 @@ def evaluate_controller(
     if source is None:
         raise ValueError(f"bundle {bundle} does not record its training config (contract source.nav_config)")
     cfg = with_overrides(config_from_data(source, where=f"{bundle} contract source.nav_config"), overrides)
-    env, seed = eval_env(cfg, episodes, seed, num_envs, "cpu")
     if controller == "policy":
         label = "policy (bundle, onnxruntime)"
 
@@ -269,10 +343,7 @@ def evaluate_controller(
         def make() -> Any:
             return DwaPlanner(runtime.contract, params)
 
-    act = RobotSideActor(env, make)
-    result, trace = run_rooms(env, act, cfg, episodes, seed, plot_rooms, label)
-    result.compute_ms_per_step = act.ms_per_call
-    return result, trace
+    return Evaluator(cfg, label, "cpu", lambda env: RobotSideActor(env, make))
 
 
 def with_overrides(cfg: NavConfig, overrides: Sequence[str] | None) -> NavConfig:
@@ -314,6 +385,7 @@ def run_rooms(
     oc = allr["outcome"]
     succ = oc == SUCCESS
     spl = succ * allr["straight"] / np.maximum(allr["path_len"], allr["straight"])
+    ticks = max(1.0, float(allr["time_s"].sum()) / env.env_cfg.control_period)  # live ticks of all worlds
     result = EvalResult(
         episodes=int(len(oc)),
         success_rate=float(succ.mean()),
@@ -326,6 +398,8 @@ def run_rooms(
         seed=int(seed),
         num_obstacles=[int(cfg.env.room.num_obstacles[0]), int(cfg.env.room.num_obstacles[1])],
         controller=label,
+        command_change_linear=float(allr["command_change_linear"].sum() / ticks),
+        command_change_angular=float(allr["command_change_angular"].sum() / ticks),
     )
     return result, trace
 
