@@ -41,8 +41,25 @@ def test_bundle_runtime_drives_the_same_episodes_as_the_checkpoint(trained_check
     # Same rooms, noise-free scans: the ONNX runtime (float32, resampled LaserScan) takes the same
     # decisions as the torch actor, episode by episode.
     np.testing.assert_array_equal(robot_res["outcome"], torch_res["outcome"])
-    # Float32 ONNX vs torch: paths agree to 0.2 % even over 30 s timeouts (300 steps of drift).
-    np.testing.assert_allclose(robot_res["path_len"], torch_res["path_len"], rtol=2e-3, atol=1e-3)
+    # Step by step on the same states (the torch actor drives, the robot side answers from what the
+    # node would receive): the same action to float32 rounding, on every step of every episode.
+    # (Free-running paths are no measure of this: a grazing contact turns a 1e-7 difference into
+    # centimetres after a few hundred steps.)
+    actor = torch_actor(build_actor(ckpt, cfg, env.device))
+    env.reset(rooms=rooms)
+    robot.reset()
+    obs = env.get_observations()
+    live = torch.ones(env.num_envs, dtype=torch.bool)
+    worst, compared = 0.0, 0
+    for _ in range(env.max_episode_length):
+        want, got = actor(obs, live), robot(obs, live)
+        worst = max(worst, float((want - got).abs()[live].max()))
+        compared += int(live.sum())
+        obs, _, dones, _ = env.step(torch.where(live[:, None], want, 0.0))
+        live &= ~dones.bool()
+        if not live.any():
+            break
+    assert compared >= 24 * 10 and worst < 1e-5
 
 
 def test_dwa_controller_from_the_bundle_contract(fixture_bundle: Path) -> None:
