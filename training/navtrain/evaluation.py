@@ -410,7 +410,8 @@ def write_json(result: EvalResult, path: str | Path) -> None:
 
 
 def plot_trace(trace: EpisodeTrace, env_cfg: EnvCfg, path: str | Path, title: str = "") -> None:
-    """Rooms with obstacles, start, goal and the driven path coloured by outcome."""
+    """Rooms with obstacles, start, goal and the driven path coloured by outcome; the failures
+    first, then the successes, each in world order."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -433,14 +434,16 @@ def plot_trace(trace: EpisodeTrace, env_cfg: EnvCfg, path: str | Path, title: st
     radii = np.concatenate([sizes.cylinder_radius, np.zeros(len(sizes.box_half))])
     halfs = np.concatenate([np.zeros((len(sizes.cylinder_radius), 2)), sizes.box_half])
     r = trace.rooms
-    for i in range(rows * cols):
-        ax = axes[i // cols][i % cols]
+    order = sorted(range(n), key=lambda k: trace.outcomes[k] == Outcome.SUCCESS)  # stable: failures first
+    for panel in range(rows * cols):
+        ax = axes[panel // cols][panel % cols]
         ax.set_aspect("equal")
         ax.set_xticks([])
         ax.set_yticks([])
-        if i >= n:
+        if panel >= n:
             ax.axis("off")
             continue
+        i = order[panel]
         ax.add_patch(Rectangle((-cfg_half, -cfg_half), 2 * cfg_half, 2 * cfg_half, fill=False, lw=2, color="0.3"))
         pos = r.slot_pos[i].cpu().numpy()
         yaw = r.slot_yaw[i].cpu().numpy()
