@@ -1,0 +1,387 @@
+"""Watch a policy drive: an animated top-down GIF of a few episodes on unseen rooms.
+
+    nav-play --checkpoint PATH [--episodes 4] [--seed S] [--out play.gif] [--fps 10] [--max-steps N]
+             [--dpi 100] [--device cpu|cuda] [section.key=value ...]
+    nav-play --bundle DIR [--controller policy|dwa] [--dwa-params YAML] [...]
+
+``--checkpoint``: the deterministic (mean-action) torch actor with the checkpoint's own config.
+``--bundle``: what the robot runs, through the robot runtime world by world (as nav-evaluate
+--bundle), in the rooms of the bundle's training config. One world per panel, one episode each
+(auto-reset off), the rooms nav-evaluate uses for the same --episodes and --seed (default:
+runner.eval_seed, a seed stream never used in training).
+
+Every frame is one control step and shows the room walls, the obstacles, the goal with its
+tolerance circle, the path so far, the robot (its radius, a tick for its heading) and the scan the
+policy saw (its beams as rays, the returns as dots), drawn from the robot's true pose: under
+randomisation (latency, yaw offset, noise) the dots may miss the obstacles, as the policy's did.
+A panel's title gets the episode's outcome when it ends; a finished panel holds its last frame,
+and the animation ends when every episode has ended (or at --max-steps). Overrides change the
+rooms as for nav-evaluate, e.g. ``env.room.num_obstacles=[16,16]`` or
+``randomization.enabled=false``; one that changes the policy observation is refused.
+
+Bad input (a missing or corrupt checkpoint or bundle, a malformed override, an --out that is not a
+writable *.gif path) is one line on stderr and exit code 2, before any world is built. An existing
+--out file is replaced (as nav-evaluate replaces its --json and --plot), atomically: the GIF is
+written beside it and renamed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import math
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from navtrain.cli import EXIT_USAGE, CliError, OneLineParser, at_least, check_can_create, report
+
+if TYPE_CHECKING:
+    from navsim.config import EnvCfg
+    from navsim.env import NavEnv
+    from navsim.outcomes import Outcome
+    from navsim.rooms import RoomBatch
+    from navtrain.evaluation import ActFn
+
+TOOL = "nav-play"
+MAX_EPISODES = 16
+MAX_FPS = 50  # GIF delays are in hundredths of a second; viewers slow down anything faster
+PANEL_INCHES = 2.5  # a panel's width and height
+TITLE_INCHES = 0.2  # above each panel
+CAPTION_INCHES = 0.3  # above the grid: the source, seed and time
+END_HOLD_MS = 1500  # the last frame stays this long before the GIF loops
+
+
+@dataclass
+class Recording:
+    """What the animation shows, world by world: the state after every control step (frame 0: the
+    reset), held at its last value once the world's episode has ended."""
+
+    rooms: RoomBatch  # on the CPU
+    poses: np.ndarray  # (F, n, 3) true x, y, yaw
+    scans: np.ndarray  # (F, n, B) the policy's scan [m], body-frame beams
+    steps: np.ndarray  # (n,) control steps each episode ran (all F - 1 when cut by max_steps)
+    outcomes: list[Outcome | None]  # None: still running when the recording stopped
+    control_period: float
+    max_range: float
+
+    @property
+    def frames(self) -> int:
+        return len(self.poses)
+
+
+def record(env: NavEnv, act: ActFn, rooms: RoomBatch, max_steps: int, every: int = 50) -> Recording:
+    """One episode per world of ``rooms`` (auto-reset off), as ``navtrain.evaluation.run_episodes``
+    runs them, keeping pose and scan after every step; stops when all have ended or at ``max_steps``."""
+    import torch
+
+    from navsim.outcomes import OUTCOMES
+    from navsim.rooms import RoomBatch
+    from navtrain.evaluation import RobotSideActor
+
+    assert not env.auto_reset, "playing needs auto_reset off"
+    env.reset(rooms=rooms)
+    n = env.num_envs
+    finished = torch.zeros(n, dtype=torch.bool, device=env.device)
+    outcome = torch.full((n,), -1, dtype=torch.long, device=env.device)
+    steps = torch.zeros(n, dtype=torch.long, device=env.device)
+    poses, scans = [env.pose()], [env.scan.clone()]
+    obs = env.get_observations()
+    if isinstance(act, RobotSideActor):
+        act.reset()
+    limit = min(max_steps, env.max_episode_length)
+    for t in range(1, limit + 1):
+        live = ~finished
+        action = torch.where(finished[:, None], 0.0, act(obs, live))
+        obs, _, dones, _ = env.step(action)
+        info = env.last_info
+        poses.append(torch.where(live[:, None], env.pose(), poses[-1]))
+        scans.append(torch.where(live[:, None], env.scan, scans[-1]))
+        steps += live.long()
+        reason = torch.stack([getattr(info, str(o)) for o in OUTCOMES], dim=-1)
+        code = torch.argmax(reason.long(), dim=-1)  # the first set flag: the highest priority
+        outcome = torch.where(dones.bool() & live, code, outcome)
+        finished |= dones.bool()
+        done = int(finished.sum())
+        if t % every == 0 or done == n or t == limit:
+            print(f"[play] step {t}/{limit}: {done}/{n} episodes ended", flush=True)
+        if done == n:
+            break
+    codes = outcome.cpu().numpy()
+    return Recording(
+        rooms=RoomBatch(
+            *(x.cpu() for x in (rooms.slot_pos, rooms.slot_yaw, rooms.slot_active, rooms.start, rooms.goal))
+        ),
+        poses=torch.stack(poses).cpu().numpy(),
+        scans=torch.stack(scans).cpu().numpy(),
+        steps=steps.cpu().numpy(),
+        outcomes=[OUTCOMES[int(c)] if c >= 0 else None for c in codes],
+        control_period=float(env.env_cfg.control_period),
+        max_range=float(env.dims.max_range),
+    )
+
+
+OUTCOME_COLOURS = {
+    "success": "tab:green",
+    "collision": "tab:red",
+    "timeout": "tab:orange",
+    "out_of_bounds": "tab:purple",
+}
+WALL, OBSTACLE, RAY, RETURN = "0.3", "0.55", "mistyrose", "tab:red"
+PATH, BODY, HEADING, GOAL, TOLERANCE = "tab:blue", "lightsteelblue", "navy", "gold", "goldenrod"
+DRAWN = (WALL, OBSTACLE, RAY, RETURN, PATH, BODY, HEADING, GOAL, TOLERANCE, "black", "white", *OUTCOME_COLOURS.values())
+"""Every colour drawn: kept exactly in the GIF's palette."""
+
+
+class Panel:
+    """One world's axes: the room drawn once, the robot, path, scan and title moved every frame."""
+
+    def __init__(self, ax, rec: Recording, world: int, env_cfg: EnvCfg, beam_angles: np.ndarray) -> None:
+        from matplotlib.collections import LineCollection
+        from matplotlib.patches import Circle
+
+        self.ax, self.rec, self.world, self.angles = ax, rec, world, beam_angles
+        self.radius = float(env_cfg.robot.radius)
+        draw_room(ax, rec.rooms, world, env_cfg)
+        self.rays = LineCollection([], colors=RAY, linewidths=0.5, antialiaseds=False, zorder=2)
+        ax.add_collection(self.rays)
+        self.hits = ax.scatter([], [], s=2.5, color=RETURN, linewidths=0, zorder=3)
+        (self.path,) = ax.plot([], [], color=PATH, lw=1.2, zorder=4)
+        self.body = Circle((0.0, 0.0), self.radius, fc=BODY, ec=PATH, lw=1.0, zorder=5)
+        ax.add_patch(self.body)
+        (self.heading,) = ax.plot([], [], color=HEADING, lw=1.5, zorder=6)
+
+    def update(self, frame: int) -> None:
+        rec, i = self.rec, self.world
+        x, y, yaw = rec.poses[frame, i]
+        path = rec.poses[: frame + 1, i, :2]
+        self.path.set_data(path[:, 0], path[:, 1])
+        self.body.center = (x, y)
+        self.heading.set_data([x, x + self.radius * math.cos(yaw)], [y, y + self.radius * math.sin(yaw)])
+        ranges = rec.scans[frame, i]
+        world_angles = yaw + self.angles
+        ends = np.stack([x + ranges * np.cos(world_angles), y + ranges * np.sin(world_angles)], axis=-1)
+        self.rays.set_segments([[(x, y), tuple(e)] for e in ends])
+        self.hits.set_offsets(ends[ranges < rec.max_range - 1e-3])
+        outcome = rec.outcomes[i]
+        if outcome is not None and frame >= rec.steps[i]:
+            self.ax.set_title(f"episode {i}: {outcome}", color=OUTCOME_COLOURS[str(outcome)], fontsize=8)
+        elif outcome is None and frame == rec.frames - 1:
+            self.ax.set_title(f"episode {i}: stopped at {frame * rec.control_period:.1f} s", fontsize=8)
+        else:
+            self.ax.set_title(f"episode {i}", fontsize=8)
+
+
+def draw_room(ax, rooms: RoomBatch, world: int, env_cfg: EnvCfg) -> None:
+    """Walls, obstacles (cylinders as circles, boxes as rotated rectangles), start and goal with its
+    tolerance circle, on equal axes without ticks."""
+    from matplotlib.patches import Circle, Polygon, Rectangle
+
+    from navsim.robot import slot_sizes
+
+    half = env_cfg.room.size / 2
+    t = env_cfg.room.wall_thickness
+    ax.set_aspect("equal")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    ax.set_xlim(-half - t, half + t)
+    ax.set_ylim(-half - t, half + t)
+    ax.add_patch(Rectangle((-half - t / 2, -half - t / 2), 2 * half + t, 2 * half + t, fill=False, lw=2, ec=WALL))
+    sizes = slot_sizes(env_cfg)
+    n_cyl = len(sizes.cylinder_radius)
+    pos = rooms.slot_pos[world].numpy()
+    yaw = rooms.slot_yaw[world].numpy()
+    for j in np.flatnonzero(rooms.slot_active[world].numpy()):
+        if j < n_cyl:
+            ax.add_patch(Circle(pos[j], sizes.cylinder_radius[j], color=OBSTACLE, zorder=1))
+        else:
+            hx, hy = sizes.box_half[j - n_cyl]
+            c, s = math.cos(yaw[j]), math.sin(yaw[j])
+            corners = np.array([[hx, hy], [-hx, hy], [-hx, -hy], [hx, -hy]]) @ np.array([[c, s], [-s, c]]) + pos[j]
+            ax.add_patch(Polygon(corners, color=OBSTACLE, zorder=1))
+    goal = rooms.goal[world].numpy()
+    ax.add_patch(Circle(goal, env_cfg.goal_tolerance, fill=False, ec=TOLERANCE, ls="--", lw=1.0, zorder=1))
+    ax.plot(*goal, "*", color=GOAL, mec="k", mew=0.5, ms=9, zorder=7)
+    ax.plot(*rooms.start[world, :2].numpy(), "o", color=PATH, ms=3, zorder=4)
+
+
+def render_gif(rec: Recording, env_cfg: EnvCfg, out: Path, fps: int, dpi: int, caption: str) -> int:
+    """Every frame of ``rec`` in a grid of panels, written as a looping GIF to ``out`` (through a
+    file beside it, renamed at the end); returns the number of frames."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from navdeploy.scan import BeamLayout
+
+    n = rec.poses.shape[1]
+    cols = math.ceil(math.sqrt(n))
+    rows = math.ceil(n / cols)
+    width, height = PANEL_INCHES * cols, (PANEL_INCHES + TITLE_INCHES) * rows + CAPTION_INCHES
+    fig, axes = plt.subplots(rows, cols, figsize=(width, height), dpi=dpi, squeeze=False)
+    fig.subplots_adjust(
+        left=0.01,
+        right=0.99,
+        bottom=0.01,
+        top=1 - CAPTION_INCHES / height,
+        wspace=0.04,
+        hspace=TITLE_INCHES / PANEL_INCHES,
+    )
+    angles = BeamLayout(rec.scans.shape[2]).angles()
+    panels = [Panel(axes[i // cols][i % cols], rec, i, env_cfg, angles) for i in range(n)]
+    for k in range(n, rows * cols):
+        axes[k // cols][k % cols].axis("off")
+    caption_text = fig.suptitle("", fontsize=8, y=1 - 0.1 * CAPTION_INCHES / height, va="top")
+    frames = []
+    palette = None
+    every = max(1, rec.frames // 5)
+    for f in range(rec.frames):
+        for panel in panels:
+            panel.update(f)
+        caption_text.set_text(f"{caption}   t = {f * rec.control_period:4.1f} s")
+        fig.canvas.draw()
+        rgb = np.asarray(fig.canvas.buffer_rgba())[..., :3]
+        if palette is None:
+            palette = shared_palette(rgb)
+        frames.append(to_palette(rgb, palette))
+        if (f + 1) % every == 0 or f + 1 == rec.frames:
+            print(f"[play] rendered {f + 1}/{rec.frames} frames", flush=True)
+    plt.close(fig)
+    step_ms = round(1000 / fps)
+    durations = [step_ms] * (len(frames) - 1) + [max(step_ms, END_HOLD_MS)]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = out.with_name(f".{out.name}.{os.getpid()}.partial")
+    try:
+        frames[0].save(staging, format="GIF", save_all=True, append_images=frames[1:], duration=durations, loop=0)
+        os.replace(staging, out)
+    finally:
+        staging.unlink(missing_ok=True)
+    return len(frames)
+
+
+def shared_palette(first: np.ndarray):
+    """One palette for every frame, so that a frame differs from the last only where the picture
+    does (GIF stores the changed box): every drawn colour exactly, with its blends into white
+    (antialiasing), and the first frame's other colours."""
+    from matplotlib.colors import to_rgb
+    from PIL import Image
+
+    drawn = np.array([to_rgb(c) for c in dict.fromkeys(DRAWN)])
+    blends = np.concatenate([drawn * a + (1 - a) for a in (1.0, 0.7, 0.4)])
+    fixed = np.unique(np.round(255 * blends).astype(np.uint8), axis=0)
+    rest = Image.fromarray(first).quantize(colors=256 - len(fixed), method=Image.Quantize.MEDIANCUT)
+    colours = np.concatenate([fixed, np.array(rest.getpalette()[: 3 * (256 - len(fixed))], np.uint8).reshape(-1, 3)])
+    palette = Image.new("P", (1, 1))
+    palette.putpalette(colours.reshape(-1).tolist())
+    return palette
+
+
+def to_palette(rgb: np.ndarray, palette):
+    """``rgb`` in ``palette``'s colours (nearest, no dithering: flat areas stay flat)."""
+    from PIL import Image
+
+    return Image.fromarray(rgb).quantize(palette=palette, dither=Image.Dither.NONE)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = OneLineParser(prog=TOOL, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--checkpoint", help="training checkpoint (.pt): the torch actor")
+    src.add_argument("--bundle", help="exported bundle folder: a robot-side controller (see --controller)")
+    p.add_argument("--controller", choices=["policy", "dwa"], default="policy", help="with --bundle")
+    p.add_argument("--dwa-params", default=None, help="DWA parameters YAML (default: navdeploy/dwa.yaml)")
+    p.add_argument(
+        "--episodes", type=at_least(1), default=4, help=f"panels, one room each (default 4, at most {MAX_EPISODES})"
+    )
+    p.add_argument("--seed", type=int, default=None, help="room seed (default: the config's runner.eval_seed)")
+    p.add_argument("--out", default="play.gif", help="the GIF to write (replaced if it exists)")
+    p.add_argument(
+        "--fps", type=at_least(1), default=10, help=f"frames per second, one frame per control step (at most {MAX_FPS})"
+    )
+    p.add_argument(
+        "--max-steps",
+        type=at_least(1),
+        default=None,
+        help="stop after this many control steps (default: the episode length)",
+    )
+    p.add_argument(
+        "--dpi", type=at_least(20), default=100, help=f"pixels per inch; a panel is {PANEL_INCHES} inches wide"
+    )
+    p.add_argument(
+        "--device", choices=["cpu", "cuda"], default="cpu", help="with --checkpoint (a bundle runs on the CPU)"
+    )
+    p.add_argument("overrides", nargs="*", help="dotted config overrides, e.g. randomization.enabled=false")
+    args = p.parse_intermixed_args(argv)
+    try:
+        check_inputs(args)
+    except CliError as err:
+        report(TOOL, err)
+        return EXIT_USAGE
+    return play(args)
+
+
+def check_inputs(args: argparse.Namespace) -> None:
+    """Every input checked before a world is built (the checkpoint or bundle and the overrides as
+    nav-evaluate checks them); CliError otherwise."""
+    if args.episodes > MAX_EPISODES:
+        raise CliError(f"--episodes {args.episodes}: at most {MAX_EPISODES} panels fit a watchable GIF")
+    if args.fps > MAX_FPS:
+        raise CliError(f"--fps {args.fps}: at most {MAX_FPS} (GIF frame delays are hundredths of a second)")
+    out = Path(args.out)
+    if out.suffix.lower() != ".gif":
+        raise CliError(f"--out {args.out}: the animation is a GIF, name it *.gif")
+    if out.is_dir():
+        raise CliError(f"--out {args.out} is a folder, not a file")
+    check_can_create(out, "--out file")
+    if args.checkpoint and args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise CliError("--device cuda requested but torch sees no CUDA device")
+    from navtrain.evaluate import prepare
+
+    inputs = {"checkpoint": args.checkpoint, "bundle": args.bundle, "overrides": args.overrides}
+    no_outputs = dict.fromkeys(("suite", "json", "plot", "baseline", "label", "rows"))
+    prepare(argparse.Namespace(**inputs, dwa_params=args.dwa_params, **no_outputs))
+
+
+def play(args: argparse.Namespace) -> int:
+    """Build the evaluation worlds, record the episodes, write the GIF (inputs already checked)."""
+    import torch
+
+    from navtrain.evaluation import bundle_evaluator, checkpoint_evaluator, eval_env
+
+    if args.checkpoint:
+        evaluator = checkpoint_evaluator(args.checkpoint, args.overrides, args.device)
+        name = Path(args.checkpoint).name
+    else:
+        evaluator = bundle_evaluator(args.bundle, args.controller, args.overrides, args.dwa_params)
+        name = f"{Path(args.bundle).name} ({args.controller})"
+    cfg = copy.deepcopy(evaluator.cfg)
+    env, seed = eval_env(cfg, args.episodes, args.seed, None, evaluator.device)
+    act = evaluator.make_act(env)
+    gen = torch.Generator(device=env.device)
+    gen.manual_seed(seed)
+    rooms = env.new_rooms(env.num_envs, gen)  # the first rooms nav-evaluate draws for this seed
+    print(f"[play] {evaluator.label}: {args.episodes} episodes, seed {seed}", flush=True)
+    rec = record(env, act, rooms, args.max_steps or env.max_episode_length)
+    ends = ", ".join(
+        f"{i}: {o} ({rec.steps[i] * rec.control_period:.1f} s)" if o else f"{i}: running"
+        for i, o in enumerate(rec.outcomes)
+    )
+    print(f"[play] episodes {ends}", flush=True)
+    out = Path(args.out)
+    frames = render_gif(rec, cfg.env, out, args.fps, args.dpi, f"{name}, seed {seed}")
+    print(f"[play] wrote {out}: {frames} frames, {out.stat().st_size / 1e6:.2f} MB", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
