@@ -113,7 +113,7 @@ def test_severity_rules_of_the_registry():
 
 
 def test_sampled_values_stay_in_their_ranges_and_cover_them():
-    cfg = load_config()
+    cfg = load_config(None, ["randomization.nominal_share=0"])
     n = 256
     rand = RandomizationManager(cfg.randomization, n, "cpu", seed=5)
     everyone = torch.ones(n, dtype=torch.bool)
@@ -132,6 +132,29 @@ def test_sampled_values_stay_in_their_ranges_and_cover_them():
     rand.sample(mask)
     after = rand.values["lidar_yaw"]["deg"]
     assert torch.equal(after[10:], before["deg"][10:]) and not torch.equal(after[:10], before["deg"][:10])
+
+
+def test_a_share_of_episodes_runs_without_any_perturbation():
+    cfg = load_config(None, ["randomization.nominal_share=0.25"])
+    n = 4000
+    rand = RandomizationManager(cfg.randomization, n, "cpu", seed=2)
+    rand.sample(torch.ones(n, dtype=torch.bool))
+    nominal = nominal_values()
+    plain = torch.ones(n, dtype=torch.bool)
+    for name, params in trained_ranges(cfg.randomization).items():
+        for p, (lo, hi) in params.items():
+            v = rand.value(name, p)
+            at_nominal = v == nominal[name][p]
+            plain &= at_nominal
+            assert (at_nominal | ((v >= lo) & (v <= hi))).all(), (name, p)
+    # The plain worlds have every term at its nominal value at once; about a quarter of them.
+    assert 0.22 < plain.float().mean() < 0.28
+    # The suite's fixed severities apply to every world.
+    rand.set_severity(1.0)
+    rand.sample(torch.ones(n, dtype=torch.bool))
+    assert (rand.value("actuator_lag", "tau") == 0.12).all()
+    with pytest.raises(ConfigError, match="nominal_share"):
+        load_config(None, ["randomization.nominal_share=1.0"])
 
 
 def test_at_a_severity_each_world_gets_one_of_the_two_values():

@@ -177,6 +177,9 @@ class RandomizationCfg:
     plain config data (a checkpoint's, a bundle's contract) always names every term."""
 
     enabled: bool = True
+    # Share of episodes (per world, drawn at reset) that run without any perturbation: the
+    # unperturbed simulator stays inside the training distribution.
+    nominal_share: float = 0.25
     terms: dict[str, RandTermCfg] = field(default_factory=_default_rand_terms)
 
 
@@ -211,6 +214,7 @@ stored config is rebuilt with :func:`config_from_data`, an error in YAML and ove
 STORED_BEFORE = {
     ("env", "lidar", "rays_per_beam"): 1,
     ("randomization", "enabled"): False,
+    ("randomization", "nominal_share"): 0.0,
 }
 """Keys that configs stored by older versions lack, with the value those versions used (one ray per
 beam, at the sector centre; no randomisation); filled in by :func:`config_from_data` (a missing

@@ -217,6 +217,8 @@ def complete_randomization_cfg(rcfg: RandomizationCfg) -> None:
 def validate_randomization_cfg(rcfg: RandomizationCfg, env: EnvCfg) -> None:
     """Known terms and params, ordered ranges inside each param's bounds, whole substeps, and the
     delays (latencies plus jitter) within one control step."""
+    if not 0.0 <= rcfg.nominal_share < 1.0:
+        raise ConfigError(f"randomization.nominal_share must be in [0, 1), got {rcfg.nominal_share}")
     for name, term in rcfg.terms.items():
         tdef = RANDOMIZATION_TERMS.get(name)
         if tdef is None:
@@ -231,7 +233,7 @@ def validate_randomization_cfg(rcfg: RandomizationCfg, env: EnvCfg) -> None:
                 raise ConfigError(f"{where} must satisfy {p.lower} <= low <= high <= {p.upper}, got [{lo}, {hi}]")
             if p.integer and (lo != int(lo) or hi != int(hi)):
                 raise ConfigError(f"{where} counts {p.unit}: whole numbers, got [{lo}, {hi}]")
-    ranges = trained_ranges(RandomizationCfg(True, rcfg.terms))
+    ranges = trained_ranges(RandomizationCfg(enabled=True, terms=rcfg.terms))
     total = sum(int(ranges[t]["substeps"][1]) for t in DELAY_TERMS if t in ranges)
     if total > env.physics_substeps:
         raise ConfigError(
@@ -250,6 +252,7 @@ class RandomizationManager:
     def __init__(self, rcfg: RandomizationCfg, num_envs: int, device: torch.device | str, seed: int) -> None:
         self.ranges = trained_ranges(rcfg)
         self.active = bool(self.ranges)
+        self.nominal_share = float(rcfg.nominal_share)
         self.num_envs = num_envs
         self.device = torch.device(device)
         self.gen = torch.Generator(device=self.device)
@@ -280,7 +283,14 @@ class RandomizationManager:
             self._draw = {name: RANDOMIZATION_TERMS[name].at_severity(r, float(s)) for name, r in self.ranges.items()}
 
     def sample(self, mask: torch.Tensor) -> None:
-        """New values for the worlds in ``mask`` (N,) bool; the others keep theirs. No host sync."""
+        """New values for the worlds in ``mask`` (N,) bool; the others keep theirs. No host sync.
+        While sampling the trained ranges, a share ``nominal_share`` of the new episodes gets every
+        term at its nominal value (no perturbation); a fixed severity (the suite) applies to all."""
+        if self.severity is None and self.nominal_share > 0.0:
+            plain = torch.rand(self.num_envs, generator=self.gen, device=self.device) < self.nominal_share
+            perturbed = mask & ~plain
+        else:
+            plain, perturbed = None, mask
         for name, params in self._draw.items():
             tdef = RANDOMIZATION_TERMS[name]
             for pname, (lo, hi) in params.items():
@@ -291,7 +301,10 @@ class RandomizationManager:
                     new = torch.clamp(torch.floor(lo + u * (hi - lo + 1.0)), max=hi)
                 else:
                     new = lo + u * (hi - lo)
-                self.values[name][pname] = torch.where(mask, new, self.values[name][pname])
+                self.values[name][pname] = torch.where(perturbed, new, self.values[name][pname])
+                if plain is not None:
+                    nominal = torch.full_like(new, tdef.param(pname).nominal)
+                    self.values[name][pname] = torch.where(mask & plain, nominal, self.values[name][pname])
 
     def randint(self, high: torch.Tensor) -> torch.Tensor:
         """(N,) integers uniform on 0..high (per world), from the manager's generator."""
