@@ -14,7 +14,7 @@ Rows (built from the registry, ``navsim.randomization``; no term is named here):
   distribution: tau doubled, latency 4 substeps, bias +-0.04 m, scale 0.96 / 1.04, the
   acceleration limit halved...);
 * ``all@high``: every term together at severity 1; ``all@train``: every term together, drawn
-  over the trained ranges (the training distribution).
+  over the trained ranges (the training distribution without its nominal share).
 
 The terms and ranges are the policy's own (its config's ``randomization.terms``, the enabled
 ones, even when it was trained with randomisation off). A row whose delays (latencies plus
@@ -96,6 +96,7 @@ def row_config(cfg: NavConfig, row: Row) -> NavConfig:
     """``cfg`` with only the row's terms switched on (trained ranges kept)."""
     out = copy.deepcopy(cfg)
     out.randomization.enabled = bool(row.terms)
+    out.randomization.nominal_share = 0.0  # every world of a row under the row's conditions
     for name, term in out.randomization.terms.items():
         term.enabled = name in row.terms
     return out
