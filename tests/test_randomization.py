@@ -20,8 +20,9 @@ from navsim.randomization import (
 
 
 def only(*terms: str, **ranges: str) -> list[str]:
-    """Overrides: randomisation on with just ``terms`` enabled; ``ranges`` as ``term__param="[a,b]"``."""
-    out = ["randomization.enabled=true"]
+    """Overrides: randomisation on with just ``terms`` enabled, in every world (no nominal share);
+    ``ranges`` as ``term__param="[a,b]"``."""
+    out = ["randomization.enabled=true", "randomization.nominal_share=0"]
     out += [f"randomization.terms.{t}.enabled={str(t in terms).lower()}" for t in RANDOMIZATION_TERMS]
     for key, value in ranges.items():
         term, param = key.split("__")
