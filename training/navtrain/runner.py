@@ -22,7 +22,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -154,19 +154,28 @@ class ThreadPhases:
 
     Collection (simulator step, observation and reward terms, the actor's forward pass) is a long
     chain of small tensor operations: extra threads only add hand-offs, and when another process
-    holds a core those hand-offs stall (nav-benchmark-sim --busy: at 512 worlds NavEnv.step fell
-    to a quarter with 2 threads and held with 1). The PPO update is dense matrix work that does
-    use every core it is given. So collection runs on one thread and the update on the threads
-    the process was started with (all cores, or cores / ranks under torchrun). On CUDA both
-    phases leave torch's setting alone.
+    holds a core those hand-offs stall (nav-benchmark-sim --busy). Collection always runs on one
+    thread.
+
+    The PPO update is dense matrix work: on an idle 2-core machine 2 threads did it in 0.59 s
+    against 1.08 s on one, but with one other busy process 2 threads took 1.84 s and one thread
+    still 1.06 s. So the update's thread count is measured, not assumed: after a warm-up update
+    it times one update on each candidate (1 and all the process's threads), keeps the faster, and
+    times the other again every ``reprobe`` updates, so a machine that becomes busy (or idle)
+    mid-run is followed. On CUDA both phases leave torch's setting alone.
     """
 
-    def __init__(self, collect: int, update: int, active: bool) -> None:
-        self.collect_threads, self.update_threads, self.active = collect, update, active
+    def __init__(self, collect: int, candidates: Sequence[int], active: bool, reprobe: int = 25) -> None:
+        self.collect_threads = collect
+        self.candidates = sorted({max(1, int(n)) for n in candidates})
+        self.active, self.reprobe = active, reprobe
+        self.seconds: dict[int, float] = {}
+        self.updates = 0
+        self.chosen: int | None = None
 
     @classmethod
     def for_device(cls, device: str | torch.device) -> ThreadPhases:
-        return cls(1, torch.get_num_threads(), torch.device(device).type == "cpu")
+        return cls(1, (1, torch.get_num_threads()), torch.device(device).type == "cpu")
 
     @contextlib.contextmanager
     def _threads(self, n: int) -> Iterator[None]:
@@ -183,8 +192,40 @@ class ThreadPhases:
     def collection(self) -> contextlib.AbstractContextManager[None]:
         return self._threads(self.collect_threads)
 
-    def update(self) -> contextlib.AbstractContextManager[None]:
-        return self._threads(self.update_threads)
+    def next_update_threads(self) -> int:
+        """The thread count for the next update: the largest first (warm-up, not timed), then each
+        untimed candidate, then the fastest, with the others re-timed every ``reprobe`` updates."""
+        if self.updates == 0:
+            return self.candidates[-1]
+        untimed = [n for n in self.candidates if n not in self.seconds]
+        if untimed:
+            return untimed[0]
+        best = min(self.seconds, key=self.seconds.__getitem__)
+        if self.updates % self.reprobe == 0:
+            others = [n for n in self.candidates if n != best]
+            if others:
+                return others[(self.updates // self.reprobe) % len(others)]
+        return best
+
+    @contextlib.contextmanager
+    def update(self) -> Iterator[None]:
+        n = self.next_update_threads() if self.active else torch.get_num_threads()
+        t0 = time.perf_counter()
+        with self._threads(n):
+            yield
+        if self.active and self.updates > 0:
+            self.seconds[n] = time.perf_counter() - t0
+            best = min(self.seconds, key=self.seconds.__getitem__)
+            if len(self.seconds) == len(self.candidates) and best != self.chosen:
+                self.chosen = best
+                times = ", ".join(
+                    f"{k} thread{'s' if k > 1 else ''} {v:.2f} s" for k, v in sorted(self.seconds.items())
+                )
+                print(
+                    f"[train] PPO update on {best} torch thread{'s' if best > 1 else ''} (measured: {times})",
+                    flush=True,
+                )
+        self.updates += 1
 
 
 class NavRunner(OnPolicyRunner):

@@ -143,11 +143,9 @@ def run(args) -> int:
     cfg, device, num_envs, iterations, log_dir, name = prepare(args)
     torch.manual_seed(cfg.env.seed)
     if device == "cpu":
-        # The PPO update's threads (navtrain.runner.ThreadPhases; collection runs on one): all cores
-        # but one, shared among torchrun's ranks. torch's default (every core, per process) stalls
-        # as soon as anything else holds a core: with a second busy process on 2 cores an update
-        # took 4.3-7.0 s on 2 threads against 1.3-2.7 s on 1 (docs/simulator.md).
-        torch.set_num_threads(max(1, ((os.cpu_count() or 1) - 1) // WORLD_SIZE))
+        # The most threads a PPO update may use (navtrain.runner.ThreadPhases times 1 and this many
+        # and keeps the faster; collection runs on one): the cores, shared among torchrun's ranks.
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // WORLD_SIZE))
 
     from navsim.env import NavEnv
     from navtrain.ppo_config import runner_cfg
