@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=None, help="write the rows here")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("overrides", nargs="*", help="evaluation overrides, e.g. randomization.enabled=false")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)
     try:
         run = Path(args.run)
         if not (run / "config.yaml").is_file():
