@@ -40,6 +40,16 @@ GEOM_CYLINDER = int(mujoco.mjtGeom.mjGEOM_CYLINDER)
 GEOM_BOX = int(mujoco.mjtGeom.mjGEOM_BOX)
 
 
+@wp.func
+def _crosses_scan_plane(kind: int, size: wp.vec3, center: wp.vec3, height: float) -> bool:
+    """Whether a vertical cylinder (kind 0: size = radius, half-height) or a box (kind 1: half
+    extents) centred at ``center`` meets the horizontal scan plane at ``height``."""
+    half_h = size[1]
+    if kind == 1:
+        half_h = size[2]
+    return wp.abs(height - center[2]) <= half_h
+
+
 @wp.kernel
 def _planar_scan(
     pose: wp.array2d[wp.float32],
@@ -68,10 +78,7 @@ def _planar_scan(
         g = geom_ids[k]
         center = geom_xpos[world, g]
         size = geom_size[0, g]
-        half_h = size[1]
-        if geom_kind[k] == 1:
-            half_h = size[2]
-        if wp.abs(height - center[2]) > half_h:
+        if not _crosses_scan_plane(geom_kind[k], size, center, height):
             continue
         ox = px - center[0]
         oy = py - center[1]
@@ -168,10 +175,7 @@ def _closest_points(
     g = geom_ids[k]
     center = geom_xpos[world, g]
     size = geom_size[0, g]
-    half_h = size[1]
-    if geom_kind[k] == 1:
-        half_h = size[2]
-    if wp.abs(height - center[2]) > half_h:
+    if not _crosses_scan_plane(geom_kind[k], size, center, height):
         return
     px = pose[world, 0]
     py = pose[world, 1]

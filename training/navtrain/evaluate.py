@@ -41,13 +41,19 @@ from navtrain.cli import EXIT_USAGE, CliError, OneLineParser, at_least, check_ca
 TOOL = "nav-evaluate"
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = OneLineParser(prog=TOOL, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_policy_source(p: argparse.ArgumentParser) -> None:
+    """The options that name what drives the robot: a checkpoint, or a bundle and its controller
+    (nav-evaluate, nav-play)."""
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--checkpoint", help="training checkpoint (.pt): the torch actor")
     src.add_argument("--bundle", help="exported bundle folder: a robot-side controller (see --controller)")
     p.add_argument("--controller", choices=["policy", "dwa"], default="policy", help="with --bundle")
     p.add_argument("--dwa-params", default=None, help="DWA parameters YAML (default: navdeploy/dwa.yaml)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = OneLineParser(prog=TOOL, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_policy_source(p)
     p.add_argument("--episodes", type=at_least(1), default=None, help="rooms (default 500; 1000 per row with --suite)")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--json", default=None, help="write the metrics here")

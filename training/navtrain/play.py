@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from navtrain.cli import EXIT_USAGE, CliError, OneLineParser, at_least, check_can_create, report
+from navtrain.evaluate import add_policy_source
 
 if TYPE_CHECKING:
     from navsim.config import EnvCfg
@@ -292,11 +293,7 @@ def to_palette(rgb: np.ndarray, palette):
 
 def main(argv: list[str] | None = None) -> int:
     p = OneLineParser(prog=TOOL, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--checkpoint", help="training checkpoint (.pt): the torch actor")
-    src.add_argument("--bundle", help="exported bundle folder: a robot-side controller (see --controller)")
-    p.add_argument("--controller", choices=["policy", "dwa"], default="policy", help="with --bundle")
-    p.add_argument("--dwa-params", default=None, help="DWA parameters YAML (default: navdeploy/dwa.yaml)")
+    add_policy_source(p)
     p.add_argument(
         "--episodes", type=at_least(1), default=4, help=f"panels, one room each (default 4, at most {MAX_EPISODES})"
     )
