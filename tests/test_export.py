@@ -290,3 +290,20 @@ def test_export_replaces_the_same_checkpoint_silently_and_a_different_bundle_onl
     assert _digests(out)[ONNX_FILE] == first[ONNX_FILE]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]
     PolicyRuntime.load(out)
+
+
+def test_the_self_check_is_absolute_inside_the_clip_and_relative_beyond() -> None:
+    """A saturated raw action (-31.9) differs in float32 by more than 1e-5 absolute; the robot
+    clips it to -1 either way, so the check scales the difference beyond |action| 1."""
+    import numpy as np
+
+    from navtrain.export_onnx import ExportCheckError, compare_actions
+
+    want = np.array([[-31.89458, 0.5, 0.99]], dtype=np.float32)
+    got = np.array([[-31.89456, 0.500004, 0.99]], dtype=np.float32)
+    result = compare_actions(got, want, 1e-5)
+    assert result["max_abs_diff"] > 1e-5 and result["max_scaled_diff"] <= 1e-5
+    with pytest.raises(ExportCheckError, match="action 1"):  # inside the clip: absolute
+        compare_actions(np.array([[-31.89458, 0.50002, 0.99]], dtype=np.float32), want, 1e-5)
+    with pytest.raises(ExportCheckError):  # a real difference on a large action still fails
+        compare_actions(np.array([[-31.8, 0.5, 0.99]], dtype=np.float32), want, 1e-5)
