@@ -75,7 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wrote {path} and {path.parent / 'contract.json'}")
     print(
         f"fingerprint {contract['fingerprint']}, obs dim {contract['observation']['dim']}, "
-        f"self-check: max |delta| {check['max_abs_diff']:.3e} on {check['num_obs']} observations (tol {check['tol']:.0e})"
+        f"self-check: max |delta| {check['max_abs_diff']:.3e}, scaled by max(1, |action|) "
+        f"{check.get('max_scaled_diff', check['max_abs_diff']):.3e} on {check['num_obs']} observations "
+        f"(tol {check['tol']:.0e})"
     )
     print(f"robot_response: {RobotResponse.from_dict(contract['robot_response']).describe()}")
     return 0
