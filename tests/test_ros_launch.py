@@ -383,7 +383,9 @@ def test_sim_launch_closed_loop_reaches_goals(
                 for node in rec.nodes:
                     cmd = h.node_command(node, tmp_path)
                     procs.append(h.NodeProc(cmd, lease.domain_id, tmp_path / f"{node.name}.log"))
-                for node in rec.nodes:
+                # The sim node first: in lockstep it may finish its episodes, and exit, within
+                # seconds; the policy node stays up until it is stopped.
+                for node in sorted(rec.nodes, key=lambda nd: nd.executable != "sim_node"):
                     _check_params_declared(tn, node, procs)
                 sim = next(p for p, n in zip(procs, rec.nodes, strict=True) if n.executable == "sim_node")
                 tn.spin_until(
