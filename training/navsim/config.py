@@ -71,6 +71,89 @@ class RobotCfg:
 
 
 @dataclass
+class ClutterCfg:
+    """Clutter fields: posts and short wall pieces on a grid, clustered by a cellular automaton,
+    in a corridor-shaped arena; start and goal at opposite ends (navsim.families)."""
+
+    length: float = 13.0  # [m] arena along x
+    width: float = 4.0  # [m] arena along y
+    cell: float = 0.5  # [m] grid pitch: neighbouring occupied cells close, a free cell between two opens a passage
+    fill: tuple[float, float] = (0.2, 0.45)  # occupied share of the grid at the lowest .. top level
+    smoothing_steps: int = 1  # cave-generator steps: a cell is occupied when >= 5 of its 3x3 block are
+    post_radius: tuple[float, float] = (0.05, 0.1)
+    piece_share: float = 0.25  # share of occupied cells holding a short wall piece instead of a post
+    piece_half: tuple[float, float] = (0.25, 0.04)  # [m] half length, half thickness of a wall piece
+    jitter: float = 0.08  # [m] uniform offset of each obstacle from its cell centre, per axis
+    end_zone: float = 1.5  # [m] obstacle-free strip at each end for the start and the goal
+    num_post_slots: int = 72
+    num_piece_slots: int = 24
+
+
+@dataclass
+class CorridorsCfg:
+    """Corridors: a maze of cells (turns, dead ends) with doorways; start and goal at opposite ends."""
+
+    cols: int = 8
+    rows: int = 3
+    cell: float = 1.2  # [m] corridor pitch (a corridor is cell - wall thickness wide)
+    wall_thickness: float = 0.1
+    loops: tuple[float, float] = (0.6, 0.1)  # share of the spanning maze's walls also opened, lowest .. top level
+    doorway_share: float = 0.3  # share of openings that are doorways in a wall instead of a gap
+    doorway_width: tuple[float, float] = (0.7, 0.9)  # [m]
+
+
+@dataclass
+class ArenaCfg:
+    """Larger arenas with long goals: the rooms' obstacles in a bigger square."""
+
+    size: float = 14.0
+    num_obstacles: tuple[int, int] = (8, 16)  # top level (the lowest level has a quarter of them)
+    goal_distance: tuple[float, float] = (6.0, 12.0)  # top level (the lowest starts at a third)
+
+
+@dataclass
+class CurriculumCfg:
+    """Difficulty levels per world (legged_gym's terrain levels): up on success, down on failure."""
+
+    enabled: bool = False  # off: every world at the top level (the family as configured)
+    levels: int = 5
+    start_level: int = 0
+
+
+@dataclass
+class WorldsCfg:
+    """Which world families training and evaluation draw from, and how (navsim.families).
+
+    With the defaults (rooms only, no curriculum, no path following) the worlds are exactly the
+    rooms of ``env.room``, drawn as before; anything else draws from pools of pre-planned worlds
+    (navsim.world_pool), every one checked feasible by the grid planner (navsim.grid_planner)."""
+
+    families: dict[str, float] = field(default_factory=lambda: {"rooms": 1.0})  # family -> share of worlds
+    curriculum: CurriculumCfg = field(default_factory=CurriculumCfg)
+    path_following: float = 0.0  # share of episodes whose policy goal is a sub-goal along the planned path
+    lookahead: float = 1.0  # [m] navdeploy.subgoal: the sub-goal's distance along the path
+    search_window: float = 2.0  # [m] navdeploy.subgoal: how far ahead the projection may jump
+    pool_size: int = 128  # pre-planned worlds per family and level
+    refresh_interval: int = 32  # steps between pool refreshes (one family and level at a time)
+    refresh_size: int = 8  # worlds re-drawn per refresh
+    grid_resolution: float = 0.05  # [m] planner cell
+    path_points: int = 48  # waypoints kept per planned path
+    clutter: ClutterCfg = field(default_factory=ClutterCfg)
+    corridors: CorridorsCfg = field(default_factory=CorridorsCfg)
+    arenas: ArenaCfg = field(default_factory=ArenaCfg)
+
+    def active_families(self) -> list[str]:
+        """Families with a share > 0, in registry order."""
+        from navsim.families import FAMILIES
+
+        return [f for f in FAMILIES if self.families.get(f, 0.0) > 0]
+
+    def planned(self) -> bool:
+        """True when worlds come from planned pools (anything but today's plain rooms)."""
+        return self.active_families() != ["rooms"] or self.curriculum.enabled or self.path_following > 0
+
+
+@dataclass
 class EnvCfg:
     num_envs: int = 4096
     device: str = "auto"  # auto: cuda when present, else cpu
@@ -84,6 +167,15 @@ class EnvCfg:
     room: RoomCfg = field(default_factory=RoomCfg)
     lidar: LidarCfg = field(default_factory=LidarCfg)
     robot: RobotCfg = field(default_factory=RobotCfg)
+    worlds: WorldsCfg = field(default_factory=WorldsCfg)
+
+    def extent_half(self) -> float:
+        """Half side of the square inside the fixed walls: the rooms' size, or the largest family's."""
+        from navsim.families import family_half_extent
+
+        sizes = [self.room.size / 2.0]
+        sizes += [max(family_half_extent(self, f)) for f in self.worlds.active_families()]
+        return max(sizes)
 
 
 @dataclass
@@ -425,6 +517,9 @@ def validate(cfg: NavConfig) -> None:
         raise ConfigError(f"env.lidar: {err}") from None
     if e.robot.radius <= 0 or 2 * (e.robot.radius + e.room.wall_margin) >= e.room.size:
         raise ConfigError("env.robot.radius must be > 0 and the robot must fit in the room with its wall margin")
+    from navsim.families import validate_worlds_cfg
+
+    validate_worlds_cfg(e)
     validate_observation_cfg(cfg.observations)
     validate_reward_cfg(cfg.rewards)
     validate_randomization_cfg(cfg.randomization, e)

@@ -39,6 +39,7 @@ from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
 from navdeploy.action import action_to_command, clip_action
+from navdeploy.subgoal import LookaheadRule, follow_path
 from navdeploy.terms import ObsContext, goal_in_body
 from navsim.actuation import BaseDynamics
 from navsim.config import NavConfig, to_dict
@@ -51,6 +52,7 @@ from navsim.robot import OBSTACLE_HALF_HEIGHT, PARK_Z, build_mjcf, geom_ids, slo
 from navsim.rooms import RoomBatch, RoomGeometry, generate_rooms
 from navsim.scan_faults import LidarFaults, MissingFill
 from navsim.sectors import FovFill, SectorRays
+from navsim.world_pool import Curriculum, WorldPool, planned_worlds
 
 BASE_TERMS = ("actuator_lag", "accel_limit", "command_latency", "control_jitter", "observation_latency")
 """Randomisation terms applied by :class:`navsim.actuation.BaseDynamics` (with its state record)."""
@@ -110,7 +112,7 @@ class NavEnv(VecEnv):
         self.seed = int(ecfg.seed if seed is None else seed)
         self.max_episode_length = int(round(ecfg.episode_length_s / ecfg.control_period))
         self.auto_reset = ecfg.auto_reset
-        self.half = ecfg.room.size / 2.0
+        self.half = ecfg.extent_half()
         self.radius = float(ecfg.robot.radius)
         self.dims = cfg.sensor_dims()
         self.scaling = cfg.action_scaling()
@@ -196,8 +198,25 @@ class NavEnv(VecEnv):
         self.spare_refill = max(16, n // 16)
         self._spare_ptr = 0
         self._spare_head = torch.zeros((), dtype=torch.long, device=self.device)
-        self.rooms: RoomBatch = generate_rooms(n, ecfg, self.geometry, self.gen)
-        self.spare: RoomBatch = generate_rooms(self.spare_size, ecfg, self.geometry, self.gen)
+        # World families (env.worlds): planned pools, the curriculum and path following; with the
+        # defaults, today's rooms from the spare ring and none of this.
+        wcfg = ecfg.worlds
+        self.planned = wcfg.planned()
+        self.pool: WorldPool | None = None
+        self.curriculum: Curriculum | None = None
+        self.follow = torch.zeros(n, dtype=torch.bool, device=self.device)
+        self.path_progress = torch.zeros(n, device=self.device)  # the policy's, from what it observes
+        self.reward_progress = torch.zeros(n, device=self.device)  # the reward's, from the true pose
+        self.policy_goal = torch.zeros(n, 2, device=self.device)
+        self._steps = 0
+        if self.planned:
+            self.lookahead = LookaheadRule(lookahead=wcfg.lookahead, search_window=wcfg.search_window)
+            self.pool = WorldPool(ecfg, self.geometry, self.gen)
+            self.curriculum = Curriculum(ecfg, n, self.device, self.gen)
+            self.rooms = self.pool.draw(self.curriculum.slot, self.curriculum.level, self.gen)
+        else:
+            self.rooms: RoomBatch = generate_rooms(n, ecfg, self.geometry, self.gen)
+            self.spare: RoomBatch = generate_rooms(self.spare_size, ecfg, self.geometry, self.gen)
         self.obs_buf: dict[str, torch.Tensor] = self.obs_manager.zeros()
         self.last_info: StepInfo | None = None
         self.scan = torch.full((n, self.dims.num_beams), self.dims.max_range, device=self.device)
@@ -226,12 +245,21 @@ class NavEnv(VecEnv):
         goal_dist = torch.linalg.norm(self.rooms.goal - pose[:, :2], dim=-1)
         out_of_bounds = (pose[:, :2].abs() > self.half).any(dim=-1)
         success = (goal_dist < self.env_cfg.goal_tolerance) & ~collision & ~out_of_bounds
+        progress_dist = goal_dist
+        reward_goal = self.rooms.goal
+        if self.follow_active:
+            # Following a path, progress is measured along it and the policy faces its sub-goal.
+            sub, self.reward_progress, remaining = follow_path(
+                self.rooms.path, self.rooms.path_count, pose[:, :2], self.reward_progress, self.lookahead
+            )
+            progress_dist = torch.where(self.follow, remaining, goal_dist)
+            reward_goal = torch.where(self.follow[:, None], sub, self.rooms.goal)
         terminated = success | collision | out_of_bounds
         time_outs = (self.episode_length_buf >= self.max_episode_length) & ~terminated
         dones = terminated | time_outs
 
         twist = self.body_twist()
-        ctx = self._context(pose, twist, action)
+        ctx = self._context(pose, twist, action, reward_goal)
         gx, gy = goal_in_body(ctx)
         goal_cos = gx / torch.sqrt(gx * gx + gy * gy).clamp(min=1e-9)
         clearance, _ = self.geometry.nearest(self.rooms, pose[:, None, :2])
@@ -241,7 +269,7 @@ class NavEnv(VecEnv):
         displacement = torch.linalg.norm(pose[:, :2] - oldest, dim=-1)
         self.pos_window.scatter_(1, slot[:, None, None].expand(-1, 1, 2), pose[:, None, :2])
         state = RewardState(
-            goal_dist=goal_dist,
+            goal_dist=progress_dist,
             prev_goal_dist=self.prev_goal_dist,
             goal_cos=goal_cos,
             v_forward=twist[:, 0],
@@ -258,7 +286,7 @@ class NavEnv(VecEnv):
             gamma=self.gamma,
         )
         rewards = self.reward_manager.compute(state)
-        self.prev_goal_dist = goal_dist
+        self.prev_goal_dist = progress_dist
         self.prev_action = action
         # Outcomes by priority (navsim.outcomes): a collision outside the room counts as a collision.
         left_room = out_of_bounds & ~collision
@@ -272,6 +300,14 @@ class NavEnv(VecEnv):
         ended = dones.nonzero()[:, 0] if self.log_episodes else None  # the one host sync of the step
         if ended is not None and ended.numel() > 0:
             extras["log"] = self._episode_log(ended, reasons, sums, length_s)
+        if self.curriculum is not None and self.auto_reset:
+            self.curriculum.update(dones, success)
+            if "log" in extras:
+                extras["log"].update(self.curriculum.log())
+        if self.pool is not None:
+            self._steps += 1
+            if self._steps % self.env_cfg.worlds.refresh_interval == 0:
+                self.pool.refresh(self.env_cfg.worlds.refresh_size)
         if self.auto_reset:
             self._reset_where(dones, fresh=True)
             collision = collision & ~dones
@@ -307,8 +343,27 @@ class NavEnv(VecEnv):
         vx, vy = self.qvel[:, 0], self.qvel[:, 1]
         return torch.stack([c * vx + s * vy, -s * vx + c * vy, self.qvel[:, 2]], dim=-1)
 
+    @property
+    def follow_active(self) -> bool:
+        return self.planned and self.env_cfg.worlds.path_following > 0
+
     def new_rooms(self, n: int, gen: torch.Generator) -> RoomBatch:
-        return generate_rooms(n, self.env_cfg, self.geometry, gen)
+        """``n`` fresh worlds from ``gen``: today's rooms, or planned worlds of the configured
+        families at their top level (in family order, shares rounded)."""
+        if not self.planned:
+            return generate_rooms(n, self.env_cfg, self.geometry, gen)
+        w = self.env_cfg.worlds
+        fams = w.active_families()
+        shares = [w.families[f] for f in fams]
+        counts = [int(n * s / sum(shares)) for s in shares]
+        counts[0] += n - sum(counts)
+        top = w.curriculum.levels - 1
+        parts = [
+            planned_worlds(f, top, c, self.env_cfg, self.geometry, gen)[0]
+            for f, c in zip(fams, counts, strict=True)
+            if c
+        ]
+        return RoomBatch.cat(parts)
 
     # ------------------------------------------------------------------------------------------
     # Internals
@@ -369,10 +424,10 @@ class NavEnv(VecEnv):
         count = torch.zeros(self.num_envs, device=self.device).index_add_(0, world, hit)
         return count > 0
 
-    def _context(self, pose: torch.Tensor, twist: torch.Tensor, prev_action: torch.Tensor) -> ObsContext:
-        return ObsContext(
-            scan=self.scan, pose=pose, twist=twist, goal=self.rooms.goal, prev_action=prev_action, dims=self.dims
-        )
+    def _context(
+        self, pose: torch.Tensor, twist: torch.Tensor, prev_action: torch.Tensor, goal: torch.Tensor
+    ) -> ObsContext:
+        return ObsContext(scan=self.scan, pose=pose, twist=twist, goal=goal, prev_action=prev_action, dims=self.dims)
 
     def _take_spare(self, mask: torch.Tensor) -> RoomBatch:
         """Rooms for the worlds in ``mask`` from the spare ring (no host sync), then refill."""
@@ -383,12 +438,14 @@ class NavEnv(VecEnv):
         refill = (torch.arange(self.spare_refill, device=self.device) + self._spare_ptr) % self.spare_size
         self._spare_ptr = (self._spare_ptr + self.spare_refill) % self.spare_size
         fresh = generate_rooms(self.spare_refill, self.env_cfg, self.geometry, self.gen)
-        for name in ("slot_pos", "slot_yaw", "slot_active", "start", "goal"):
-            getattr(self.spare, name)[refill] = getattr(fresh, name)
+        self.spare.assign(refill, fresh)
         return taken
 
     def _reset_where(self, mask: torch.Tensor, fresh: bool) -> None:
-        if fresh:
+        if fresh and self.pool is not None:
+            drawn = self.pool.draw(self.curriculum.slot, self.curriculum.level, self.gen)
+            self.rooms = self.rooms.where(mask, drawn)
+        elif fresh:
             self.rooms = self.rooms.where(mask, self._take_spare(mask))
         m1 = mask[:, None]
         self.qpos.copy_(torch.where(m1, self.rooms.start, self.qpos))
@@ -402,9 +459,15 @@ class NavEnv(VecEnv):
         self.pos_window.copy_(
             torch.where(m1[..., None], start_xy[:, None, :].expand_as(self.pos_window), self.pos_window)
         )
-        self.prev_goal_dist = torch.where(
-            mask, torch.linalg.norm(self.rooms.goal - start_xy, dim=-1), self.prev_goal_dist
-        )
+        first_dist = torch.linalg.norm(self.rooms.goal - start_xy, dim=-1)
+        if self.follow_active:
+            share = self.env_cfg.worlds.path_following
+            draw = torch.rand(self.num_envs, generator=self.gen, device=self.device) < share
+            self.follow = torch.where(mask, draw, self.follow)
+            self.path_progress.masked_fill_(mask, 0.0)
+            self.reward_progress.masked_fill_(mask, 0.0)
+            first_dist = torch.where(self.follow, self.rooms.path_length, first_dist)
+        self.prev_goal_dist = torch.where(mask, first_dist, self.prev_goal_dist)
         if self.randomization.active:
             self.randomization.sample(mask)
             if self.base is not None:
@@ -459,7 +522,14 @@ class NavEnv(VecEnv):
             nearest_dir_body=torch.stack([c * dx + s * dy, -s * dx + c * dy], dim=-1),
         )
         self.observed_pose, self.observed_twist = obs_pose, obs_twist
-        ctx = self._context(obs_pose, obs_twist, self.prev_action)
+        goal = self.rooms.goal
+        if self.follow_active:
+            sub, self.path_progress, _ = follow_path(
+                self.rooms.path, self.rooms.path_count, obs_pose[:, :2], self.path_progress, self.lookahead
+            )
+            goal = torch.where(self.follow[:, None], sub, goal)
+        self.policy_goal = goal
+        ctx = self._context(obs_pose, obs_twist, self.prev_action, goal)
         self.obs_buf = self.obs_manager.compute(ctx, truth)
 
     def _observed_state(self, pose: torch.Tensor, twist: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -21,7 +21,7 @@ reference benchmark) and MuJoCo Warp load the very same XML.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -35,10 +35,19 @@ PARK_Z = -100.0  # inactive obstacle slots live here
 
 @dataclass(frozen=True)
 class SlotSizes:
-    """Sizes of the obstacle pool: cylinder radii (Sc,) and box half sizes (Sb, 2)."""
+    """Sizes of the obstacle pool: cylinder radii (Sc,) and box half sizes (Sb, 2), and which slots
+    play which role (``roles``: role -> slot indices, cylinders first, then boxes):
+
+    - ``room_cylinder``, ``room_box``: the rooms' obstacles (``env.room``), also used by arenas;
+    - ``post``, ``piece``: clutter fields' posts and short wall pieces (``env.worlds.clutter``);
+    - ``maze``: corridor wall segments, one per interior cell edge (``env.worlds.corridors``);
+    - ``bound``: four long walls that close a world smaller than the fixed walls.
+    Roles other than the rooms' exist only when a configured family needs them.
+    """
 
     cylinder_radius: np.ndarray
     box_half: np.ndarray
+    roles: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def num_slots(self) -> int:
@@ -48,23 +57,52 @@ class SlotSizes:
         """Radius of the circle around each slot's footprint (cylinders first, then boxes)."""
         return np.concatenate([self.cylinder_radius, np.linalg.norm(self.box_half, axis=1)])
 
+    def role(self, name: str) -> np.ndarray:
+        return self.roles.get(name, np.zeros(0, dtype=np.int64))
+
 
 def slot_sizes(cfg: EnvCfg) -> SlotSizes:
     """Deterministic sizes spread over the configured ranges (part of the model, not the seed)."""
+    from navsim.families import maze_edge_count
+
     r = cfg.room
-    cyl = np.linspace(r.cylinder_radius[0], r.cylinder_radius[1], r.num_cylinder_slots)
+    w = cfg.worlds
+    fams = set(w.active_families())
+    cyl = [np.linspace(r.cylinder_radius[0], r.cylinder_radius[1], r.num_cylinder_slots)]
     lo, hi = r.box_half_size
     n = r.num_box_slots
     # Pair short and long sides so the pool holds square blocks and elongated bars.
     a = np.linspace(lo, hi, n)
-    b = np.roll(a, n // 3)
-    return SlotSizes(cyl.astype(np.float64), np.stack([a, b], axis=1).astype(np.float64))
+    boxes = [np.stack([a, np.roll(a, n // 3)], axis=1)]
+    cyl_roles = [("room_cylinder", r.num_cylinder_slots)]
+    box_roles = [("room_box", n)]
+    if "clutter" in fams:
+        c = w.clutter
+        cyl.append(np.linspace(c.post_radius[0], c.post_radius[1], c.num_post_slots))
+        cyl_roles.append(("post", c.num_post_slots))
+        boxes.append(np.tile(np.asarray(c.piece_half, dtype=np.float64), (c.num_piece_slots, 1)))
+        box_roles.append(("piece", c.num_piece_slots))
+    if "corridors" in fams:
+        k = w.corridors
+        m = maze_edge_count(k.cols, k.rows)
+        boxes.append(np.tile([k.cell / 2 + k.wall_thickness / 2, k.wall_thickness / 2], (m, 1)))
+        box_roles.append(("maze", m))
+    if w.planned():
+        t = r.wall_thickness
+        boxes.append(np.tile([cfg.extent_half() + t, t / 2], (4, 1)))
+        box_roles.append(("bound", 4))
+    roles: dict[str, np.ndarray] = {}
+    start = 0
+    for name, count in cyl_roles + box_roles:
+        roles[name] = np.arange(start, start + count, dtype=np.int64)
+        start += count
+    return SlotSizes(np.concatenate(cyl).astype(np.float64), np.concatenate(boxes).astype(np.float64), roles)
 
 
 def build_mjcf(cfg: EnvCfg) -> str:
     """The complete MJCF for ``cfg``: room, walls, obstacle slots, robot and actuators."""
     room = cfg.room
-    half = room.size / 2.0
+    half = cfg.extent_half()
     t = room.wall_thickness
     dt = cfg.control_period / cfg.physics_substeps
     sizes = slot_sizes(cfg)

@@ -11,7 +11,7 @@ vertical cylinders and yawed boxes, so the plane is all that matters).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 
@@ -25,27 +25,70 @@ ROUNDS = 2
 
 @dataclass
 class RoomBatch:
-    """Rooms for n worlds. Slots: cylinders first, then boxes (as in the model)."""
+    """Worlds for n worlds. Slots: cylinders first, then boxes (as in the model).
+
+    Besides the obstacles, start and goal, a world records its own half extents (inside its
+    walls), its family (``navsim.families.FAMILIES`` index) and difficulty level, and a feasible
+    path from start to goal (``path[:path_count]``, waypoints) with its length. Worlds drawn
+    without the planner (today's rooms) carry the straight segment start -> goal.
+    """
 
     slot_pos: torch.Tensor  # (n, S, 2)
     slot_yaw: torch.Tensor  # (n, S)
     slot_active: torch.Tensor  # (n, S) bool
     start: torch.Tensor  # (n, 3) x, y, yaw
     goal: torch.Tensor  # (n, 2)
+    half: torch.Tensor | None = None  # (n, 2) half extents inside the world's walls (NaN: not recorded)
+    family: torch.Tensor | None = None  # (n,) long
+    level: torch.Tensor | None = None  # (n,) long
+    path: torch.Tensor | None = None  # (n, K, 2) waypoints, start first, goal last
+    path_count: torch.Tensor | None = None  # (n,) long: valid waypoints
+    path_length: torch.Tensor | None = None  # (n,) [m]
+
+    def __post_init__(self) -> None:
+        n, dev = self.start.shape[0], self.start.device
+        if self.half is None:
+            self.half = torch.full((n, 2), float("nan"), device=dev)
+        if self.family is None:
+            self.family = torch.zeros(n, dtype=torch.long, device=dev)
+        if self.level is None:
+            self.level = torch.zeros(n, dtype=torch.long, device=dev)
+        if self.path is None:
+            self.set_straight_paths()
+
+    def set_straight_paths(self) -> None:
+        n, dev = self.start.shape[0], self.start.device
+        self.path = torch.stack([self.start[:, :2], self.goal], dim=1)
+        self.path_count = torch.full((n,), 2, dtype=torch.long, device=dev)
+        self.path_length = torch.linalg.norm(self.goal - self.start[:, :2], dim=-1)
+
+    def _map(self, fn) -> RoomBatch:
+        return RoomBatch(**{f.name: fn(getattr(self, f.name)) for f in fields(self)})
 
     def index(self, idx: torch.Tensor) -> RoomBatch:
-        return RoomBatch(self.slot_pos[idx], self.slot_yaw[idx], self.slot_active[idx], self.start[idx], self.goal[idx])
+        return self._map(lambda t: t[idx])
+
+    def to(self, device: torch.device | str) -> RoomBatch:
+        return self._map(lambda t: t.to(device))
 
     def where(self, mask: torch.Tensor, other: RoomBatch) -> RoomBatch:
-        """Rooms from ``other`` where ``mask`` (n,) is true, else from ``self``."""
-        m1 = mask[:, None]
-        return RoomBatch(
-            torch.where(m1[..., None], other.slot_pos, self.slot_pos),
-            torch.where(m1, other.slot_yaw, self.slot_yaw),
-            torch.where(m1, other.slot_active, self.slot_active),
-            torch.where(m1, other.start, self.start),
-            torch.where(m1, other.goal, self.goal),
-        )
+        """Worlds from ``other`` where ``mask`` (n,) is true, else from ``self``."""
+
+        def pick(name: str) -> torch.Tensor:
+            a, b = getattr(self, name), getattr(other, name)
+            m = mask.view(-1, *([1] * (a.dim() - 1)))
+            return torch.where(m, b, a)
+
+        return RoomBatch(**{f.name: pick(f.name) for f in fields(self)})
+
+    def assign(self, idx: torch.Tensor, other: RoomBatch) -> None:
+        """Overwrite worlds ``idx`` with ``other``'s (in place)."""
+        for f in fields(self):
+            getattr(self, f.name)[idx] = getattr(other, f.name)
+
+    @staticmethod
+    def cat(batches: list[RoomBatch]) -> RoomBatch:
+        return RoomBatch(**{f.name: torch.cat([getattr(b, f.name) for b in batches]) for f in fields(RoomBatch)})
 
 
 class RoomGeometry:
@@ -53,7 +96,8 @@ class RoomGeometry:
 
     def __init__(self, cfg: EnvCfg, sizes: SlotSizes, device: torch.device | str) -> None:
         self.cfg = cfg
-        self.half = cfg.room.size / 2.0
+        self.sizes = sizes
+        self.half = cfg.extent_half()
         nc = len(sizes.cylinder_radius)
         self.num_slots = sizes.num_slots
         self.is_box = torch.zeros(self.num_slots, dtype=torch.bool, device=device)
@@ -145,30 +189,65 @@ def _first_valid(cand: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor,
 
 
 def generate_rooms(n: int, cfg: EnvCfg, geom: RoomGeometry, gen: torch.Generator) -> RoomBatch:
-    """Draw ``n`` fresh rooms."""
+    """Draw ``n`` fresh rooms of ``env.room`` over every obstacle slot (today's rooms: no planner)."""
+    device = geom.bound_r.device
+    S = geom.num_slots
+    half = cfg.room.size / 2.0
+    batch = RoomBatch(
+        torch.zeros(n, S, 2, device=device),
+        torch.zeros(n, S, device=device),
+        torch.zeros(n, S, dtype=torch.bool, device=device),
+        torch.zeros(n, 3, device=device),
+        torch.zeros(n, 2, device=device),
+        torch.full((n, 2), half, device=device),
+    )
+    slots = torch.arange(S, device=device)
+    place_rooms(batch, cfg, geom, gen, half, cfg.room.num_obstacles, cfg.room.goal_distance, slots)
+    batch.set_straight_paths()
+    return batch
+
+
+def place_rooms(
+    batch: RoomBatch,
+    cfg: EnvCfg,
+    geom: RoomGeometry,
+    gen: torch.Generator,
+    half: float,
+    num_obstacles: tuple[int, int],
+    goal_distance: tuple[float, float],
+    slots: torch.Tensor,
+) -> None:
+    """Place rooms' obstacles in ``slots`` of a square of half side ``half``, then start and goal
+    (clear of every active slot of ``batch``, bounds included). Writes ``batch`` in place."""
     device = geom.bound_r.device
     room = cfg.room
-    S = geom.num_slots
-    half = room.size / 2.0
-    lo_n, hi_n = room.num_obstacles
+    n = batch.start.shape[0]
+    S = len(slots)
+    is_box = geom.is_box[slots]
+    bound_r = geom.bound_r[slots]
+    bound_host = [geom.bound_r_host[int(j)] for j in slots.tolist()]
+    lo_n, hi_n = num_obstacles
     count = torch.randint(lo_n, hi_n + 1, (n,), generator=gen, device=device)
     rank = torch.argsort(torch.rand(n, S, generator=gen, device=device), dim=1).argsort(dim=1)
     wanted = rank < count[:, None]
     pos = torch.zeros(n, S, 2, device=device)
-    yaw = _uniform(gen, (n, S), -torch.pi, torch.pi, device) * geom.is_box
+    yaw = _uniform(gen, (n, S), -torch.pi, torch.pi, device) * is_box
     active = torch.zeros(n, S, dtype=torch.bool, device=device)
     for j in range(S):
-        rj = geom.bound_r_host[j]
+        rj = bound_host[j]
         lim = half - room.wall_margin - rj
         cand = _uniform(gen, (n, CANDIDATES, 2), -lim, lim, device)
         gap = (cand[:, :, None, :] - pos[:, None, :, :]).norm(dim=-1)  # (n, C, S)
-        need = geom.bound_r[None, None, :] + rj + room.obstacle_gap
+        need = bound_r[None, None, :] + rj + room.obstacle_gap
         ok = ((gap > need) | ~active[:, None, :]).all(dim=-1)
         picked, any_ok = _first_valid(cand, ok)
         place = wanted[:, j] & any_ok
         pos[:, j] = torch.where(place[:, None], picked, pos[:, j])
         active[:, j] = place
-    rooms = RoomBatch(pos, yaw, active, torch.zeros(n, 3, device=device), torch.zeros(n, 2, device=device))
+    batch.slot_pos[:, slots] = pos
+    batch.slot_yaw[:, slots] = yaw
+    batch.slot_active[:, slots] = active
+    rooms = batch
 
     radius = cfg.robot.radius
     need_free = radius + room.clearance
@@ -184,7 +263,7 @@ def generate_rooms(n: int, cfg: EnvCfg, geom: RoomGeometry, gen: torch.Generator
         done = done | any_ok
     goal = torch.zeros(n, 2, device=device)
     done = torch.zeros(n, dtype=torch.bool, device=device)
-    dlo, dhi = room.goal_distance
+    dlo, dhi = goal_distance
     for _ in range(ROUNDS + 1):
         d = _uniform(gen, (n, POSE_CANDIDATES), dlo, dhi, device)
         phi = _uniform(gen, (n, POSE_CANDIDATES), -torch.pi, torch.pi, device)
@@ -201,4 +280,3 @@ def generate_rooms(n: int, cfg: EnvCfg, geom: RoomGeometry, gen: torch.Generator
     start_yaw = _uniform(gen, (n, 1), -torch.pi, torch.pi, device)
     rooms.start = torch.cat([start, start_yaw], dim=1)
     rooms.goal = goal
-    return rooms
