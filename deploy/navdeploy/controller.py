@@ -12,10 +12,16 @@ This is the one implementation of those rules. The ROS node (``nav_policy.policy
 to topics, and the bag replay's offline reference (``navbags.reference``) drives it with messages
 decoded from a bag. Both hand their messages to the same duck-typed adapters
 (:meth:`PolicyController.scan_message`, :meth:`~PolicyController.odom_message`,
-:meth:`~PolicyController.goal_message`): anything with the attribute names of ``sensor_msgs/LaserScan``,
-``nav_msgs/Odometry`` and ``geometry_msgs/PoseStamped`` works (rclpy messages, ``rosbags``
-dataclasses), so how a message is folded into the controller's state also exists once. Both build
-the controller from the node's parameters with :func:`resolve_settings`.
+:meth:`~PolicyController.goal_message`, :meth:`~PolicyController.path_message`): anything with the
+attribute names of ``sensor_msgs/LaserScan``, ``nav_msgs/Odometry``, ``geometry_msgs/PoseStamped``
+and ``nav_msgs/Path`` works (rclpy messages, ``rosbags`` dataclasses), so how a message is folded
+into the controller's state also exists once. Both build the controller from the node's parameters
+with :func:`resolve_settings`.
+
+Path following: with a path set (:meth:`PolicyController.set_path`), the final goal is the path's
+last point, and each tick the policy is given the sub-goal of the lookahead rule
+(:func:`navdeploy.subgoal.follow_path`, the same code training runs) instead of the goal pose.
+A new goal pose, or an empty path, ends path following.
 """
 
 from __future__ import annotations
@@ -38,11 +44,12 @@ from navdeploy.scan import (
     ScanUnusable,
 )
 from navdeploy.smoother import AccelLimits, VelocitySmoother
+from navdeploy.subgoal import LookaheadRule, follow_path, path_length
 
 
 class State(StrEnum):
     WAITING_INPUT = "waiting_input"  # no scan or odometry received yet
-    NO_GOAL = "no_goal"
+    NO_GOAL = "no_goal"  # no goal pose and no path
     DRIVING = "driving"
     GOAL_REACHED = "goal_reached"
     STALE_SCAN = "stale_scan"
@@ -93,6 +100,12 @@ class Transform2D:
         c, s = math.cos(self.yaw), math.sin(self.yaw)
         return self.x + c * px - s * py, self.y + s * px + c * py
 
+    def apply_points(self, points: np.ndarray) -> np.ndarray:
+        """(K, 2) points in the frame -> (K, 2) in the odometry frame (float64)."""
+        c, s = math.cos(self.yaw), math.sin(self.yaw)
+        rot = np.array([[c, -s], [s, c]])
+        return np.asarray(points, dtype=np.float64) @ rot.T + np.array([self.x, self.y])
+
 
 def parse_goal_frames(text: str) -> dict[str, Transform2D]:
     """``"map 1.0 2.0 0.0; world 0 0 1.57"`` -> {frame: Transform2D}. Raises ValueError if malformed."""
@@ -114,6 +127,14 @@ def parse_goal_frames(text: str) -> dict[str, Transform2D]:
 DEFAULT_CLOCK_TIMEOUT = 1.0
 """[s wall] /clock not advancing for this long (use_sim_time) -> zero command, clock_stalled."""
 
+DEFAULT_PATH_LOOKAHEAD = LookaheadRule().lookahead
+DEFAULT_PATH_SEARCH_WINDOW = LookaheadRule().search_window
+
+MAX_PATH_POINTS = 10000
+"""A path with more poses than this is refused (the lookahead rule runs over all of them each tick)."""
+
+_UNCHANGED = "; nothing changed (the current path or goal stands)"
+
 
 @dataclass(frozen=True)
 class ControllerSettings:
@@ -129,6 +150,7 @@ class ControllerSettings:
     clock_timeout: float = DEFAULT_CLOCK_TIMEOUT  # [s wall]
     limit_sources: tuple[str, ...] = ()  # one line per limit: its value and which side set it
     accel_limits: AccelLimits = field(default_factory=AccelLimits)  # the velocity smoother's; none: off
+    path_rule: LookaheadRule = field(default_factory=LookaheadRule)  # sub-goal of a path (navdeploy.subgoal)
 
 
 def check_number(name: str, value: Any, lo: float, hi: float = math.inf, *, lo_open: bool = False) -> float:
@@ -164,14 +186,17 @@ def resolve_settings(
     velocity_smoother: bool = True,
     max_accel_linear: float = 0.0,
     max_accel_angular: float = 0.0,
+    path_lookahead: float = DEFAULT_PATH_LOOKAHEAD,
+    path_search_window: float = DEFAULT_PATH_SEARCH_WINDOW,
 ) -> tuple[ControllerSettings, list[str]]:
     """The node's parameters over the bundle's contract: 0 takes the contract's value; for each limit
     the smaller of the node's and the contract's wins. Every number must be finite and in range.
     The velocity smoother's acceleration limits: a node value > 0 replaces the contract's (warned
     when outside the trained range), 0 takes the contract's ``robot_response.accel_limit`` (none in
-    a bundle without one); ``velocity_smoother`` false turns it off. Returns the settings and
-    warnings to log; raises ValueError naming the parameter when one is unusable (the node refuses
-    to start with that one line)."""
+    a bundle without one); ``velocity_smoother`` false turns it off. ``path_lookahead`` and
+    ``path_search_window`` set the path-following rule (:class:`navdeploy.subgoal.LookaheadRule`).
+    Returns the settings and warnings to log; raises ValueError naming the parameter when one is
+    unusable (the node refuses to start with that one line)."""
     warnings: list[str] = []
     sources: list[str] = []
 
@@ -227,8 +252,22 @@ def resolve_settings(
     accel = resolve_accel_limits(
         contract, velocity_smoother, max_accel_linear, max_accel_angular, warnings=warnings, sources=sources
     )
+    rule = LookaheadRule(
+        check_number("path_lookahead", path_lookahead, 0.0, 100.0, lo_open=True),
+        check_number("path_search_window", path_search_window, 0.0, 100.0, lo_open=True),
+    )
     settings = ControllerSettings(
-        period, tol, limits, stale, odom_frame, frames, scan_options, clock, tuple(sources), accel_limits=accel
+        period,
+        tol,
+        limits,
+        stale,
+        odom_frame,
+        frames,
+        scan_options,
+        clock,
+        tuple(sources),
+        accel_limits=accel,
+        path_rule=rule,
     )
     return settings, warnings
 
@@ -336,6 +375,9 @@ class TickResult:
     inference_ms: float | None  # of this tick, when the policy ran
     scan_fault: str | None = None  # ScanUnusable.code when the scan was refused
     scan_report: ScanReport | None = None  # what the policy saw of this tick's scan (when resampled)
+    path_in_use: bool = False  # a path is set: the policy's goal is its sub-goal
+    subgoal: tuple[float, float] | None = None  # the path's sub-goal of this tick (odometry frame)
+    path_remaining: float | None = None  # [m] path distance still to go, with the sub-goal
 
 
 class ClockWatchdog:
@@ -385,6 +427,7 @@ class PolicyController:
     goal_frames: dict[str, Transform2D] = field(default_factory=dict)
     scan_errors: tuple[type[BaseException], ...] = ()
     smoother: VelocitySmoother | None = None  # acceleration limits on driving commands; None: off
+    path_rule: LookaheadRule = field(default_factory=LookaheadRule)  # sub-goal of a path
 
     @classmethod
     def from_settings(cls, runtime: Any, settings: ControllerSettings) -> PolicyController:
@@ -408,6 +451,7 @@ class PolicyController:
                 if settings.accel_limits.active
                 else None
             ),
+            path_rule=settings.path_rule,
         )
 
     def __post_init__(self) -> None:
@@ -415,7 +459,12 @@ class PolicyController:
         self.odom: _Stamped | None = None  # value: (pose(3), twist(3))
         self.odom_error: str | None = None
         self.scan_error: str | None = None
-        self.goal: tuple[float, float] | None = None
+        self.goal: tuple[float, float] | None = None  # the goal pose's position (odometry frame)
+        self.path: np.ndarray | None = None  # (K, 2) float32 waypoints in the odometry frame
+        self.path_progress = 0.0  # [m] arc length along the path already reached
+        self._path_length = 0.0  # [m] of the path
+        self._subgoal: tuple[float, float] | None = None  # this tick's (None: not computed)
+        self._path_remaining: float | None = None
         self.reached = False
         self.last_inference_ms: float | None = None
         self._need_reset = True
@@ -454,33 +503,88 @@ class PolicyController:
             self.odom = None
         return problem
 
+    def _frame_problem(self, frame_id: str) -> str | None:
+        """Why points in ``frame_id`` cannot be taken into the odometry frame, or None."""
+        if frame_id == self.odom_frame or frame_id in self.goal_frames:
+            return None
+        known = ", ".join([self.odom_frame, *self.goal_frames]) or self.odom_frame
+        return (
+            f"frame '{frame_id}' is not the odometry frame and no static transform "
+            f"is configured for it (accepted frames: {known})"
+        )
+
     def set_goal(self, x: float, y: float, frame_id: str) -> tuple[bool, str]:
-        """Accept a goal in the odometry frame (or a configured static frame); else clear the goal."""
+        """Accept a goal in the odometry frame (or a configured static frame); else clear the goal.
+        Either way any path is dropped: a goal pose replaces path following."""
+        self.path = None
         if not (math.isfinite(x) and math.isfinite(y)):
             self.goal = None
             return False, f"goal rejected: position ({x}, {y}) is not finite; stopping"
-        if frame_id == self.odom_frame:
-            gx, gy = x, y
-        elif frame_id in self.goal_frames:
-            gx, gy = self.goal_frames[frame_id].apply(x, y)
-        else:
+        problem = self._frame_problem(frame_id)
+        if problem is not None:
             self.goal = None
-            known = ", ".join([self.odom_frame, *self.goal_frames]) or self.odom_frame
-            return False, (
-                f"goal rejected: frame '{frame_id}' is not the odometry frame and no static transform "
-                f"is configured for it (accepted frames: {known}); stopping"
-            )
+            return False, f"goal rejected: {problem}; stopping"
+        gx, gy = self.goal_frames[frame_id].apply(x, y) if frame_id != self.odom_frame else (x, y)
         self.goal = (float(gx), float(gy))
         self.reached = False
         self._need_reset = True
         return True, f"new goal ({gx:.2f}, {gy:.2f}) in '{self.odom_frame}'"
 
+    def set_path(self, points: Any, frame_id: str) -> tuple[bool, str]:
+        """Follow a path of (K, 2) waypoints in ``frame_id`` (the odometry frame or a configured static
+        frame); returns (accepted, what to log).
+
+        An empty path ends path following: the goal pose (if any) is the goal again. A path that
+        cannot be used (another frame, NaN/inf points, more than :data:`MAX_PATH_POINTS` points, not
+        (K, 2)) is refused and nothing changes. A new path starts at progress 0 and clears the
+        reached state; the goal pose underneath is kept (an empty path falls back to it)."""
+        try:
+            pts = np.asarray(points, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            return False, f"path refused: points are not numbers ({exc}){_UNCHANGED}"
+        if pts.size == 0:
+            had = self.path is not None
+            self.path = None
+            self.path_progress = 0.0
+            if had:
+                self.reached = False
+                self._need_reset = True
+            back = "the goal pose" if self.goal is not None else "no goal: stopping"
+            return True, f"empty path: path following ended ({back})"
+        if pts.ndim != 2 or pts.shape[1] != 2:
+            return False, f"path refused: points of shape {pts.shape}, expected (K, 2){_UNCHANGED}"
+        if pts.shape[0] > MAX_PATH_POINTS:
+            return False, f"path refused: {pts.shape[0]} poses, more than {MAX_PATH_POINTS}{_UNCHANGED}"
+        if not np.all(np.isfinite(pts)):
+            bad = int(np.flatnonzero(~np.all(np.isfinite(pts), axis=1))[0])
+            return False, f"path refused: pose {bad} is not finite ({pts[bad].tolist()}){_UNCHANGED}"
+        problem = self._frame_problem(frame_id)
+        if problem is not None:
+            return False, f"path refused: {problem}{_UNCHANGED}"
+        if frame_id != self.odom_frame:
+            pts = self.goal_frames[frame_id].apply_points(pts)
+        self.path = pts.astype(np.float32)
+        self._path_length = float(path_length(self.path[None], np.array([len(pts)]))[0])
+        self.path_progress = 0.0
+        self.reached = False
+        self._need_reset = True
+        end = self.path[-1]
+        return True, f"new path of {len(pts)} poses to ({end[0]:.2f}, {end[1]:.2f}) in '{self.odom_frame}'"
+
     def clear_goal(self) -> None:
+        """No goal pose and no path: zero until a new one comes."""
         self.goal = None
+        self.path = None
+
+    def final_goal(self) -> tuple[float, float] | None:
+        """Where the robot is going: the path's last point while a path is set, else the goal pose."""
+        if self.path is not None:
+            return float(self.path[-1, 0]), float(self.path[-1, 1])
+        return self.goal
 
     def input_failed(self, kind: str, reason: str) -> None:
-        """A message of ``kind`` (scan, odom, goal) could not be handled at all: that input is unusable
-        (scan, odometry: zero until a good one arrives; goal: dropped)."""
+        """A message of ``kind`` (scan, odom, goal, path) could not be handled at all: that input is
+        unusable (scan, odometry: zero until a good one arrives; goal, path: goal and path dropped)."""
         if kind == "scan":
             self.set_scan_unusable(reason)
         elif kind == "odom":
@@ -526,6 +630,24 @@ class PolicyController:
             return False, f"goal rejected: message could not be read: {type(exc).__name__}: {exc}; stopping"
         return self.set_goal(x, y, frame_id)
 
+    def path_message(self, msg: Any) -> tuple[bool, str]:
+        """Fold a ``nav_msgs/Path``-like message (``header.frame_id``, ``poses[i].pose.position``; see
+        :meth:`set_path`); returns (accepted, what to log). An unreadable message is refused like
+        any unusable path: nothing changes."""
+        try:
+            frame_id = str(msg.header.frame_id)
+            poses = msg.poses
+            n = len(poses)
+            if n > MAX_PATH_POINTS:
+                return False, f"path refused: {n} poses, more than {MAX_PATH_POINTS}{_UNCHANGED}"
+            pts = np.empty((n, 2), dtype=np.float64)
+            for i, pose in enumerate(poses):
+                p = pose.pose.position
+                pts[i, 0], pts[i, 1] = float(p.x), float(p.y)
+        except Exception as exc:
+            return False, f"path refused: message could not be read: {type(exc).__name__}: {exc}{_UNCHANGED}"
+        return self.set_path(pts, frame_id)
+
     # ---------------------------------------------------------------- control
     def _age_problem(self, item: _Stamped, now: float) -> str | None:
         age = now - item.stamp
@@ -555,6 +677,7 @@ class PolicyController:
 
         A driving command goes through the velocity smoother (when on); any other state's zero goes
         out as it is, at once, and the smoother starts again from rest."""
+        self._subgoal = self._path_remaining = None
         try:
             res = self._decide(now)
             if res.state == State.DRIVING and self.smoother is not None and np.all(np.isfinite(res.cmd)):
@@ -565,6 +688,8 @@ class PolicyController:
             res = self._zero(State.ERROR, "non-finite command replaced by zero", res.distance)
         if res.state != State.DRIVING:
             self.stopped(now)
+        res.path_in_use = self.path is not None
+        res.subgoal, res.path_remaining = self._subgoal, self._path_remaining
         return res
 
     def stopped(self, now: float | None = None) -> None:
@@ -588,10 +713,15 @@ class PolicyController:
         if problem:
             return self._zero(State.STALE_ODOM, f"odometry {problem}")
         pose, twist = self.odom.value
-        if self.goal is None:
+        final = self.final_goal()
+        if final is None:
             return self._zero(State.NO_GOAL, "no goal")
-        distance = float(math.hypot(self.goal[0] - pose[0], self.goal[1] - pose[1]))
-        if self.reached or distance < self.goal_tolerance:
+        distance = float(math.hypot(final[0] - pose[0], final[1] - pose[1]))
+        target = final
+        near_end = True
+        if self.path is not None:
+            target, near_end = self._follow(pose)
+        if self.reached or (distance < self.goal_tolerance and near_end):
             self.reached = True
             return self._zero(
                 State.GOAL_REACHED, f"goal reached ({distance:.3f} m < {self.goal_tolerance} m)", distance
@@ -601,7 +731,7 @@ class PolicyController:
             self._need_reset = False
         t0 = time.perf_counter()
         try:
-            raw = self.runtime.step(self.scan.value, pose=tuple(pose), twist=tuple(twist), goal=self.goal)
+            raw = self.runtime.step(self.scan.value, pose=tuple(pose), twist=tuple(twist), goal=target)
         except self.scan_errors as exc:
             code = getattr(exc, "code", None)
             state = SCAN_FAULT_STATE.get(code, State.BAD_SCAN)
@@ -623,3 +753,23 @@ class PolicyController:
             None,
             self._report(),
         )
+
+    def _follow(self, pose: np.ndarray) -> tuple[tuple[float, float], bool]:
+        """Advance along the path from ``pose``: (this tick's sub-goal, whether the robot's progress is
+        within lookahead + goal tolerance of the path's end). The second keeps a path that comes back
+        to its start (a loop) from counting as reached when it begins."""
+        path = self.path
+        if path is None:
+            raise RuntimeError("no path to follow")
+        sub, progress, remaining = follow_path(
+            path[None],
+            np.array([len(path)]),
+            np.array([pose[:2]], dtype=np.float32),
+            np.array([self.path_progress], dtype=np.float32),
+            self.path_rule,
+        )
+        self.path_progress = float(progress[0])
+        self._subgoal = (float(sub[0, 0]), float(sub[0, 1]))
+        self._path_remaining = float(remaining[0])
+        near_end = self._path_length - self.path_progress <= self.path_rule.lookahead + self.goal_tolerance
+        return self._subgoal, near_end

@@ -1,8 +1,9 @@
 """A tiny array namespace shared by numpy and torch.
 
-The observation terms and the action contract are written once against these few functions, so
-that training (torch tensors, batched over worlds) and the robot (numpy arrays, one robot) run the
-very same code. Nothing here imports torch: a torch tensor is recognised by its module name.
+The observation terms, the action contract and the path-following rule (``navdeploy.subgoal``) are
+written once against these few functions, so that training (torch tensors, batched over worlds)
+and the robot (numpy arrays, one robot) run the very same code. Nothing here imports torch: a
+torch tensor is recognised by its module name.
 """
 
 from __future__ import annotations
@@ -59,6 +60,38 @@ class NumpyOps:
     def as_float(x: Any) -> Any:
         return np.asarray(x, dtype=np.float32)
 
+    @staticmethod
+    def where(cond: Any, x: Any, y: Any) -> Any:
+        return np.where(cond, x, y)
+
+    @staticmethod
+    def cumsum(x: Any, axis: int = -1) -> Any:
+        return np.cumsum(x, axis=axis, dtype=x.dtype)
+
+    @staticmethod
+    def sum(x: Any, axis: int = -1) -> Any:
+        return np.sum(x, axis=axis)
+
+    @staticmethod
+    def amin(x: Any, axis: int = -1) -> Any:
+        return np.min(x, axis=axis)
+
+    @staticmethod
+    def amax(x: Any, axis: int = -1) -> Any:
+        return np.max(x, axis=axis)
+
+    @staticmethod
+    def take_along(x: Any, index: Any, axis: int = -1) -> Any:
+        return np.take_along_axis(x, index, axis=axis)
+
+    @staticmethod
+    def arange(n: int, like: Any) -> Any:
+        return np.arange(n, dtype=np.int64)
+
+    @staticmethod
+    def as_index(x: Any, like: Any) -> Any:
+        return np.asarray(x, dtype=np.int64)
+
 
 class TorchOps:
     name = "torch"
@@ -102,6 +135,30 @@ class TorchOps:
 
     def as_float(self, x: Any) -> Any:
         return x.float()
+
+    def where(self, cond: Any, x: Any, y: Any) -> Any:
+        return self.t.where(cond, x, y)
+
+    def cumsum(self, x: Any, axis: int = -1) -> Any:
+        return self.t.cumsum(x, dim=axis)
+
+    def sum(self, x: Any, axis: int = -1) -> Any:
+        return self.t.sum(x, dim=axis)
+
+    def amin(self, x: Any, axis: int = -1) -> Any:
+        return self.t.amin(x, dim=axis)
+
+    def amax(self, x: Any, axis: int = -1) -> Any:
+        return self.t.amax(x, dim=axis)
+
+    def take_along(self, x: Any, index: Any, axis: int = -1) -> Any:
+        return self.t.take_along_dim(x, index, dim=axis)
+
+    def arange(self, n: int, like: Any) -> Any:
+        return self.t.arange(n, dtype=self.t.int64, device=like.device)
+
+    def as_index(self, x: Any, like: Any) -> Any:
+        return self.t.as_tensor(x, dtype=self.t.int64, device=like.device)
 
 
 def ops_for(x: Any) -> Any:

@@ -1,4 +1,8 @@
-"""ROS 2 policy node: /scan + /odom + goal -> exported policy (deploy runtime) -> /cmd_vel.
+"""ROS 2 policy node: /scan + /odom + goal (or a path) -> exported policy (deploy runtime) -> /cmd_vel.
+
+A ``nav_msgs/Path`` on the plan topic switches to path following: the policy drives to a sub-goal
+``path_lookahead`` metres along the path ahead of the robot (``navdeploy.subgoal``, the rule
+training uses), and the goal is the path's last point. A new goal pose or an empty path ends it.
 
 ``controller:=dwa`` swaps the policy for the dynamic-window baseline (``navdeploy.dwa``), built
 from the same bundle's contract (limits, period, radius), behind the same safety controller,
@@ -14,9 +18,9 @@ Publishes on a timer at the control period (default from the bundle's contract),
 subscription callback, so a missing or stale sensor can never freeze the last command in place:
 every tick publishes either the clamped policy command or an explicit zero. State changes are
 logged once; a JSON status string (state, reason, scan fault, coverage and filled sectors of the
-scan, distance to goal, last inference time) goes out each tick on the status topic, and what the
-policy saw of the scan (the training beams after resampling and fill, filled sectors marked with
-intensity 1) on the policy scan topic. Under ``use_sim_time`` a second timer on wall time keeps
+scan, distance to goal, last inference time, the path's sub-goal) goes out each tick on the status
+topic, and what the policy saw of the scan (the training beams after resampling and fill, filled
+sectors marked with intensity 1) on the policy scan topic. Under ``use_sim_time`` a second timer on wall time keeps
 publishing zero (state ``clock_stalled``) when /clock stops advancing (docs/ros2.md, states).
 """
 
@@ -30,7 +34,7 @@ import time
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped, Twist
-from nav_msgs.msg import Odometry
+from nav_msgs.msg import Odometry, Path
 from rclpy.clock import Clock, ClockType
 from rclpy.duration import Duration
 from rclpy.node import Node
@@ -42,6 +46,7 @@ from nav_policy.ros_common import (
     CMD_QOS,
     GOAL_QOS,
     ODOM_SUB_QOS,
+    PATH_QOS,
     SENSOR_QOS,
     STATUS_QOS,
     StartupError,
@@ -51,6 +56,8 @@ from nav_policy.ros_common import (
 )
 from navdeploy.controller import (
     DEFAULT_CLOCK_TIMEOUT,
+    DEFAULT_PATH_LOOKAHEAD,
+    DEFAULT_PATH_SEARCH_WINDOW,
     FAULT_STATES,
     ClockWatchdog,
     PolicyController,
@@ -74,6 +81,7 @@ class PolicyNode(Node):
         scan_topic = p("scan_topic", "/scan").value
         odom_topic = p("odom_topic", "/odom").value
         goal_topic = p("goal_topic", "/goal_pose").value
+        plan_topic = p("plan_topic", "plan").value
         cmd_topic = p("cmd_vel_topic", "/cmd_vel").value
         status_topic = p("status_topic", "/nav_policy/status").value
         policy_scan_topic = p("policy_scan_topic", "/nav_policy/policy_scan").value
@@ -93,6 +101,10 @@ class PolicyNode(Node):
         velocity_smoother = declare_bool(self, "velocity_smoother", True)
         max_accel_linear = declare_number(self, "max_accel_linear", 0.0, 0.0, 1e4)  # 0: the bundle's
         max_accel_angular = declare_number(self, "max_accel_angular", 0.0, 0.0, 1e4)
+        path_lookahead = declare_number(self, "path_lookahead", DEFAULT_PATH_LOOKAHEAD, 0.0, 100.0, lo_open=True)
+        path_search_window = declare_number(
+            self, "path_search_window", DEFAULT_PATH_SEARCH_WINDOW, 0.0, 100.0, lo_open=True
+        )
         self.odom_frame = p("odom_frame", "odom").value
         self.base_frame = p("base_frame", "base_link").value
         goal_frames_text = p("static_goal_frames", "").value
@@ -139,6 +151,8 @@ class PolicyNode(Node):
                 velocity_smoother=velocity_smoother,
                 max_accel_linear=max_accel_linear,
                 max_accel_angular=max_accel_angular,
+                path_lookahead=path_lookahead,
+                path_search_window=path_search_window,
             )
         except ValueError as exc:
             raise StartupError(str(exc)) from exc
@@ -171,6 +185,7 @@ class PolicyNode(Node):
             self.create_subscription(LaserScan, scan_topic, self._guard(self.on_scan, "scan"), SENSOR_QOS),
             self.create_subscription(Odometry, odom_topic, self._guard(self.on_odom, "odom"), ODOM_SUB_QOS),
             self.create_subscription(PoseStamped, goal_topic, self._guard(self.on_goal, "goal"), GOAL_QOS),
+            self.create_subscription(Path, plan_topic, self._guard(self.on_path, "path"), PATH_QOS),
         ]
         self.timer = self.create_timer(self.control_period, self.on_tick)
         # /clock can stop (sim paused, bag ended, sim died): a timer on ROS time then stops with it.
@@ -192,6 +207,7 @@ class PolicyNode(Node):
             + (f" {so.fill_value} m" if so.fill == "constant" else "")
             + f", min_valid_share {so.min_valid_share}, min_coverage {so.min_coverage} of the trained "
             f"{math.degrees(getattr(c, 'trained_fov', 2 * math.pi)):.0f} deg, max_fill_gap {so.max_fill_gap}; "
+            f"path lookahead {settings.path_rule.lookahead} m, search window {settings.path_rule.search_window} m; "
             f"{' + '.join(x.topic_name for x in subs)} -> {self.cmd_pub.topic_name}, {self.policy_scan_pub.topic_name}"
         )
 
@@ -257,6 +273,18 @@ class PolicyNode(Node):
         else:
             self.get_logger().error(text)
 
+    def on_path(self, msg: Path) -> None:
+        """A planner republishes its path often: a new path is logged at debug level, a refused one,
+        the start and the end of path following at info (warn when refused)."""
+        had = self.ctrl.path is not None
+        ok, text = self.ctrl.path_message(msg)
+        if not ok:
+            self.get_logger().warn(text)
+        elif had and self.ctrl.path is not None:
+            self.get_logger().debug(text)
+        else:
+            self.get_logger().info(text)
+
     # ------------------------------------------------------------------ control
     def on_tick(self) -> None:
         now = self._now()
@@ -296,6 +324,9 @@ class PolicyNode(Node):
             "coverage_deg": None,
             "filled_sectors": None,
             "valid_share": None,
+            "path_in_use": res.path_in_use,
+            "subgoal": None if res.subgoal is None else [round(float(v), 6) for v in res.subgoal],
+            "path_remaining": None if res.path_remaining is None else round(res.path_remaining, 4),
         }
         if res.scan_report is not None:
             status.update(res.scan_report.to_status())

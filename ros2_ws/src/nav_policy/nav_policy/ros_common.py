@@ -21,6 +21,8 @@ SENSOR_QOS = qos_profile_sensor_data
 ODOM_SUB_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=5, reliability=ReliabilityPolicy.BEST_EFFORT)
 # Goals (RViz / Nav2 publish reliable, volatile) must not be dropped.
 GOAL_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE)
+# Paths (Nav2's planner publishes reliable, volatile): only the newest one matters.
+PATH_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE)
 # Goal publisher of the sim: transient local, so a policy node that starts late still gets it.
 GOAL_LATCHED_QOS = QoSProfile(
     history=HistoryPolicy.KEEP_LAST,

@@ -1,0 +1,172 @@
+"""Path following: a global path and the robot's position -> a sub-goal a lookahead along the path.
+
+The policy is trained to drive to a goal point. To follow a path (a global planner's plan), the
+robot hands the policy a sub-goal that slides along the path ahead of it: the point
+``lookahead`` metres of arc length beyond the robot's projection onto the path. This module is the
+one implementation of that rule, written against the array namespace of :mod:`navdeploy.xp`, so
+that training (torch tensors, batched over N worlds) and the robot (numpy arrays, N = 1) run the
+very same code.
+
+The rule, per world:
+
+1. Arc length is measured along the path's valid waypoints (``path[:count]``); padding beyond
+   ``count`` is ignored (internally every padding point is replaced by the last valid point, so
+   padding segments have zero length and sit at the path's end).
+2. ``progress`` (the arc length already reached, taken in [0, total length]) bounds the search:
+   only the segments whose arc-length interval overlaps ``[progress, progress + search_window]``
+   are considered, and on each the projection is clamped to that interval, so it never goes back
+   and never jumps further ahead than the window. Where a path passes close to itself (a U-turn
+   around a wall), the leg further along is outside the window and cannot capture the robot.
+3. The robot's position is projected onto each of those segments; the nearest projection wins
+   (a tie: the one furthest along). ``new_progress = max(progress, its arc length)``.
+4. The sub-goal is the point of the path at arc length ``min(new_progress + lookahead, total)``;
+   ``remaining = (total - new_progress) + |position - projection|`` is the path distance still to go.
+
+A path of one valid point gives that point as the sub-goal. Repeated points (zero-length segments)
+are harmless. Everything is float32; torch in gives torch out on the same device. The computation
+is vectorised over worlds and over segments (no Python loop).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from navdeploy.xp import ops_for
+
+MIN_SEGMENT = 1e-6
+"""[m] Segments shorter than this count as points (no division by their length)."""
+
+TIE_TOLERANCE = 1e-6
+"""Relative tolerance on squared distances under which two projections count as equally near."""
+
+TIE_FLOOR = 1e-10
+"""[m^2] Absolute part of that tolerance (a robot on a corner is at the same point of both legs)."""
+
+
+@dataclass(frozen=True)
+class LookaheadRule:
+    """Parameters of :func:`follow_path`."""
+
+    lookahead: float = 1.0  # [m] distance along the path ahead of the robot's projection
+    search_window: float = 2.0  # [m] how far ahead of the last progress the projection may jump
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.lookahead) and self.lookahead >= 0.0):
+            raise ValueError(f"lookahead must be finite and >= 0, got {self.lookahead}")
+        if not (math.isfinite(self.search_window) and self.search_window > 0.0):
+            raise ValueError(f"search_window must be finite and > 0, got {self.search_window}")
+
+
+@dataclass
+class _Segments:
+    """The path's segments with padding folded onto the last valid point; all (N, S) or (N, S, 2)."""
+
+    start: Any  # (N, S, 2) segment start points
+    delta: Any  # (N, S, 2) end - start
+    length: Any  # (N, S)
+    safe_length: Any  # (N, S): length, or 1 for (near) zero-length segments
+    arc_start: Any  # (N, S) arc length at the segment start
+    arc_end: Any  # (N, S)
+    total: Any  # (N,) total arc length
+
+
+def _segments(path: Any, count: Any) -> _Segments:
+    xp = ops_for(path)
+    path = xp.as_float(path)
+    n, k = path.shape[0], path.shape[1]
+    if k == 1:  # one waypoint: a zero-length segment onto itself
+        path = xp.concat([path, path], axis=1)
+        k = 2
+    count = xp.as_index(count, path)
+    last = xp.maximum(xp.minimum(count, k), 1) - 1  # (N,) index of the last valid point
+    index = xp.minimum(xp.arange(k, path)[None, :], last[:, None])  # (N, K): padding -> last point
+    pts = xp.stack([xp.take_along(path[..., 0], index, axis=1), xp.take_along(path[..., 1], index, axis=1)])
+    start, end = pts[:, :-1], pts[:, 1:]
+    delta = end - start
+    length = xp.sqrt(delta[..., 0] * delta[..., 0] + delta[..., 1] * delta[..., 1])
+    arc = xp.cumsum(length, axis=1)
+    arc_start = xp.concat([xp.zeros((n, 1), like=path), arc[:, :-1]], axis=1)
+    return _Segments(
+        start=start,
+        delta=delta,
+        length=length,
+        safe_length=xp.where(length > MIN_SEGMENT, length, 1.0),
+        arc_start=arc_start,
+        arc_end=arc,
+        total=arc[:, -1],
+    )
+
+
+def path_length(path: Any, count: Any) -> Any:
+    """(N,) total arc length of ``path`` (N, K, 2) over its first ``count`` (N,) waypoints."""
+    return _segments(path, count).total
+
+
+def _point_at(seg: _Segments, arc: Any) -> Any:
+    """(N, 2) the point of the path at arc length ``arc`` (N,), taken in [0, total]."""
+    xp = ops_for(arc)
+    # Segments ending before ``arc`` precede the one holding it (arc_end is non-decreasing).
+    before = xp.sum(seg.arc_end < arc[:, None], axis=1)
+    j = xp.minimum(before, seg.length.shape[1] - 1)[:, None]  # (N, 1)
+    t = xp.clip(
+        (arc - xp.take_along(seg.arc_start, j, axis=1)[:, 0]) / xp.take_along(seg.safe_length, j, axis=1)[:, 0],
+        0.0,
+        1.0,
+    )
+    t = xp.where(xp.take_along(seg.length, j, axis=1)[:, 0] > MIN_SEGMENT, t, 0.0)
+    x = xp.take_along(seg.start[..., 0], j, axis=1)[:, 0] + t * xp.take_along(seg.delta[..., 0], j, axis=1)[:, 0]
+    y = xp.take_along(seg.start[..., 1], j, axis=1)[:, 0] + t * xp.take_along(seg.delta[..., 1], j, axis=1)[:, 0]
+    return xp.stack([x, y], axis=-1)
+
+
+def follow_path(
+    path: Any, count: Any, position: Any, progress: Any, rule: LookaheadRule = LookaheadRule()
+) -> tuple[Any, Any, Any]:
+    """One step of the lookahead rule (module docstring) for N worlds at once.
+
+    path:      (N, K, 2) waypoints (the robot: odometry frame); rows at index >= count are padding.
+    count:     (N,) number of valid waypoints (>= 1; values outside [1, K] are clamped).
+    position:  (N, 2) robot position in the same frame.
+    progress:  (N,) arc length already reached (0 for a new path).
+
+    Returns ``(subgoal (N, 2), new_progress (N,), remaining (N,))``, float32, in the array type of
+    ``path``.
+    """
+    xp = ops_for(path)
+    seg = _segments(path, count)
+    position = xp.as_float(position)
+    progress = xp.minimum(xp.maximum(xp.as_float(progress), 0.0), seg.total)
+    lo = progress[:, None]
+    hi = lo + float(rule.search_window)
+
+    # Projection onto each segment, clamped to the part of it inside [progress, progress + window].
+    rel_x = position[:, None, 0] - seg.start[..., 0]
+    rel_y = position[:, None, 1] - seg.start[..., 1]
+    along = (rel_x * seg.delta[..., 0] + rel_y * seg.delta[..., 1]) / (seg.safe_length * seg.safe_length)
+    t_lo = xp.maximum((lo - seg.arc_start) / seg.safe_length, 0.0)
+    t_hi = xp.minimum((hi - seg.arc_start) / seg.safe_length, 1.0)
+    t = xp.minimum(xp.maximum(along, t_lo), t_hi)
+    t = xp.where(seg.length > MIN_SEGMENT, t, 0.0)
+    px = seg.start[..., 0] + t * seg.delta[..., 0]
+    py = seg.start[..., 1] + t * seg.delta[..., 1]
+    arc = seg.arc_start + t * seg.length
+    dx, dy = position[:, None, 0] - px, position[:, None, 1] - py
+    d2 = dx * dx + dy * dy
+
+    # Only the segments overlapping the window; the segment holding ``progress`` always does.
+    inside = (seg.arc_end >= lo) & (seg.arc_start <= hi)
+    d2 = xp.where(inside, d2, math.inf)
+    nearest = xp.amin(d2, axis=1)
+    tied = d2 <= (nearest * (1.0 + TIE_TOLERANCE) + TIE_FLOOR)[:, None]
+    j = xp.amax(xp.where(tied, xp.arange(d2.shape[1], d2)[None, :], 0), axis=1)[:, None]  # 0 if NaN
+
+    proj_arc = xp.take_along(arc, j, axis=1)[:, 0]
+    off_x = xp.take_along(dx, j, axis=1)[:, 0]
+    off_y = xp.take_along(dy, j, axis=1)[:, 0]
+    new_progress = xp.maximum(progress, proj_arc)
+    target = xp.minimum(new_progress + float(rule.lookahead), seg.total)
+    subgoal = _point_at(seg, target)
+    remaining = (seg.total - new_progress) + xp.sqrt(off_x * off_x + off_y * off_y)
+    return subgoal, new_progress, remaining

@@ -1,0 +1,368 @@
+"""The path-following rule (navdeploy.subgoal) and the safety controller's path input.
+
+The rule on hand-made paths (straight line, L-turn, a U-turn around a wall, padding, a single
+point, repeated points, the end of the path, progress that never goes back), then the same rule in
+numpy one world at a time against torch batched over 64 random paths: the robot's sub-goal is the
+training rule's. Then the controller: paths in a static frame, an empty path, a new goal pose,
+refused paths, the goal reached at the path's end.
+"""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from navdeploy.controller import (
+    MAX_PATH_POINTS,
+    Limits,
+    PolicyController,
+    State,
+    parse_goal_frames,
+    resolve_settings,
+)
+from navdeploy.subgoal import LookaheadRule, follow_path, path_length
+
+RULE = LookaheadRule(lookahead=1.0, search_window=2.0)
+
+
+def one(points, position, progress: float = 0.0, count: int | None = None, rule: LookaheadRule = RULE):
+    """follow_path for one world in numpy: (subgoal (2,), progress, remaining) as plain floats."""
+    path = np.asarray(points, dtype=np.float32)[None]
+    n = path.shape[1] if count is None else count
+    sub, prog, rem = follow_path(
+        path, np.array([n]), np.array([position], dtype=np.float32), np.array([progress], dtype=np.float32), rule
+    )
+    assert sub.dtype == np.float32 and prog.dtype == np.float32 and rem.dtype == np.float32
+    assert np.all(np.isfinite(sub)) and np.isfinite(prog[0]) and np.isfinite(rem[0])
+    return sub[0], float(prog[0]), float(rem[0])
+
+
+# ---------------------------------------------------------------------------------------- the rule
+def test_straight_line() -> None:
+    line = [(0, 0), (1, 0), (2.5, 0), (5, 0)]
+    sub, prog, rem = one(line, (1.0, 0.3))
+    assert sub == pytest.approx([2.0, 0.0], abs=1e-6)
+    assert prog == pytest.approx(1.0, abs=1e-6) and rem == pytest.approx(4.3, abs=1e-5)
+    assert path_length(np.asarray([line], np.float32), np.array([4]))[0] == pytest.approx(5.0)
+
+
+def test_l_turn_subgoal_goes_round_the_corner() -> None:
+    corner = [(0, 0), (2, 0), (2, 3)]
+    sub, prog, rem = one(corner, (1.8, 0.1))
+    assert prog == pytest.approx(1.8, abs=1e-6)
+    assert sub == pytest.approx([2.0, 0.8], abs=1e-6)  # 0.2 m to the corner, 0.8 m up the second leg
+    assert rem == pytest.approx((5.0 - 1.8) + 0.1, abs=1e-5)
+    # Outside the corner both legs project onto it: the tie goes to the leg further along.
+    sub, prog, _ = one(corner, (2.5, -0.5), progress=1.5)
+    assert prog == pytest.approx(2.0, abs=1e-6) and sub == pytest.approx([2.0, 1.0], abs=1e-6)
+
+
+U_TURN = [(0, 0), (4, 0), (4, 0.7), (0, 0.7)]
+"""Out along y = 0, round the end of a thin wall along y = 0.5 (x < 3.8), back along y = 0.7."""
+
+
+def test_u_turn_window_keeps_the_projection_on_the_current_leg() -> None:
+    robot = (1.0, 0.4)  # outbound, 0.1 m short of the wall: by plain distance the return leg is nearer
+    assert abs(robot[1] - 0.7) < abs(robot[1] - 0.0)
+    sub, prog, rem = one(U_TURN, robot, progress=0.5)
+    assert prog == pytest.approx(1.0, abs=1e-6) and sub == pytest.approx([2.0, 0.0], abs=1e-6)
+    assert rem == pytest.approx((8.7 - 1.0) + 0.4, abs=1e-5)
+    # Without the window the return leg (behind the wall, 6.7 m further along the path) captures it.
+    _, prog_wide, _ = one(U_TURN, robot, progress=0.5, rule=LookaheadRule(1.0, 100.0))
+    assert prog_wide == pytest.approx(4.0 + 0.7 + 3.0, abs=1e-5)
+    # Driving out along the wall, the projection stays on the outbound leg.
+    prog = 0.0
+    for x in np.arange(0.0, 3.2, 0.1):
+        _, prog, _ = one(U_TURN, (float(x), 0.4), progress=prog)
+        assert prog == pytest.approx(float(x), abs=1e-5)
+
+
+def test_padding_is_ignored() -> None:
+    pts = [(0, 0), (2, 0), (2, 2)]
+    padded = pts + [(np.nan, np.nan), (100.0, -50.0), (np.inf, 0.0)]
+    for pos, progress in (((1.0, 0.5), 0.0), ((2.5, 1.5), 1.0), ((5.0, 5.0), 3.5)):
+        a = one(pts, pos, progress)
+        b = one(padded, pos, progress, count=3)
+        assert a[0] == pytest.approx(b[0], abs=1e-6) and a[1:] == pytest.approx(b[1:], abs=1e-6)
+    assert path_length(np.asarray([padded], np.float32), np.array([3]))[0] == pytest.approx(4.0)
+
+
+def test_single_point_path() -> None:
+    sub, prog, rem = one([(1.0, 2.0)], (4.0, 6.0))
+    assert sub == pytest.approx([1.0, 2.0]) and prog == 0.0 and rem == pytest.approx(5.0)
+    sub, prog, rem = one([(1.0, 2.0), (np.nan, 0.0), (7.0, 7.0)], (4.0, 6.0), count=1)
+    assert sub == pytest.approx([1.0, 2.0]) and prog == 0.0 and rem == pytest.approx(5.0)
+
+
+def test_repeated_points_give_no_nan() -> None:
+    dup = [(0, 0), (0, 0), (1, 0), (1, 0), (1, 0), (3, 0), (3, 0)]
+    clean = [(0, 0), (1, 0), (3, 0)]
+    for pos, progress in (((0.0, 0.0), 0.0), ((1.0, 0.2), 0.5), ((0.5, -1.0), 0.0), ((3.0, 0.0), 2.9)):
+        a, b = one(dup, pos, progress), one(clean, pos, progress)
+        assert a[0] == pytest.approx(b[0], abs=1e-6) and a[1:] == pytest.approx(b[1:], abs=1e-6)
+    sub, prog, rem = one([(2, 2)] * 5, (2, 3))
+    assert sub == pytest.approx([2, 2]) and prog == 0.0 and rem == pytest.approx(1.0)
+
+
+def test_subgoal_clamps_at_the_path_end() -> None:
+    line = [(0, 0), (5, 0)]
+    sub, prog, rem = one(line, (4.8, 0.0), progress=4.0)
+    assert sub == pytest.approx([5.0, 0.0]) and rem == pytest.approx(0.2, abs=1e-5)
+    sub, prog, rem = one(line, (6.0, 0.0), progress=4.8)  # past the end
+    assert sub == pytest.approx([5.0, 0.0]) and prog == pytest.approx(5.0) and rem == pytest.approx(1.0)
+    sub, prog, _ = one(line, (0.0, 0.0), progress=99.0)  # progress beyond the path: taken as its end
+    assert prog == pytest.approx(5.0) and sub == pytest.approx([5.0, 0.0])
+
+
+def test_progress_never_decreases() -> None:
+    rng = np.random.default_rng(3)
+    path = np.cumsum(rng.normal(0.0, 1.0, (20, 2)), axis=0)
+    prog = 0.0
+    for _ in range(300):
+        _, new, rem = one(path, rng.uniform(-5, 5, 2) + path[rng.integers(20)], progress=prog)
+        assert new >= prog and rem >= 0.0
+        prog = new
+    _, back, _ = one(U_TURN, (0.0, 0.0), progress=2.0)  # the robot went back to the start
+    assert back == pytest.approx(2.0)
+
+
+def test_non_finite_position_gives_non_finite_output_not_an_error() -> None:
+    path = torch.tensor([[[0.0, 0.0], [1.0, 0.0]]])
+    sub, prog, rem = follow_path(path, torch.tensor([2]), torch.tensor([[math.nan, 0.0]]), torch.zeros(1))
+    assert sub.shape == (1, 2) and prog.shape == (1,) and not torch.isfinite(rem).all()
+
+
+def test_lookahead_rule_is_validated() -> None:
+    for kw in ({"lookahead": -0.1}, {"lookahead": math.nan}, {"search_window": 0.0}, {"search_window": math.inf}):
+        with pytest.raises(ValueError):
+            LookaheadRule(**kw)
+
+
+# ------------------------------------------------------------------------- numpy == torch (training)
+def random_paths(n: int, k: int, seed: int):
+    """N random-walk paths of up to K points, varying counts (1..K, NaN padding), poses near them."""
+    rng = np.random.default_rng(seed)
+    steps = rng.normal(0.0, 0.8, (n, k, 2)).astype(np.float32)
+    steps[:, 3] = 0.0  # a repeated point in every path
+    path = np.cumsum(steps, axis=1).astype(np.float32)
+    count = rng.integers(1, k + 1, n)
+    count[:4] = (1, 2, k, k)
+    for i in range(n):
+        path[i, count[i] :] = np.nan
+    return path, count, rng
+
+
+def test_numpy_one_world_equals_torch_batched() -> None:
+    """The node's sub-goal (numpy, N = 1) equals the training rule's (torch, N = 64) for the same
+    path and pose, carried over several steps of progress."""
+    n, k = 64, 12
+    path, count, rng = random_paths(n, k, seed=7)
+    anchor = np.nan_to_num(path[np.arange(n), rng.integers(0, count)])
+    t_path, t_count = torch.from_numpy(path), torch.from_numpy(count)
+    t_prog = torch.zeros(n)
+    np_prog = np.zeros(n, dtype=np.float32)
+    for step in range(6):
+        position = (anchor + rng.normal(0.0, 0.7, (n, 2)) + 0.3 * step).astype(np.float32)
+        t_sub, t_prog, t_rem = follow_path(t_path, t_count, torch.from_numpy(position), t_prog, RULE)
+        assert isinstance(t_sub, torch.Tensor) and t_sub.dtype == torch.float32 and t_sub.shape == (n, 2)
+        for i in range(n):
+            sub, prog, rem = follow_path(
+                path[i : i + 1, : count[i]], count[i : i + 1], position[i : i + 1], np_prog[i : i + 1], RULE
+            )
+            assert sub[0] == pytest.approx(t_sub[i].numpy(), abs=1e-5), (step, i)
+            assert prog[0] == pytest.approx(float(t_prog[i]), abs=1e-5)
+            assert rem[0] == pytest.approx(float(t_rem[i]), abs=1e-5)
+            np_prog[i] = prog[0]
+        assert torch.isfinite(t_sub).all() and torch.isfinite(t_rem).all()
+    lengths = path_length(t_path, t_count)
+    for i in range(n):
+        seg = np.diff(path[i, : count[i]].astype(np.float64), axis=0)
+        assert float(lengths[i]) == pytest.approx(np.hypot(seg[:, 0], seg[:, 1]).sum(), abs=1e-4)
+
+
+# ------------------------------------------------------------------------------------- controller
+class GoalRecorder:
+    """A runtime stand-in that drives forward and records the goal it was given."""
+
+    def __init__(self) -> None:
+        self.goals: list[tuple[float, float]] = []
+        self.resets = 0
+
+    def reset(self) -> None:
+        self.resets += 1
+
+    def step(self, scan, pose, twist, goal) -> np.ndarray:
+        self.goals.append((float(goal[0]), float(goal[1])))
+        return np.array([0.5, 0.0, 0.0])
+
+
+def controller(**kw) -> PolicyController:
+    args = dict(runtime=GoalRecorder(), limits=Limits(1.5, 2.0, True), goal_tolerance=0.3, stale_timeout=0.5)
+    args.update(kw)
+    return PolicyController(**args)
+
+
+def at(c: PolicyController, x: float, y: float, t: float = 1.0) -> None:
+    c.set_scan(object(), t)
+    assert c.set_odom((x, y), (0.0, 0.0, 0.0, 1.0), (0.0, 0.0, 0.0), t, "odom") is None
+
+
+def expected_subgoal(points_odom, position, progress: float = 0.0) -> tuple[float, float]:
+    sub, _, _ = one(points_odom, position, progress)
+    return float(sub[0]), float(sub[1])
+
+
+def test_path_in_a_static_frame_is_transformed_and_followed() -> None:
+    c = controller(goal_frames=parse_goal_frames("map 1.0 2.0 1.5707963267948966"))
+    at(c, 1.0, 2.5)
+    ok, text = c.set_path(np.array([[0.0, 0.0], [2.0, 0.0], [2.0, 1.0]]), "map")
+    assert ok and "3 poses" in text
+    odom_pts = [(1.0, 2.0), (1.0, 4.0), (0.0, 4.0)]  # rotated a quarter turn, shifted by (1, 2)
+    assert c.path == pytest.approx(np.array(odom_pts, dtype=np.float32), abs=1e-6)
+    assert c.final_goal() == pytest.approx((0.0, 4.0), abs=1e-6)
+    r = c.tick(1.0)
+    assert r.state == State.DRIVING and r.path_in_use
+    assert r.subgoal == pytest.approx(expected_subgoal(odom_pts, (1.0, 2.5)), abs=1e-6)
+    assert r.subgoal == pytest.approx((1.0, 3.5), abs=1e-6)
+    assert c.runtime.goals[-1] == pytest.approx(r.subgoal)
+    assert r.distance == pytest.approx(math.hypot(1.0, 1.5))  # to the path's last point
+    assert r.path_remaining == pytest.approx(2.5, abs=1e-5)
+    at(c, 1.0, 3.8, t=1.1)  # further along: progress moves, the sub-goal goes round the corner
+    r = c.tick(1.1)
+    assert c.path_progress == pytest.approx(1.8, abs=1e-5) and r.subgoal == pytest.approx((0.2, 4.0), abs=1e-5)
+
+
+def test_empty_path_falls_back_to_the_goal_pose() -> None:
+    c = controller()
+    at(c, 0.0, 0.0)
+    assert c.set_goal(5.0, 0.0, "odom")[0]
+    assert c.tick(1.0).subgoal is None and c.runtime.goals[-1] == (5.0, 0.0)
+    assert c.set_path(np.array([[0.0, 0.0], [0.0, 3.0]]), "odom")[0]
+    r = c.tick(1.0)
+    assert r.path_in_use and r.subgoal == pytest.approx((0.0, 1.0)) and c.runtime.goals[-1] == pytest.approx((0.0, 1.0))
+    ok, text = c.set_path(np.zeros((0, 2)), "odom")
+    assert ok and "goal pose" in text
+    r = c.tick(1.0)
+    assert r.state == State.DRIVING and not r.path_in_use and r.subgoal is None
+    assert c.runtime.goals[-1] == (5.0, 0.0) and r.distance == pytest.approx(5.0)
+    c.clear_goal()
+    assert c.set_path([], "odom")[0]  # an empty path with no goal pose: nothing to drive to
+    assert c.tick(1.0).state == State.NO_GOAL
+
+
+def test_new_goal_pose_clears_the_path() -> None:
+    c = controller()
+    at(c, 0.0, 0.0)
+    c.set_path(np.array([[0.0, 0.0], [0.0, 3.0]]), "odom")
+    assert c.tick(1.0).path_in_use
+    assert c.set_goal(4.0, 0.0, "odom")[0]
+    r = c.tick(1.0)
+    assert c.path is None and not r.path_in_use and c.runtime.goals[-1] == (4.0, 0.0)
+    c.set_path(np.array([[0.0, 0.0], [0.0, 3.0]]), "odom")
+    assert not c.set_goal(4.0, 0.0, "earth")[0]  # a refused goal stops: no path left to follow either
+    assert c.path is None and c.tick(1.0).state == State.NO_GOAL
+
+
+def test_new_path_restarts_progress_and_the_policy() -> None:
+    c = controller()
+    at(c, 2.0, 0.0)
+    c.set_path(np.array([[0.0, 0.0], [5.0, 0.0]]), "odom")
+    c.tick(1.0)
+    assert c.path_progress == pytest.approx(2.0)
+    resets = c.runtime.resets
+    c.set_path(np.array([[2.0, 0.0], [2.0, 5.0]]), "odom")
+    assert c.path_progress == 0.0
+    assert c.tick(1.0).subgoal == pytest.approx((2.0, 1.0)) and c.runtime.resets == resets + 1
+
+
+def test_bad_paths_are_refused_and_change_nothing() -> None:
+    c = controller(goal_frames=parse_goal_frames("map 1 0 0"))
+    at(c, 0.0, 0.0)
+    c.set_goal(9.0, 9.0, "odom")
+    good = np.array([[0.0, 0.0], [3.0, 0.0]])
+    assert c.set_path(good, "odom")[0]
+    c.tick(1.0)
+    before = (c.path.copy(), c.path_progress, c.goal)
+    too_many = np.zeros((MAX_PATH_POINTS + 1, 2))
+    cases = [
+        (np.array([[0.0, 0.0], [np.nan, 1.0]]), "odom", "pose 1 is not finite"),
+        (np.array([[0.0, 0.0], [np.inf, 1.0]]), "odom", "not finite"),
+        (good, "earth", "frame 'earth'"),
+        (too_many, "odom", f"more than {MAX_PATH_POINTS}"),
+        (np.zeros((3, 3)), "odom", "expected (K, 2)"),
+        ([["a", "b"]], "odom", "not numbers"),
+    ]
+    for points, frame, needle in cases:
+        ok, text = c.set_path(points, frame)
+        assert not ok and needle in text and "nothing changed" in text and "\n" not in text, text
+        assert np.array_equal(c.path, before[0]) and c.path_progress == before[1] and c.goal == before[2]
+    for msg in (SimpleNamespace(header=None), path_msg([(0, 0)] * (MAX_PATH_POINTS + 1)), path_msg([(0, "x")])):
+        ok, text = c.path_message(msg)
+        assert not ok and text.startswith("path refused") and "\n" not in text
+        assert np.array_equal(c.path, before[0])
+    assert c.tick(1.0).path_in_use
+
+
+def path_msg(points, frame: str = "odom") -> SimpleNamespace:
+    """A nav_msgs/Path-like object."""
+    poses = [SimpleNamespace(pose=SimpleNamespace(position=SimpleNamespace(x=x, y=y, z=0.0))) for x, y in points]
+    return SimpleNamespace(header=SimpleNamespace(frame_id=frame), poses=poses)
+
+
+def test_path_message_adapter() -> None:
+    c = controller(goal_frames=parse_goal_frames("map 1 0 0"))
+    at(c, 1.0, 0.0)
+    ok, _ = c.path_message(path_msg([(0, 0), (3, 0)], "map"))
+    assert ok and c.path == pytest.approx(np.array([[1, 0], [4, 0]], np.float32))
+    assert c.tick(1.0).subgoal == pytest.approx((2.0, 0.0))
+    assert c.path_message(path_msg([]))[0] and c.path is None
+    c.path_message(path_msg([(0, 0), (3, 0)]))
+    c.input_failed("path", "callback failed")  # a message the node could not handle at all: stop
+    assert c.path is None and c.tick(1.0).state == State.NO_GOAL
+
+
+def test_goal_reached_at_the_end_of_the_path_not_at_a_loop_start() -> None:
+    loop = np.array([[0.0, 0.0], [3.0, 0.0], [3.0, 3.0], [0.0, 3.0], [0.0, 0.1]])
+    c = controller()
+    at(c, 0.0, 0.0)
+    c.set_path(loop, "odom")
+    r = c.tick(1.0)  # 0.1 m from the last point, but the whole loop lies ahead
+    assert r.state == State.DRIVING and r.subgoal == pytest.approx((1.0, 0.0))
+    prog = 0.0
+    for x, y in [(2, 0), (3, 1), (3, 3), (1.5, 3), (0, 2.5), (0, 1.0)]:
+        at(c, float(x), float(y))
+        assert c.tick(1.0).state == State.DRIVING
+        assert c.path_progress > prog
+        prog = c.path_progress
+    at(c, 0.0, 0.2)
+    r = c.tick(1.0)
+    assert r.state == State.GOAL_REACHED and r.distance == pytest.approx(0.1, abs=1e-6)
+
+
+def test_path_settings() -> None:
+    contract = SimpleNamespace(
+        control_period=0.1,
+        goal_tolerance=0.3,
+        v_max=1.5,
+        omega_max=2.0,
+        num_beams=72,
+        scaling=SimpleNamespace(limit_planar_speed=True),
+        response=None,
+    )
+    s, _ = resolve_settings(contract)
+    assert s.path_rule == LookaheadRule(1.0, 2.0)
+    s, _ = resolve_settings(contract, path_lookahead=0.6, path_search_window=3)
+    assert s.path_rule == LookaheadRule(0.6, 3.0)
+    assert PolicyController.from_settings(GoalRecorder(), s).path_rule == LookaheadRule(0.6, 3.0)
+    for kw, name in (
+        ({"path_lookahead": 0.0}, "path_lookahead"),
+        ({"path_lookahead": math.nan}, "path_lookahead"),
+        ({"path_search_window": -1.0}, "path_search_window"),
+        ({"path_search_window": True}, "path_search_window"),
+    ):
+        with pytest.raises(ValueError, match=name):
+            resolve_settings(contract, **kw)
