@@ -52,6 +52,7 @@ from navsim.robot import OBSTACLE_HALF_HEIGHT, PARK_Z, build_mjcf, geom_ids, slo
 from navsim.rooms import RoomBatch, RoomGeometry, generate_rooms
 from navsim.scan_faults import LidarFaults, MissingFill
 from navsim.sectors import FovFill, SectorRays
+from navsim.families import generate_family
 from navsim.world_pool import Curriculum, WorldPool, planned_worlds
 
 BASE_TERMS = ("actuator_lag", "accel_limit", "command_latency", "control_jitter", "observation_latency")
@@ -97,8 +98,15 @@ class NavEnv(VecEnv):
     num_actions = 3
 
     def __init__(
-        self, cfg: NavConfig, num_envs: int | None = None, device: str | None = None, seed: int | None = None
+        self,
+        cfg: NavConfig,
+        num_envs: int | None = None,
+        device: str | None = None,
+        seed: int | None = None,
+        world_pool: bool = True,
     ) -> None:
+        """``world_pool=False`` (evaluation, which hands its own worlds to :meth:`reset`): planned
+        families start from unplanned placeholder worlds and draw no pool; auto-reset needs one."""
         wp.config.quiet = True
         wp.init()
         self.nav_cfg = cfg
@@ -211,9 +219,13 @@ class NavEnv(VecEnv):
         self._steps = 0
         if self.planned:
             self.lookahead = LookaheadRule(lookahead=wcfg.lookahead, search_window=wcfg.search_window)
-            self.pool = WorldPool(ecfg, self.geometry, self.gen)
             self.curriculum = Curriculum(ecfg, n, self.device, self.gen)
-            self.rooms = self.pool.draw(self.curriculum.slot, self.curriculum.level, self.gen)
+            if world_pool:
+                self.pool = WorldPool(ecfg, self.geometry, self.gen)
+                self.rooms = self.pool.draw(self.curriculum.slot, self.curriculum.level, self.gen)
+            else:
+                fam = wcfg.active_families()[0]
+                self.rooms = generate_family(fam, wcfg.curriculum.levels - 1, n, ecfg, self.geometry, self.gen)
         else:
             self.rooms: RoomBatch = generate_rooms(n, ecfg, self.geometry, self.gen)
             self.spare: RoomBatch = generate_rooms(self.spare_size, ecfg, self.geometry, self.gen)
@@ -442,7 +454,9 @@ class NavEnv(VecEnv):
         return taken
 
     def _reset_where(self, mask: torch.Tensor, fresh: bool) -> None:
-        if fresh and self.pool is not None:
+        if fresh and self.planned:
+            if self.pool is None:
+                raise RuntimeError("auto-reset of planned worlds needs the world pool (NavEnv(world_pool=True))")
             drawn = self.pool.draw(self.curriculum.slot, self.curriculum.level, self.gen)
             self.rooms = self.rooms.where(mask, drawn)
         elif fresh:

@@ -5,6 +5,8 @@
     python training/evaluate.py --bundle DIR --controller policy|dwa [--dwa-params YAML] [...]
     python training/evaluate.py --suite robustness --checkpoint PATH | --bundle DIR [--episodes 1000]
                                 [--out STEM] [--baseline OTHER.json] [--label NAME] [--rows a,b]
+    python training/evaluate.py --suite families --checkpoint PATH | --bundle DIR [--episodes 500]
+                                [--out STEM] [--label NAME] [--rows a,b]
 
 ``--checkpoint``: the deterministic (mean-action) policy, batched in torch. ``--bundle``: what the
 robot runs, world by world on the CPU: ``policy`` is the bundle's ONNX policy through the
@@ -26,6 +28,13 @@ built. See docs/failures.md.
 randomisation off, each randomisation term alone at the severe end of its trained range and at
 twice that severity, and all terms together; writes STEM.json, STEM.md and STEM.png
 (``--out``, default ``robustness``), with ``--baseline`` another suite JSON side by side.
+
+``--suite families`` runs every world family (navtrain/families_suite.py): today's rooms, rooms
+with 16 obstacles, clutter fields, corridors with dead ends in goal mode and following the
+planner's path, large arenas; 500 unseen worlds per row, SPL against the shortest feasible path;
+writes STEM.json, STEM.md, STEM.png and a picture per row (``--out``, default ``families``).
+Any world family can also be evaluated alone with overrides, e.g.
+``env.worlds.families={clutter: 1} env.worlds.path_following=1``.
 """
 
 from __future__ import annotations
@@ -60,8 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--plot", default=None, help="PNG of several rooms with the driven paths")
     p.add_argument("--device", default="cpu")
     p.add_argument("--num-envs", type=at_least(1), default=None, help="worlds per batch (default: min(episodes, 500))")
-    p.add_argument("--suite", choices=["robustness"], default=None, help="run an evaluation matrix")
-    p.add_argument("--out", default="robustness", help="with --suite: output stem (STEM.json, STEM.md, STEM.png)")
+    p.add_argument("--suite", choices=["robustness", "families"], default=None, help="run an evaluation matrix")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="with --suite: output stem (STEM.json, STEM.md, STEM.png; default: the suite's name)",
+    )
     p.add_argument("--baseline", default=None, help="with --suite: another suite's JSON, shown side by side")
     p.add_argument("--label", default=None, help="with --suite: this policy's name in the outputs")
     p.add_argument("--rows", default=None, help="with --suite: only these rows (comma-separated names)")
@@ -109,10 +122,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def suite_main(args: argparse.Namespace) -> int:
-    """``--suite robustness``: inputs checked by :func:`prepare`; CliError for unknown rows."""
+    """``--suite robustness|families``: inputs checked by :func:`prepare`; CliError for unknown rows."""
     from navtrain.evaluation import bundle_evaluator, checkpoint_evaluator
     from navtrain.robustness import merge_baseline, run_suite, suite_rows, write_outputs
 
+    if args.suite == "families":
+        return families_main(args)
     if args.checkpoint:
         evaluator = checkpoint_evaluator(args.checkpoint, args.overrides, args.device)
         evaluator.label = args.label or Path(args.checkpoint).name
@@ -134,23 +149,54 @@ def suite_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def families_main(args: argparse.Namespace) -> int:
+    """``--suite families`` (navtrain/families_suite.py)."""
+    from navtrain import families_suite
+    from navtrain.evaluation import bundle_evaluator, checkpoint_evaluator
+
+    if args.baseline is not None:
+        raise CliError("--baseline goes with --suite robustness")
+    rows = None
+    if args.rows:
+        rows = [r.strip() for r in args.rows.split(",") if r.strip()]
+        unknown = [r for r in rows if r not in families_suite.row_names()]
+        if unknown:
+            raise CliError(
+                f"--rows: unknown row(s) {', '.join(unknown)} (known: {', '.join(families_suite.row_names())})"
+            )
+    if args.checkpoint:
+        evaluator = checkpoint_evaluator(args.checkpoint, args.overrides, args.device)
+        evaluator.label = args.label or Path(args.checkpoint).name
+    else:
+        evaluator = bundle_evaluator(args.bundle, args.controller, args.overrides, args.dwa_params)
+        evaluator.label = args.label or f"{Path(args.bundle).name} ({args.controller}, robot runtime)"
+    payload = families_suite.run_suite(
+        evaluator, episodes=args.episodes or 500, seed=args.seed, num_envs=args.num_envs, rows=rows, out=args.out
+    )
+    paths = families_suite.write_outputs(payload, args.out)
+    print(paths[1].read_text())
+    print(f"[evaluate] wrote {', '.join(str(p) for p in paths)}")
+    return 0
+
+
 def _suite_inputs(args: argparse.Namespace) -> None:
     """The suite's own arguments: output stem, baseline JSON (read here, kept on ``args``)."""
     args.baseline_data = None
     if not args.suite:
-        for flag in ("baseline", "label", "rows"):
+        for flag in ("baseline", "label", "rows", "out"):
             if getattr(args, flag) is not None:
                 raise CliError(f"--{flag} goes with --suite")
         return
     for flag in ("json", "plot"):
         if getattr(args, flag) is not None:
             raise CliError(f"--{flag} does not go with --suite (it writes --out STEM.json, STEM.md, STEM.png)")
+    args.out = args.out or args.suite
     for suffix in (".json", ".md", ".png"):
         target = Path(args.out).with_suffix(suffix)
         if target.is_dir():
             raise CliError(f"--out {args.out}: {target} is a folder")
         check_can_create(target, "--out file")
-    if args.baseline is not None:
+    if args.baseline is not None and args.suite == "robustness":
         from navtrain.robustness import SUITE
 
         try:

@@ -127,7 +127,7 @@ class RobotSideActor:
         env = self.env
         scan = env.scan_readings.cpu().numpy().astype(np.float64)
         pose, twist = env.observed_pose.cpu().numpy(), env.observed_twist.cpu().numpy()
-        goal = env.rooms.goal.cpu().numpy()
+        goal = env.policy_goal.cpu().numpy()  # the goal, or its sub-goal along the path (navdeploy.subgoal)
         action = np.zeros((env.num_envs, 3))
         t0 = time.perf_counter()
         for i in np.flatnonzero(live.cpu().numpy()):
@@ -197,6 +197,7 @@ def run_episodes(
         "time_s": (steps * env.env_cfg.control_period).cpu().numpy(),
         "path_len": path_len.cpu().numpy(),
         "straight": torch.linalg.norm(rooms.goal - start, dim=-1).cpu().numpy(),
+        "shortest": rooms.path_length.cpu().numpy(),  # the planner's (planned worlds) or the straight line
         "num_obstacles": rooms.slot_active.sum(dim=-1).cpu().numpy(),
         "command_change_linear": change_lin.cpu().numpy(),  # per-world sums over its live ticks
         "command_change_angular": change_ang.cpu().numpy(),
@@ -359,7 +360,7 @@ def eval_env(cfg: NavConfig, episodes: int, seed: int | None, num_envs: int | No
     """The evaluation env: auto-reset off, the training sensor model, rooms from the eval seed."""
     seed = cfg.runner.eval_seed if seed is None else seed
     cfg.env.auto_reset = False  # the sensor model (lidar noise) stays the training one
-    env = NavEnv(cfg, num_envs=min(episodes, num_envs or 500), device=device, seed=seed)
+    env = NavEnv(cfg, num_envs=min(episodes, num_envs or 500), device=device, seed=seed, world_pool=False)
     env.log_episodes = False
     return env, seed
 
@@ -384,7 +385,9 @@ def run_rooms(
     allr = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     oc = allr["outcome"]
     succ = oc == SUCCESS
-    spl = succ * allr["straight"] / np.maximum(allr["path_len"], allr["straight"])
+    ref = allr["shortest"]
+    spl = succ * ref / np.maximum(allr["path_len"], ref)
+    planned = env.planned
     ticks = max(1.0, float(allr["time_s"].sum()) / env.env_cfg.control_period)  # live ticks of all worlds
     result = EvalResult(
         episodes=int(len(oc)),
@@ -394,7 +397,11 @@ def run_rooms(
         out_of_bounds_rate=float((oc == OUT_OF_BOUNDS).mean()),
         mean_time_to_goal_s=float(allr["time_s"][succ].mean()) if succ.any() else math.nan,
         spl=float(spl.mean()),
-        spl_reference="straight-line start-goal distance (ignores obstacles: conservative)",
+        spl_reference=(
+            "shortest feasible path for the robot's radius (navsim.grid_planner)"
+            if planned
+            else "straight-line start-goal distance (ignores obstacles: conservative)"
+        ),
         seed=int(seed),
         num_obstacles=[int(cfg.env.room.num_obstacles[0]), int(cfg.env.room.num_obstacles[1])],
         controller=label,
@@ -418,7 +425,7 @@ def plot_trace(trace: EpisodeTrace, env_cfg: EnvCfg, path: str | Path, title: st
     import matplotlib.pyplot as plt
     from matplotlib.patches import Circle, Polygon, Rectangle
 
-    cfg_half = env_cfg.room.size / 2
+    extent = env_cfg.extent_half()
     sizes = slot_sizes(env_cfg)
     robot_radius = env_cfg.robot.radius
     colours = {
@@ -430,7 +437,11 @@ def plot_trace(trace: EpisodeTrace, env_cfg: EnvCfg, path: str | Path, title: st
     n = len(trace.paths)
     cols = min(3, n)
     rows = math.ceil(n / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 4 * rows), squeeze=False)
+    halves = trace.rooms.half.cpu().numpy()
+    hx_max = float(np.nanmax(np.where(np.isfinite(halves[:, 0]), halves[:, 0], extent)))
+    hy_max = float(np.nanmax(np.where(np.isfinite(halves[:, 1]), halves[:, 1], extent)))
+    aspect = hy_max / hx_max
+    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, max(1.6, 4 * aspect) * rows + 0.4), squeeze=False)
     radii = np.concatenate([sizes.cylinder_radius, np.zeros(len(sizes.box_half))])
     halfs = np.concatenate([np.zeros((len(sizes.cylinder_radius), 2)), sizes.box_half])
     r = trace.rooms
@@ -444,7 +455,11 @@ def plot_trace(trace: EpisodeTrace, env_cfg: EnvCfg, path: str | Path, title: st
             ax.axis("off")
             continue
         i = order[panel]
-        ax.add_patch(Rectangle((-cfg_half, -cfg_half), 2 * cfg_half, 2 * cfg_half, fill=False, lw=2, color="0.3"))
+        hx, hy = (float(v) if math.isfinite(float(v)) else extent for v in halves[i])
+        ax.add_patch(Rectangle((-hx, -hy), 2 * hx, 2 * hy, fill=False, lw=2, color="0.3"))
+        if int(r.path_count[i]) > 2:  # the planner's path, for reference
+            ref = r.path[i, : int(r.path_count[i])].cpu().numpy()
+            ax.plot(ref[:, 0], ref[:, 1], ":", color="0.35", lw=1)
         pos = r.slot_pos[i].cpu().numpy()
         yaw = r.slot_yaw[i].cpu().numpy()
         act = r.slot_active[i].cpu().numpy()
@@ -452,9 +467,9 @@ def plot_trace(trace: EpisodeTrace, env_cfg: EnvCfg, path: str | Path, title: st
             if radii[j] > 0:
                 ax.add_patch(Circle(pos[j], radii[j], color="0.55"))
             else:
-                hx, hy = halfs[j]
+                bx, by = halfs[j]
                 c, s = math.cos(yaw[j]), math.sin(yaw[j])
-                corners = np.array([[hx, hy], [-hx, hy], [-hx, -hy], [hx, -hy]]) @ np.array([[c, s], [-s, c]]) + pos[j]
+                corners = np.array([[bx, by], [-bx, by], [-bx, -by], [bx, -by]]) @ np.array([[c, s], [-s, c]]) + pos[j]
                 ax.add_patch(Polygon(corners, color="0.55"))
         p = trace.paths[i]
         colour = colours[trace.outcomes[i]]
@@ -462,8 +477,8 @@ def plot_trace(trace: EpisodeTrace, env_cfg: EnvCfg, path: str | Path, title: st
         ax.add_patch(Circle(p[-1], robot_radius, fill=False, ec=colour, lw=1.5))  # footprint at the end
         ax.plot(*r.start[i, :2].cpu().numpy(), "o", color="tab:blue", ms=8, label="start")
         ax.plot(*r.goal[i].cpu().numpy(), "*", color="gold", mec="k", ms=14, label="goal")
-        ax.set_xlim(-cfg_half - 0.2, cfg_half + 0.2)
-        ax.set_ylim(-cfg_half - 0.2, cfg_half + 0.2)
+        ax.set_xlim(-hx - 0.2, hx + 0.2)
+        ax.set_ylim(-hy - 0.2, hy + 0.2)
         ax.set_title(trace.outcomes[i], color=colour)
     if title:
         fig.suptitle(title)
