@@ -78,7 +78,7 @@ class ClutterCfg:
     length: float = 13.0  # [m] arena along x
     width: float = 4.0  # [m] arena along y
     cell: float = 0.5  # [m] grid pitch: neighbouring occupied cells close, a free cell between two opens a passage
-    fill: tuple[float, float] = (0.2, 0.45)  # occupied share of the grid at the lowest .. top level
+    fill: tuple[float, float] = (0.15, 0.4)  # occupied share of the grid at the lowest .. top level
     smoothing_steps: int = 1  # cave-generator steps: a cell is occupied when >= 5 of its 3x3 block are
     post_radius: tuple[float, float] = (0.05, 0.1)
     piece_share: float = 0.25  # share of occupied cells holding a short wall piece instead of a post

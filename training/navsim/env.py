@@ -43,6 +43,7 @@ from navdeploy.subgoal import LookaheadRule, follow_path
 from navdeploy.terms import ObsContext, goal_in_body
 from navsim.actuation import BaseDynamics
 from navsim.config import NavConfig, to_dict
+from navsim.families import generate_family
 from navsim.lidar import BatchedLidar
 from navsim.observations import ObservationManager, SimTruth
 from navsim.outcomes import OUTCOMES
@@ -52,7 +53,6 @@ from navsim.robot import OBSTACLE_HALF_HEIGHT, PARK_Z, build_mjcf, geom_ids, slo
 from navsim.rooms import RoomBatch, RoomGeometry, generate_rooms
 from navsim.scan_faults import LidarFaults, MissingFill
 from navsim.sectors import FovFill, SectorRays
-from navsim.families import generate_family
 from navsim.world_pool import Curriculum, WorldPool, planned_worlds
 
 BASE_TERMS = ("actuator_lag", "accel_limit", "command_latency", "control_jitter", "observation_latency")

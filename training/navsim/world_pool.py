@@ -24,6 +24,7 @@ from navsim.grid_planner import Grid, plan_paths
 from navsim.rooms import RoomBatch, RoomGeometry
 
 MAX_ROUNDS = 50
+MIN_DRAW = 16
 
 
 class InfeasibleWorlds(RuntimeError):
@@ -45,7 +46,8 @@ def planned_worlds(
         todo = int(need.sum())
         if todo == 0:
             break
-        batch = generate_family(family, level, todo, cfg, geom, gen)
+        # Draw more than needed (at least MIN_DRAW): a dense family may refuse most of its draws.
+        batch = generate_family(family, level, max(todo, MIN_DRAW), cfg, geom, gen)
         plan = plan_paths(
             batch.slot_pos,
             batch.slot_yaw,
