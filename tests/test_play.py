@@ -1,6 +1,7 @@
 """nav-play: an animated GIF of a few episodes of a checkpoint or a bundle, one frame per control
-step until every episode has ended; bad input is one line and exit 2. Also: the evaluation plot
-shows the failures first, as its caption says."""
+step until every episode has ended, in any world family (its own extents, the planner's path, the
+sub-goal when following it); bad input is one line and exit 2. Also: the evaluation plot shows the
+failures first, as its caption says."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from conftest import FIXTURE_BUNDLE, NO_RANDOMIZATION, nav_config
 from navsim.outcomes import Outcome
 from navsim.rooms import RoomBatch
 from navtrain.evaluation import EpisodeTrace, plot_trace
-from navtrain.play import main
+from navtrain.play import FAMILIES, main, panel_layout
 
 WROTE = re.compile(r"\[play\] wrote (.+): (\d+) frames, ([\d.]+) MB")
 
@@ -71,6 +72,98 @@ def test_plays_a_bundle_through_the_robot_runtime(exported_bundle: Path, tmp_pat
     assert_gif(out, stdout, 4, panels_across=2)
 
 
+EPISODE = re.compile(r"(\d+): (success|collision|timeout|out_of_bounds|running)(?: \(([\d.]+) s\))?")
+
+
+def expected_frames(stdout: str, max_steps: int, control_period: float) -> int:
+    """The reset frame, then one per step until the last episode ended (or max_steps)."""
+    (line,) = [ln for ln in stdout.splitlines() if ln.startswith("[play] episodes ")]
+    ends = EPISODE.findall(line)
+    if any(outcome == "running" for _, outcome, _ in ends):
+        return max_steps + 1
+    return round(max(float(t) for _, _, t in ends) / control_period) + 1
+
+
+@pytest.mark.parametrize(("family", "half"), [("clutter", (6.5, 2.0)), ("corridors", (4.8, 1.8))])
+def test_plays_a_family_following_the_path(family: str, half: tuple[float, float], tmp_path: Path, capsys) -> None:
+    """A wide family in its own proportions: one column of wide panels, every frame written."""
+    out = tmp_path / f"{family}.gif"
+    max_steps = 24
+    code, stdout, _ = play(
+        capsys,
+        "--bundle",
+        str(FIXTURE_BUNDLE),
+        "--episodes",
+        "2",
+        "--max-steps",
+        str(max_steps),
+        "--family",
+        family,
+        "--path-following",
+        "--out",
+        str(out),
+        NO_RANDOMIZATION,
+    )
+    assert code == 0
+    assert f", {family}, following the planned path" in stdout
+    (match,) = WROTE.findall(stdout)
+    frames = int(match[1])
+    assert frames == expected_frames(stdout, max_steps, nav_config().env.control_period)
+    wall = nav_config().env.room.wall_thickness
+    layout = panel_layout(2, (half[1] + wall) / (half[0] + wall))
+    assert layout.cols == 1 and layout.width > layout.height * 2
+    with Image.open(out) as gif:
+        assert gif.n_frames == frames and gif.is_animated
+        assert gif.size[0] == round(100 * layout.width)  # --dpi 100, one column
+        assert gif.size[1] > 100 * 2 * layout.height
+
+
+def test_recording_keeps_world_extents_path_and_sub_goals() -> None:
+    """What the panels draw: the world's own extents, its planned path, every active slot, and the
+    sub-goal the policy saw at every frame (not the final goal while it is far)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Circle, Polygon
+
+    from navsim.robot import slot_sizes
+    from navtrain.evaluation import eval_env
+    from navtrain.play import draw_room, record, world_half
+
+    cfg = nav_config(NO_RANDOMIZATION, "env.worlds.families={corridors: 1.0}", "env.worlds.path_following=1.0")
+    env, seed = eval_env(cfg, 2, None, None, "cpu")
+    gen = torch.Generator().manual_seed(seed)
+    rooms = env.new_rooms(2, gen)
+    rec = record(env, lambda obs, live: torch.zeros(2, 3), rooms, max_steps=3)
+    assert rec.frames == 4 and rec.goals.shape == (4, 2, 2) and rec.follow.all()
+    far = np.linalg.norm(rec.rooms.goal.numpy() - rec.poses[0, :, :2], axis=-1) > 2 * cfg.env.worlds.lookahead
+    assert far.all()
+    assert (np.linalg.norm(rec.goals[0] - rec.rooms.goal.numpy(), axis=-1) > 0.5).all()  # a sub-goal, not the goal
+    assert world_half(rec.rooms, 0, cfg.env) == pytest.approx((4.8, 1.8))
+    nan_half = RoomBatch(rec.rooms.slot_pos, rec.rooms.slot_yaw, rec.rooms.slot_active, rec.rooms.start, rec.rooms.goal)
+    assert world_half(nan_half, 0, cfg.env) == (cfg.env.extent_half(),) * 2
+    fig, ax = plt.subplots()
+    draw_room(ax, rec.rooms, 1, cfg.env)
+    sizes = slot_sizes(cfg.env)
+    active = rec.rooms.slot_active[1].numpy()
+    n_cyl = len(sizes.cylinder_radius)
+    polygons = [p for p in ax.patches if isinstance(p, Polygon)]
+    assert len(polygons) == int(active[n_cyl:].sum()) > 20  # maze walls and the four bounds
+    circles = [p for p in ax.patches if isinstance(p, Circle)]
+    assert len(circles) == int(active[:n_cyl].sum()) + 1  # + the goal's tolerance
+    plan = [ln for ln in ax.lines if ln.get_linestyle() == ":"]
+    assert len(plan) == 1 and len(plan[0].get_xdata()) == int(rec.rooms.path_count[1]) > 2
+    assert ax.get_xlim() == pytest.approx((-4.8 - 0.1, 4.8 + 0.1)) and ax.get_ylim() == pytest.approx((-1.9, 1.9))
+    plt.close(fig)
+
+
+def test_family_flags_name_the_known_families() -> None:
+    from navsim.families import FAMILIES as KNOWN
+
+    assert FAMILIES == KNOWN
+
+
 def assert_one_line(code: int | str | None, err: str, *words: str) -> None:
     assert code == 2 and "Traceback" not in err, err
     (line,) = err.strip().splitlines()
@@ -96,6 +189,13 @@ def test_bad_input_is_one_line_before_any_world(tmp_path: Path, capsys) -> None:
     assert_one_line(*refused(capsys, *bundle, "--out", str(tmp_path / "dir.gif")), "is a folder")
     assert_one_line(*refused(capsys, *bundle, "--out", gif, "env.room.sizee=3"), "unknown key 'env.room.sizee'")
     assert_one_line(*refused(capsys, *bundle, "--out", gif, "--episodes", "17"), "at most 16")
+    assert_one_line(
+        *refused(capsys, *bundle, "--out", gif, "--family", "kitchens"), "--family kitchens", "unknown world family"
+    )
+    assert_one_line(
+        *refused(capsys, *bundle, "--out", gif, "--family", "clutter", "env.worlds.families={rooms: 1.0}"),
+        "both set env.worlds.families",
+    )
     with pytest.raises(SystemExit) as exit_:
         main([*bundle, "--out", gif, "--fps", "0"])
     assert_one_line(exit_.value.code, capsys.readouterr().err, "argument --fps")

@@ -1,28 +1,38 @@
-"""Watch a policy drive: an animated top-down GIF of a few episodes on unseen rooms.
+"""Watch a policy drive: an animated top-down GIF of a few episodes on unseen worlds.
 
     nav-play --checkpoint PATH [--episodes 4] [--seed S] [--out play.gif] [--fps 10] [--max-steps N]
-             [--dpi 100] [--device cpu|cuda] [section.key=value ...]
+             [--dpi 100] [--device cpu|cuda] [--family NAME] [--path-following] [section.key=value ...]
     nav-play --bundle DIR [--controller policy|dwa] [--dwa-params YAML] [...]
 
 ``--checkpoint``: the deterministic (mean-action) torch actor with the checkpoint's own config.
 ``--bundle``: what the robot runs, through the robot runtime world by world (as nav-evaluate
---bundle), in the rooms of the bundle's training config. One world per panel, one episode each
-(auto-reset off), the rooms nav-evaluate uses for the same --episodes and --seed (default:
+--bundle), in the worlds of the bundle's training config. One world per panel, one episode each
+(auto-reset off), the worlds nav-evaluate uses for the same --episodes and --seed (default:
 runner.eval_seed, a seed stream never used in training).
 
-Every frame is one control step and shows the room walls, the obstacles, the goal with its
-tolerance circle, the path so far, the robot (its radius, a tick for its heading) and the scan the
-policy saw (its beams as rays, the returns as dots), drawn from the robot's true pose: under
+Every frame is one control step and shows the world's walls, its obstacles (every active
+obstacle slot: cylinders as circles, boxes as rotated rectangles), the goal with its tolerance
+circle, the path so far, the robot (its radius, a tick for its heading) and the scan the policy
+saw (its beams as rays, the returns as dots), drawn from the robot's true pose: under
 randomisation (latency, yaw offset, noise) the dots may miss the obstacles, as the policy's did.
-A panel's title gets the episode's outcome when it ends; a finished panel holds its last frame,
-and the animation ends when every episode has ended (or at --max-steps). Overrides change the
-rooms as for nav-evaluate, e.g. ``env.room.num_obstacles=[16,16]`` or
-``randomization.enabled=false``; one that changes the policy observation is refused.
+A planned world (``env.worlds``) also shows the planner's path, faintly, and an episode that
+follows it the sub-goal the policy is steering for (``NavEnv.policy_goal``) as a small diamond.
+Each panel spans its own world's extents in their proportions (a 13 x 4 m clutter field is a
+wide, low panel; a mix of families shows each panel's family in its title). A panel's title gets the episode's outcome when it ends; a finished panel holds its
+last frame, and the animation ends when every episode has ended (or at --max-steps).
 
-Bad input (a missing or corrupt checkpoint or bundle, a malformed override, an --out that is not a
-writable *.gif path) is one line on stderr and exit code 2, before any world is built. An existing
---out file is replaced (as nav-evaluate replaces its --json and --plot), atomically: the GIF is
-written beside it and renamed.
+``--family NAME`` plays one world family (rooms, clutter, corridors, arenas) at its top level:
+shorthand for ``env.worlds.families={NAME: 1.0} env.worlds.curriculum.enabled=false``.
+``--path-following`` feeds the policy sub-goals along the planner's path
+(``env.worlds.path_following=1.0``). Overrides change the worlds as for nav-evaluate, e.g.
+``env.room.num_obstacles=[16,16]`` or ``randomization.enabled=false``; one that changes the policy
+observation is refused.
+
+Bad input (a missing or corrupt checkpoint or bundle, a malformed override, an unknown
+--family, a flag and an override that set the same key, an --out that is not a writable *.gif
+path) is one line on stderr and exit code 2, before any world is built. An existing --out file is
+replaced (as nav-evaluate replaces its --json and --plot), atomically: the GIF is written beside
+it and renamed.
 """
 
 from __future__ import annotations
@@ -51,10 +61,14 @@ if TYPE_CHECKING:
 TOOL = "nav-play"
 MAX_EPISODES = 16
 MAX_FPS = 50  # GIF delays are in hundredths of a second; viewers slow down anything faster
-PANEL_INCHES = 2.5  # a panel's width and height
+PANEL_INCHES = 2.5  # a square panel's width and height; other panels keep its area
 TITLE_INCHES = 0.2  # above each panel
 CAPTION_INCHES = 0.3  # above the grid: the source, seed and time
+CAPTION_LINE_INCHES = 0.15  # each further line of a caption too long for a narrow figure
+CAPTION_POINTS = 8
 END_HOLD_MS = 1500  # the last frame stays this long before the GIF loops
+FAMILIES = ("rooms", "clutter", "corridors", "arenas")
+"""The world families ``--family`` takes (``navsim.families.FAMILIES``, checked by the tests)."""
 
 
 @dataclass
@@ -65,6 +79,8 @@ class Recording:
     rooms: RoomBatch  # on the CPU
     poses: np.ndarray  # (F, n, 3) true x, y, yaw
     scans: np.ndarray  # (F, n, B) the policy's scan [m], body-frame beams
+    goals: np.ndarray  # (F, n, 2) the goal the policy saw: the goal, or its sub-goal along the path
+    follow: np.ndarray  # (n,) bool: the episode follows the planner's path
     steps: np.ndarray  # (n,) control steps each episode ran (all F - 1 when cut by max_steps)
     outcomes: list[Outcome | None]  # None: still running when the recording stopped
     control_period: float
@@ -77,11 +93,11 @@ class Recording:
 
 def record(env: NavEnv, act: ActFn, rooms: RoomBatch, max_steps: int, every: int = 50) -> Recording:
     """One episode per world of ``rooms`` (auto-reset off), as ``navtrain.evaluation.run_episodes``
-    runs them, keeping pose and scan after every step; stops when all have ended or at ``max_steps``."""
+    runs them, keeping pose, scan and the policy's goal after every step; stops when all have
+    ended or at ``max_steps``."""
     import torch
 
     from navsim.outcomes import OUTCOMES
-    from navsim.rooms import RoomBatch
     from navtrain.evaluation import RobotSideActor
 
     assert not env.auto_reset, "playing needs auto_reset off"
@@ -90,7 +106,7 @@ def record(env: NavEnv, act: ActFn, rooms: RoomBatch, max_steps: int, every: int
     finished = torch.zeros(n, dtype=torch.bool, device=env.device)
     outcome = torch.full((n,), -1, dtype=torch.long, device=env.device)
     steps = torch.zeros(n, dtype=torch.long, device=env.device)
-    poses, scans = [env.pose()], [env.scan.clone()]
+    poses, scans, goals = [env.pose()], [env.scan.clone()], [env.policy_goal.clone()]
     obs = env.get_observations()
     if isinstance(act, RobotSideActor):
         act.reset()
@@ -102,6 +118,7 @@ def record(env: NavEnv, act: ActFn, rooms: RoomBatch, max_steps: int, every: int
         info = env.last_info
         poses.append(torch.where(live[:, None], env.pose(), poses[-1]))
         scans.append(torch.where(live[:, None], env.scan, scans[-1]))
+        goals.append(torch.where(live[:, None], env.policy_goal, goals[-1]))
         steps += live.long()
         reason = torch.stack([getattr(info, str(o)) for o in OUTCOMES], dim=-1)
         code = torch.argmax(reason.long(), dim=-1)  # the first set flag: the highest priority
@@ -114,11 +131,11 @@ def record(env: NavEnv, act: ActFn, rooms: RoomBatch, max_steps: int, every: int
             break
     codes = outcome.cpu().numpy()
     return Recording(
-        rooms=RoomBatch(
-            *(x.cpu() for x in (rooms.slot_pos, rooms.slot_yaw, rooms.slot_active, rooms.start, rooms.goal))
-        ),
+        rooms=rooms.to("cpu"),
         poses=torch.stack(poses).cpu().numpy(),
         scans=torch.stack(scans).cpu().numpy(),
+        goals=torch.stack(goals).cpu().numpy(),
+        follow=env.follow.cpu().numpy().copy(),
         steps=steps.cpu().numpy(),
         outcomes=[OUTCOMES[int(c)] if c >= 0 else None for c in codes],
         control_period=float(env.env_cfg.control_period),
@@ -134,18 +151,51 @@ OUTCOME_COLOURS = {
 }
 WALL, OBSTACLE, RAY, RETURN = "0.3", "0.55", "mistyrose", "tab:red"
 PATH, BODY, HEADING, GOAL, TOLERANCE = "tab:blue", "lightsteelblue", "navy", "gold", "goldenrod"
-DRAWN = (WALL, OBSTACLE, RAY, RETURN, PATH, BODY, HEADING, GOAL, TOLERANCE, "black", "white", *OUTCOME_COLOURS.values())
+PLAN, SUBGOAL = "0.75", "tab:cyan"
+DRAWN = (
+    WALL,
+    OBSTACLE,
+    RAY,
+    RETURN,
+    PATH,
+    BODY,
+    HEADING,
+    GOAL,
+    TOLERANCE,
+    PLAN,
+    SUBGOAL,
+    "black",
+    "white",
+    *OUTCOME_COLOURS.values(),
+)
 """Every colour drawn: kept exactly in the GIF's palette."""
 
 
-class Panel:
-    """One world's axes: the room drawn once, the robot, path, scan and title moved every frame."""
+def world_half(rooms: RoomBatch, world: int, env_cfg: EnvCfg) -> tuple[float, float]:
+    """The (x, y) half extents inside the world's walls: its own (``RoomBatch.half``), or the
+    fixed walls' (``EnvCfg.extent_half``) where it has none recorded (NaN)."""
+    fallback = env_cfg.extent_half()
+    hx, hy = (float(v) for v in rooms.half[world])
+    return (hx if math.isfinite(hx) else fallback, hy if math.isfinite(hy) else fallback)
 
-    def __init__(self, ax, rec: Recording, world: int, env_cfg: EnvCfg, beam_angles: np.ndarray) -> None:
+
+def family_name(rooms: RoomBatch, world: int) -> str:
+    index = int(rooms.family[world])
+    return FAMILIES[index] if 0 <= index < len(FAMILIES) else f"family {index}"
+
+
+class Panel:
+    """One world's axes: the world drawn once, the robot, path, scan, sub-goal and title moved
+    every frame."""
+
+    def __init__(
+        self, ax, rec: Recording, world: int, env_cfg: EnvCfg, beam_angles: np.ndarray, show_family: bool = False
+    ) -> None:
         from matplotlib.collections import LineCollection
         from matplotlib.patches import Circle
 
         self.ax, self.rec, self.world, self.angles = ax, rec, world, beam_angles
+        self.name = f"episode {world}" + (f" ({family_name(rec.rooms, world)})" if show_family else "")
         self.radius = float(env_cfg.robot.radius)
         draw_room(ax, rec.rooms, world, env_cfg)
         self.rays = LineCollection([], colors=RAY, linewidths=0.5, antialiaseds=False, zorder=2)
@@ -155,6 +205,9 @@ class Panel:
         self.body = Circle((0.0, 0.0), self.radius, fc=BODY, ec=PATH, lw=1.0, zorder=5)
         ax.add_patch(self.body)
         (self.heading,) = ax.plot([], [], color=HEADING, lw=1.5, zorder=6)
+        self.subgoal = None
+        if rec.follow[world]:
+            (self.subgoal,) = ax.plot([], [], "D", color=SUBGOAL, mec=HEADING, mew=0.5, ms=4, zorder=8)
 
     def update(self, frame: int) -> None:
         rec, i = self.rec, self.world
@@ -163,6 +216,8 @@ class Panel:
         self.path.set_data(path[:, 0], path[:, 1])
         self.body.center = (x, y)
         self.heading.set_data([x, x + self.radius * math.cos(yaw)], [y, y + self.radius * math.sin(yaw)])
+        if self.subgoal is not None:
+            self.subgoal.set_data([rec.goals[frame, i, 0]], [rec.goals[frame, i, 1]])
         ranges = rec.scans[frame, i]
         world_angles = yaw + self.angles
         ends = np.stack([x + ranges * np.cos(world_angles), y + ranges * np.sin(world_angles)], axis=-1)
@@ -170,46 +225,84 @@ class Panel:
         self.hits.set_offsets(ends[ranges < rec.max_range - 1e-3])
         outcome = rec.outcomes[i]
         if outcome is not None and frame >= rec.steps[i]:
-            self.ax.set_title(f"episode {i}: {outcome}", color=OUTCOME_COLOURS[str(outcome)], fontsize=8)
+            self.ax.set_title(f"{self.name}: {outcome}", color=OUTCOME_COLOURS[str(outcome)], fontsize=8)
         elif outcome is None and frame == rec.frames - 1:
-            self.ax.set_title(f"episode {i}: stopped at {frame * rec.control_period:.1f} s", fontsize=8)
+            self.ax.set_title(f"{self.name}: stopped at {frame * rec.control_period:.1f} s", fontsize=8)
         else:
-            self.ax.set_title(f"episode {i}", fontsize=8)
+            self.ax.set_title(self.name, fontsize=8)
 
 
 def draw_room(ax, rooms: RoomBatch, world: int, env_cfg: EnvCfg) -> None:
-    """Walls, obstacles (cylinders as circles, boxes as rotated rectangles), start and goal with its
-    tolerance circle, on equal axes without ticks."""
+    """The world at its own extents: walls, every active obstacle slot (cylinders as circles,
+    boxes as rotated rectangles; the ``bound`` slots that close a small world in the wall colour),
+    the planner's path when it has corners, start and goal with its tolerance circle, on equal
+    axes without ticks."""
     from matplotlib.patches import Circle, Polygon, Rectangle
 
     from navsim.robot import slot_sizes
 
-    half = env_cfg.room.size / 2
+    hx, hy = world_half(rooms, world, env_cfg)
     t = env_cfg.room.wall_thickness
     ax.set_aspect("equal")
     ax.set_xticks([])
     ax.set_yticks([])
     for spine in ax.spines.values():
         spine.set_visible(False)
-    ax.set_xlim(-half - t, half + t)
-    ax.set_ylim(-half - t, half + t)
-    ax.add_patch(Rectangle((-half - t / 2, -half - t / 2), 2 * half + t, 2 * half + t, fill=False, lw=2, ec=WALL))
+    ax.set_xlim(-hx - t, hx + t)
+    ax.set_ylim(-hy - t, hy + t)
+    ax.add_patch(Rectangle((-hx - t / 2, -hy - t / 2), 2 * hx + t, 2 * hy + t, fill=False, lw=2, ec=WALL))
     sizes = slot_sizes(env_cfg)
     n_cyl = len(sizes.cylinder_radius)
+    bound = set(int(j) for j in sizes.role("bound"))
     pos = rooms.slot_pos[world].numpy()
     yaw = rooms.slot_yaw[world].numpy()
     for j in np.flatnonzero(rooms.slot_active[world].numpy()):
         if j < n_cyl:
             ax.add_patch(Circle(pos[j], sizes.cylinder_radius[j], color=OBSTACLE, zorder=1))
         else:
-            hx, hy = sizes.box_half[j - n_cyl]
+            bx, by = sizes.box_half[j - n_cyl]
             c, s = math.cos(yaw[j]), math.sin(yaw[j])
-            corners = np.array([[hx, hy], [-hx, hy], [-hx, -hy], [hx, -hy]]) @ np.array([[c, s], [-s, c]]) + pos[j]
-            ax.add_patch(Polygon(corners, color=OBSTACLE, zorder=1))
+            corners = np.array([[bx, by], [-bx, by], [-bx, -by], [bx, -by]]) @ np.array([[c, s], [-s, c]]) + pos[j]
+            ax.add_patch(Polygon(corners, color=WALL if j in bound else OBSTACLE, zorder=1))
+    count = int(rooms.path_count[world])
+    if count > 2:  # the planner's path (a straight segment says nothing)
+        plan = rooms.path[world, :count].numpy()
+        ax.plot(plan[:, 0], plan[:, 1], ":", color=PLAN, lw=1.2, zorder=1.5)
     goal = rooms.goal[world].numpy()
     ax.add_patch(Circle(goal, env_cfg.goal_tolerance, fill=False, ec=TOLERANCE, ls="--", lw=1.0, zorder=1))
     ax.plot(*goal, "*", color=GOAL, mec="k", mew=0.5, ms=9, zorder=7)
     ax.plot(*rooms.start[world, :2].numpy(), "o", color=PATH, ms=3, zorder=4)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The grid of panels: columns, rows and one panel's size in inches."""
+
+    cols: int
+    rows: int
+    width: float
+    height: float
+
+
+def panel_layout(n: int, aspect: float) -> Layout:
+    """Panels of height / width ``aspect`` with the area of a square ``PANEL_INCHES`` panel (width
+    kept within [1/2, 2] x PANEL_INCHES), in a grid about as wide as tall: square worlds keep the
+    ceil(sqrt(n)) columns of square panels, a wide world gets fewer, wider ones."""
+    width = PANEL_INCHES * min(2.0, max(0.5, 1.0 / math.sqrt(aspect)))
+    cols = max(1, min(n, math.ceil(math.sqrt(n * aspect) - 1e-9)))
+    return Layout(cols, math.ceil(n / cols), width, width * aspect)
+
+
+def caption_lines(caption: str, width: float) -> list[str]:
+    """``caption`` broken into lines that fit a figure ``width`` inches wide at CAPTION_POINTS,
+    leaving room on the last line for the time ("   t = 12.3 s")."""
+    import textwrap
+
+    chars = max(30, int(width * 72 / (CAPTION_POINTS * 0.6)))  # DejaVu Sans: under 0.6 em a character
+    lines = textwrap.wrap(caption, width=chars)
+    if lines and len(lines[-1]) + len("   t = 300.0 s") > chars:
+        lines.append("")
+    return lines or [""]
 
 
 def render_gif(rec: Recording, env_cfg: EnvCfg, out: Path, fps: int, dpi: int, caption: str) -> int:
@@ -223,23 +316,31 @@ def render_gif(rec: Recording, env_cfg: EnvCfg, out: Path, fps: int, dpi: int, c
     from navdeploy.scan import BeamLayout
 
     n = rec.poses.shape[1]
-    cols = math.ceil(math.sqrt(n))
-    rows = math.ceil(n / cols)
-    width, height = PANEL_INCHES * cols, (PANEL_INCHES + TITLE_INCHES) * rows + CAPTION_INCHES
-    fig, axes = plt.subplots(rows, cols, figsize=(width, height), dpi=dpi, squeeze=False)
+    t = env_cfg.room.wall_thickness
+    halves = np.array([world_half(rec.rooms, i, env_cfg) for i in range(n)])
+    aspect = float((halves[:, 1].max() + t) / (halves[:, 0].max() + t))  # the widest and the tallest world
+    grid = panel_layout(n, aspect)
+    width = grid.width * grid.cols
+    lines = caption_lines(caption, width)
+    caption_inches = CAPTION_INCHES + CAPTION_LINE_INCHES * (len(lines) - 1)
+    height = (grid.height + TITLE_INCHES) * grid.rows + caption_inches
+    fig, axes = plt.subplots(grid.rows, grid.cols, figsize=(width, height), dpi=dpi, squeeze=False)
     fig.subplots_adjust(
         left=0.01,
         right=0.99,
         bottom=0.01,
-        top=1 - CAPTION_INCHES / height,
+        top=1 - caption_inches / height,
         wspace=0.04,
-        hspace=TITLE_INCHES / PANEL_INCHES,
+        hspace=TITLE_INCHES / grid.height,
     )
     angles = BeamLayout(rec.scans.shape[2]).angles()
-    panels = [Panel(axes[i // cols][i % cols], rec, i, env_cfg, angles) for i in range(n)]
-    for k in range(n, rows * cols):
-        axes[k // cols][k % cols].axis("off")
-    caption_text = fig.suptitle("", fontsize=8, y=1 - 0.1 * CAPTION_INCHES / height, va="top")
+    families = rec.rooms.family.numpy()
+    mixed = bool((families != families[0]).any())  # the family in each title when they differ
+    panels = [Panel(axes[i // grid.cols][i % grid.cols], rec, i, env_cfg, angles, show_family=mixed) for i in range(n)]
+    for k in range(n, grid.rows * grid.cols):
+        axes[k // grid.cols][k % grid.cols].axis("off")
+    caption_text = fig.suptitle("", fontsize=CAPTION_POINTS, y=1 - 0.1 * CAPTION_INCHES / height, va="top")
+    caption = "\n".join(lines)
     frames = []
     palette = None
     every = max(1, rec.frames // 5)
@@ -295,9 +396,9 @@ def main(argv: list[str] | None = None) -> int:
     p = OneLineParser(prog=TOOL, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_policy_source(p)
     p.add_argument(
-        "--episodes", type=at_least(1), default=4, help=f"panels, one room each (default 4, at most {MAX_EPISODES})"
+        "--episodes", type=at_least(1), default=4, help=f"panels, one world each (default 4, at most {MAX_EPISODES})"
     )
-    p.add_argument("--seed", type=int, default=None, help="room seed (default: the config's runner.eval_seed)")
+    p.add_argument("--seed", type=int, default=None, help="world seed (default: the config's runner.eval_seed)")
     p.add_argument("--out", default="play.gif", help="the GIF to write (replaced if it exists)")
     p.add_argument(
         "--fps", type=at_least(1), default=10, help=f"frames per second, one frame per control step (at most {MAX_FPS})"
@@ -313,6 +414,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument(
         "--device", choices=["cpu", "cuda"], default="cpu", help="with --checkpoint (a bundle runs on the CPU)"
+    )
+    p.add_argument(
+        "--family",
+        default=None,
+        metavar="NAME",
+        help=f"play one world family at its top level ({'|'.join(FAMILIES)}): env.worlds.families={{NAME: 1.0}} "
+        "env.worlds.curriculum.enabled=false",
+    )
+    p.add_argument(
+        "--path-following",
+        action="store_true",
+        help="the policy follows sub-goals along the planner's path: env.worlds.path_following=1.0",
     )
     p.add_argument("overrides", nargs="*", help="dotted config overrides, e.g. randomization.enabled=false")
     args = p.parse_intermixed_args(argv)
@@ -337,6 +450,7 @@ def check_inputs(args: argparse.Namespace) -> None:
     if out.is_dir():
         raise CliError(f"--out {args.out} is a folder, not a file")
     check_can_create(out, "--out file")
+    args.overrides = [*world_overrides(args), *args.overrides]
     if args.checkpoint and args.device == "cuda":
         import torch
 
@@ -345,8 +459,40 @@ def check_inputs(args: argparse.Namespace) -> None:
     from navtrain.evaluate import prepare
 
     inputs = {"checkpoint": args.checkpoint, "bundle": args.bundle, "overrides": args.overrides}
-    no_outputs = dict.fromkeys(("suite", "json", "plot", "baseline", "label", "rows"))
+    no_outputs = dict.fromkeys(("suite", "json", "plot", "baseline", "label", "rows", "out"))
     prepare(argparse.Namespace(**inputs, dwa_params=args.dwa_params, **no_outputs))
+
+
+def world_overrides(args: argparse.Namespace) -> list[str]:
+    """The overrides ``--family`` and ``--path-following`` stand for; CliError for an unknown
+    family, or for an override that sets the same key as one of them."""
+    flags: dict[str, tuple[str, list[str]]] = {}
+    if args.family is not None:
+        if args.family not in FAMILIES:
+            raise CliError(f"--family {args.family}: unknown world family (known: {', '.join(FAMILIES)})")
+        sets = [f"env.worlds.families={{{args.family}: 1.0}}", "env.worlds.curriculum.enabled=false"]
+        flags["env.worlds.families"] = (f"--family {args.family}", sets)
+    if args.path_following:
+        flags["env.worlds.path_following"] = ("--path-following", ["env.worlds.path_following=1.0"])
+    for ov in args.overrides:
+        key = ov.split("=", 1)[0].strip()
+        if key in flags:
+            raise CliError(f"{flags[key][0]} and the override {ov} both set {key}: give one of them")
+    return [o for _, sets in flags.values() for o in sets]
+
+
+def describe_worlds(env_cfg: EnvCfg) -> str:
+    """The worlds played, for the caption: nothing for today's rooms, else the families and the
+    path-following share."""
+    w = env_cfg.worlds
+    if not w.planned():
+        return ""
+    text = ", " + "+".join(w.active_families())
+    if w.path_following >= 1.0:
+        text += ", following the planned path"
+    elif w.path_following > 0:
+        text += f", {w.path_following:.0%} following the planned path"
+    return text
 
 
 def play(args: argparse.Namespace) -> int:
@@ -366,8 +512,9 @@ def play(args: argparse.Namespace) -> int:
     act = evaluator.make_act(env)
     gen = torch.Generator(device=env.device)
     gen.manual_seed(seed)
-    rooms = env.new_rooms(env.num_envs, gen)  # the first rooms nav-evaluate draws for this seed
-    print(f"[play] {evaluator.label}: {args.episodes} episodes, seed {seed}", flush=True)
+    rooms = env.new_rooms(env.num_envs, gen)  # the first worlds nav-evaluate draws for this seed
+    worlds = describe_worlds(cfg.env)
+    print(f"[play] {evaluator.label}: {args.episodes} episodes, seed {seed}{worlds}", flush=True)
     rec = record(env, act, rooms, args.max_steps or env.max_episode_length)
     ends = ", ".join(
         f"{i}: {o} ({rec.steps[i] * rec.control_period:.1f} s)" if o else f"{i}: running"
@@ -375,7 +522,8 @@ def play(args: argparse.Namespace) -> int:
     )
     print(f"[play] episodes {ends}", flush=True)
     out = Path(args.out)
-    frames = render_gif(rec, cfg.env, out, args.fps, args.dpi, f"{name}, seed {seed}")
+    caption = f"{name}{worlds}, seed {seed}"
+    frames = render_gif(rec, cfg.env, out, args.fps, args.dpi, caption)
     print(f"[play] wrote {out}: {frames} frames, {out.stat().st_size / 1e6:.2f} MB", flush=True)
     return 0
 
