@@ -6,10 +6,12 @@ For a batch of worlds of one family (same half extents) the planner
    centres of a grid of ``env.worlds.grid_resolution`` cells, batched in torch: each obstacle slot
    writes only a window of cells around itself (``scatter_reduce`` with ``amin``), the world's walls
    are analytic; values are capped at ``radius + CAP_MARGIN``;
-2. runs Dijkstra from the goal cell on the 8-connected grid of *free* cells (scipy), where a cell
-   is free when its clearance exceeds ``radius + h * sqrt(2) / 2``: clearance is 1-Lipschitz, so
-   every point of a segment between two neighbouring free centres keeps more than ``radius`` from
-   every surface (the grid path is collision-free for the real robot, not just for the grid);
+2. runs Dijkstra from the goal cell on the 8-connected grid (scipy), joining two neighbouring
+   cell centres only when both clearances exceed ``radius + l / 2`` with ``l`` the edge's length
+   (``h`` along an axis, ``h * sqrt(2)`` diagonally): clearance is 1-Lipschitz, so every point of
+   such an edge keeps more than ``radius`` from every surface (the grid path is collision-free for
+   the real robot, not just for the grid). At 0.05 m an axis-aligned passage of the robot's
+   diameter + 0.1 m is certified;
 3. walks the predecessors from the start cell and pulls the string: each waypoint is joined to
    the furthest later one it sees, a segment being accepted only when at every sample ``p`` (spaced
    ``s``) the clearance of the nearest cell centre ``c`` satisfies
@@ -19,7 +21,9 @@ A world is feasible when the start and the goal lie in free cells joined by a pa
 path (at most ``env.worlds.path_points`` waypoints, start first, goal last) is then collision-free
 for the robot's radius, and its length is the reference for SPL. The recorded length is that of
 the pulled path on a grid that keeps ``h * sqrt(2) / 2`` more than the radius from surfaces: a
-slight overestimate of the true shortest path (within a few percent in open space).
+slight overestimate of the true shortest path (within a few percent in open space). The
+certificate is sound, not complete: a world whose only passage is narrower than the grid can
+certify is refused and redrawn.
 """
 
 from __future__ import annotations
@@ -128,14 +132,17 @@ class PlanResult:
 _OFFSETS = ((0, 1, 1.0), (1, 0, 1.0), (1, 1, math.sqrt(2)), (1, -1, math.sqrt(2)))
 
 
-def _graph(free: np.ndarray, sx: float, sy: float) -> coo_matrix:
-    H, W = free.shape
+def _graph(clear: np.ndarray, radius: float, sx: float, sy: float) -> coo_matrix:
+    """Edges between neighbouring cell centres whose clearances both exceed the radius plus half
+    the edge's length (so the whole segment clears the robot)."""
+    H, W = clear.shape
     ids = np.arange(H * W).reshape(H, W)
     rows, cols, weights = [], [], []
     for dy, dx, _ in _OFFSETS:
         ys, yd = slice(0, H - dy), slice(dy, H)
         x0, x1 = max(0, -dx), W - max(0, dx)
         xs, xd = slice(x0, x1), slice(x0 + dx, x1 + dx)
+        free = clear > radius + math.hypot(dx * sx, dy * sy) / 2
         both = free[ys, xs] & free[yd, xd]
         rows.append(ids[ys, xs][both])
         cols.append(ids[yd, xd][both])
@@ -197,7 +204,7 @@ def plan_paths(
     sx, sy = grid.step
     xs = -grid.hx + (np.arange(W) + 0.5) * sx
     ys = -grid.hy + (np.arange(H) + 0.5) * sy
-    margin = radius + math.hypot(sx, sy) / 2
+    margin = radius + max(sx, sy) / 2  # a start or goal cell must at least join its axis neighbours
     paths = np.zeros((n, path_points, 2), dtype=np.float32)
     count = np.zeros(n, dtype=np.int64)
     length = np.zeros(n, dtype=np.float64)
@@ -220,7 +227,7 @@ def plan_paths(
         ):
             continue
         g_id, s_id = g_iy * W + g_ix, s_iy * W + s_ix
-        dist, pred = dijkstra(_graph(free, sx, sy), directed=False, indices=g_id, return_predecessors=True)
+        dist, pred = dijkstra(_graph(clear, radius, sx, sy), directed=False, indices=g_id, return_predecessors=True)
         if not np.isfinite(dist[s_id]):
             continue
         chain = [s_id]

@@ -1,0 +1,300 @@
+"""World families: every generated world is feasible for the robot (checked here independently of
+the generator's planner), the curriculum moves levels as specified, path following feeds the
+policy the robot's sub-goal rule, and the default configuration stays today's rooms."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy import ndimage
+
+from navdeploy.subgoal import LookaheadRule, follow_path
+from navsim.config import load_config
+from navsim.env import NavEnv
+from navsim.families import FAMILIES, FAMILY_INDEX, family_half_extent, generate_family
+from navsim.grid_planner import Grid, plan_paths
+from navsim.robot import build_mjcf, slot_sizes
+from navsim.rooms import RoomGeometry
+from navsim.world_pool import Curriculum, planned_worlds
+
+ALL = "env.worlds.families={rooms: 1.0, clutter: 1.0, corridors: 1.0, arenas: 1.0}"
+WORLDS_PER_FAMILY = 1000
+
+
+def _config(*overrides: str):
+    return load_config(overrides=[ALL, "randomization.enabled=false", *overrides])
+
+
+# ------------------------------------------------------------------------------------------------
+# An independent feasibility check: its own distance code (numpy) and its own planner (connected
+# components of the free grid), sharing nothing with navsim.rooms / navsim.grid_planner.
+
+
+def _distances(points: np.ndarray, world: dict) -> np.ndarray:
+    """Planar distance from points (P, 2) to the nearest obstacle surface or the world's walls."""
+    best = np.minimum(world["hx"] - np.abs(points[:, 0]), world["hy"] - np.abs(points[:, 1]))
+    for (x, y), r in world["circles"]:
+        best = np.minimum(best, np.hypot(points[:, 0] - x, points[:, 1] - y) - r)
+    for (x, y), yaw, (ax, ay) in world["boxes"]:
+        dx, dy = points[:, 0] - x, points[:, 1] - y
+        lx = np.abs(np.cos(yaw) * dx + np.sin(yaw) * dy) - ax
+        ly = np.abs(-np.sin(yaw) * dx + np.cos(yaw) * dy) - ay
+        d = np.hypot(np.maximum(lx, 0), np.maximum(ly, 0)) + np.minimum(np.maximum(lx, ly), 0)
+        best = np.minimum(best, d)
+    return best
+
+
+def _world(batch, sizes, i: int) -> dict:
+    """World i as plain shapes (bound slots left out: the walls are the world's extents)."""
+    nc = len(sizes.cylinder_radius)
+    bound = set(sizes.role("bound").tolist())
+    pos = batch.slot_pos[i].numpy().astype(np.float64)
+    yaw = batch.slot_yaw[i].numpy().astype(np.float64)
+    act = batch.slot_active[i].numpy()
+    circles = [(pos[j], sizes.cylinder_radius[j]) for j in np.flatnonzero(act) if j < nc]
+    boxes = [(pos[j], yaw[j], sizes.box_half[j - nc]) for j in np.flatnonzero(act) if j >= nc and j not in bound]
+    hx, hy = (float(v) for v in batch.half[i])
+    return {"circles": circles, "boxes": boxes, "hx": hx, "hy": hy}
+
+
+def _connected(world: dict, start: np.ndarray, goal: np.ndarray, radius: float, cell: float = 0.04) -> bool:
+    """Start and goal in one 8-connected component of the cells whose exact clearance > radius."""
+    xs = np.arange(-world["hx"] + cell / 2, world["hx"], cell)
+    ys = np.arange(-world["hy"] + cell / 2, world["hy"], cell)
+    gx, gy = np.meshgrid(xs, ys)
+    free = (_distances(np.stack([gx.ravel(), gy.ravel()], axis=1), world) > radius).reshape(gx.shape)
+    labels, _ = ndimage.label(free, structure=np.ones((3, 3)))
+
+    def label_at(p: np.ndarray) -> int:
+        ix = int(np.argmin(np.abs(xs - p[0])))
+        iy = int(np.argmin(np.abs(ys - p[1])))
+        return int(labels[iy, ix])
+
+    a, b = label_at(start), label_at(goal)
+    return a > 0 and a == b
+
+
+def _path_clear(world: dict, path: np.ndarray, radius: float, spacing: float = 0.01) -> float:
+    """Smallest clearance along the polyline, sampled every ``spacing`` metres."""
+    pts = [path[:1]]
+    for a, b in zip(path[:-1], path[1:], strict=True):
+        m = max(2, int(math.ceil(np.linalg.norm(b - a) / spacing)) + 1)
+        pts.append(a + np.linspace(0, 1, m)[:, None] * (b - a))
+    return float(_distances(np.concatenate(pts), world).min())
+
+
+@pytest.fixture(scope="module")
+def setup():
+    cfg = _config()
+    sizes = slot_sizes(cfg.env)
+    geom = RoomGeometry(cfg.env, sizes, "cpu")
+    return cfg, sizes, geom
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_generated_world_is_feasible_for_the_robot(setup, family):
+    """1000 worlds per family over all levels: the recorded path keeps more than the robot's radius
+    from every surface (sampled every 1 cm) and an independent grid planner joins start and goal."""
+    cfg, sizes, geom = setup
+    radius = cfg.env.robot.radius
+    levels = cfg.env.worlds.curriculum.levels
+    gen = torch.Generator()
+    gen.manual_seed(1234 + FAMILY_INDEX[family])
+    per_level = WORLDS_PER_FAMILY // levels
+    checked = 0
+    for level in range(levels):
+        batch, _ = planned_worlds(family, level, per_level, cfg.env, geom, gen)
+        assert (batch.family == FAMILY_INDEX[family]).all() and (batch.level == level).all()
+        for i in range(per_level):
+            world = _world(batch, sizes, i)
+            path = batch.path[i, : int(batch.path_count[i])].numpy().astype(np.float64)
+            start, goal = batch.start[i, :2].numpy(), batch.goal[i].numpy()
+            assert np.allclose(path[0], start, atol=1e-5) and np.allclose(path[-1], goal, atol=1e-5)
+            assert _path_clear(world, path, radius) > radius, f"{family} level {level} world {i}: path too close"
+            length = float(np.linalg.norm(np.diff(path, axis=0), axis=1).sum())
+            assert length == pytest.approx(float(batch.path_length[i]), rel=1e-4)
+            assert length >= np.linalg.norm(goal - start) - 1e-4
+            if i % 4 == 0:  # the independent planner on every fourth world (it is slower)
+                assert _connected(world, start, goal, radius), f"{family} level {level} world {i}"
+            checked += 1
+    assert checked >= WORLDS_PER_FAMILY
+
+
+def test_independent_check_and_planner_refuse_a_blocked_world(setup):
+    """A wall across a corridor world: the planner says infeasible, and so does the independent check."""
+    cfg, sizes, geom = setup
+    gen = torch.Generator()
+    gen.manual_seed(5)
+    batch = generate_family("clutter", 0, 1, cfg.env, geom, gen)
+    batch.slot_active[:] = False
+    piece = sizes.role("piece")
+    hy = family_half_extent(cfg.env, "clutter")[1]
+    k = int(math.ceil(hy / sizes.box_half[piece[0] - len(sizes.cylinder_radius), 0]))
+    for j, slot in enumerate(piece[:k]):  # pieces end to end across the field at x = 0
+        batch.slot_pos[0, slot] = torch.tensor([0.0, -hy + (2 * j + 1) * 0.25])
+        batch.slot_yaw[0, slot] = math.pi / 2
+        batch.slot_active[0, slot] = True
+    from navsim.families import place_bounds
+
+    place_bounds(batch, sizes, cfg.env.room.wall_thickness)
+    hx = family_half_extent(cfg.env, "clutter")[0]
+    plan = plan_paths(
+        batch.slot_pos,
+        batch.slot_yaw,
+        batch.slot_active,
+        batch.start,
+        batch.goal,
+        sizes,
+        Grid(hx, hy, cfg.env.worlds.grid_resolution),
+        cfg.env.robot.radius,
+        cfg.env.worlds.path_points,
+    )
+    assert not plan.feasible[0]
+    world = _world(batch, sizes, 0)
+    assert not _connected(world, batch.start[0, :2].numpy(), batch.goal[0].numpy(), cfg.env.robot.radius)
+    batch.slot_active[0, piece[k // 2]] = False  # open one gap of 0.5 m: feasible again
+    plan = plan_paths(
+        batch.slot_pos,
+        batch.slot_yaw,
+        batch.slot_active,
+        batch.start,
+        batch.goal,
+        sizes,
+        Grid(hx, hy, cfg.env.worlds.grid_resolution),
+        cfg.env.robot.radius,
+        cfg.env.worlds.path_points,
+    )
+    world = _world(batch, sizes, 0)
+    assert plan.feasible[0]
+    assert _connected(world, batch.start[0, :2].numpy(), batch.goal[0].numpy(), cfg.env.robot.radius)
+
+
+def test_levels_make_worlds_harder(setup):
+    cfg, _, geom = setup
+    gen = torch.Generator()
+    gen.manual_seed(9)
+    easy, _ = planned_worlds("clutter", 0, 32, cfg.env, geom, gen)
+    hard, _ = planned_worlds("clutter", 4, 32, cfg.env, geom, gen)
+    assert hard.slot_active.sum() > 1.5 * easy.slot_active.sum()
+    easy, _ = planned_worlds("arenas", 0, 32, cfg.env, geom, gen)
+    hard, _ = planned_worlds("arenas", 4, 32, cfg.env, geom, gen)
+    assert hard.path_length.mean() > easy.path_length.mean() + 1.0
+    easy, _ = planned_worlds("corridors", 0, 32, cfg.env, geom, gen)
+    hard, _ = planned_worlds("corridors", 4, 32, cfg.env, geom, gen)
+    assert hard.slot_active.sum() > easy.slot_active.sum()  # fewer walls opened: more dead ends
+
+
+# ------------------------------------------------------------------------------------------------
+# Curriculum
+
+
+def test_curriculum_moves_up_on_success_and_down_on_failure():
+    cfg = _config("env.worlds.curriculum.enabled=true", "env.worlds.curriculum.start_level=2")
+    gen = torch.Generator()
+    gen.manual_seed(0)
+    cur = Curriculum(cfg.env, 6, torch.device("cpu"), gen)
+    assert cur.level.tolist() == [2] * 6
+    done = torch.tensor([True, True, False, True, True, False])
+    success = torch.tensor([True, False, False, False, True, True])  # success without done: no move
+    cur.update(done, success)
+    assert cur.level.tolist() == [3, 1, 2, 1, 3, 2]
+    for _ in range(5):
+        cur.update(torch.ones(6, dtype=torch.bool), torch.tensor([True, False, True, False, True, False]))
+    assert cur.level.tolist() == [4, 0, 4, 0, 4, 0]  # clamped to [0, levels - 1]
+    log = cur.log()
+    assert float(log["Curriculum/share_level_4"]) == pytest.approx(0.5)
+    assert float(log["Curriculum/share_level_0"]) == pytest.approx(0.5)
+
+
+def test_curriculum_off_keeps_every_world_at_the_top_level():
+    cfg = _config()
+    gen = torch.Generator()
+    gen.manual_seed(0)
+    cur = Curriculum(cfg.env, 8, torch.device("cpu"), gen)
+    cur.update(torch.ones(8, dtype=torch.bool), torch.zeros(8, dtype=torch.bool))
+    assert cur.level.tolist() == [cfg.env.worlds.curriculum.levels - 1] * 8
+
+
+def test_env_draws_the_next_world_at_the_moved_level():
+    """In NavEnv a world that fails drops a level and its next world comes from that level's pool;
+    TensorBoard gets the level statistics."""
+    cfg = _config(
+        "env.worlds.families={rooms: 1.0, corridors: 1.0}",
+        "env.worlds.curriculum.enabled=true",
+        "env.worlds.curriculum.start_level=3",
+        "env.worlds.pool_size=4",
+        "env.worlds.refresh_size=2",
+        "env.episode_length_s=0.3",
+        "env.init_at_random_ep_len=false",
+    )
+    env = NavEnv(cfg, num_envs=6, device="cpu", seed=3)
+    assert env.rooms.level.tolist() == [3] * 6
+    logs = {}
+    for _ in range(3):  # 3 steps of 0.1 s: every world times out (a failure)
+        _, _, dones, extras = env.step(torch.zeros(6, 3))
+        logs.update(extras.get("log", {}))
+    assert bool(dones.all())
+    assert env.curriculum.level.tolist() == [2] * 6
+    assert env.rooms.level.tolist() == [2] * 6
+    fams = env.rooms.family.tolist()
+    assert fams == env.curriculum.family.tolist()
+    assert "Curriculum/share_level_2" in logs and float(logs["Curriculum/share_level_2"]) == 1.0
+
+
+# ------------------------------------------------------------------------------------------------
+# Path following in training uses the robot's rule
+
+
+def test_policy_goal_is_the_robot_sub_goal_rule():
+    cfg = _config(
+        "env.worlds.families={corridors: 1.0}",
+        "env.worlds.path_following=1.0",
+        "env.worlds.pool_size=4",
+        "env.worlds.refresh_size=2",
+    )
+    env = NavEnv(cfg, num_envs=4, device="cpu", seed=1)
+    rule = LookaheadRule(cfg.env.worlds.lookahead, cfg.env.worlds.search_window)
+    progress = np.zeros(4, dtype=np.float32)
+    for t in range(15):
+        if t:
+            _, _, dones, _ = env.step(torch.tensor([[0.6, 0.0, 0.0]] * 4))
+            progress[dones.numpy().astype(bool)] = 0.0  # a new episode starts at the path's start
+        path = env.rooms.path.numpy()
+        count = env.rooms.path_count.numpy()
+        pose = env.observed_pose.numpy()
+        for i in range(4):  # the robot's side: numpy, one world at a time, with its own progress
+            sub, prog, _ = follow_path(
+                path[i : i + 1], count[i : i + 1], pose[i : i + 1, :2], progress[i : i + 1], rule
+            )
+            progress[i] = prog[0]
+            assert np.allclose(sub[0], env.policy_goal[i].numpy(), atol=1e-5)
+    assert bool(env.follow.all())
+    # the goal observation is the sub-goal: it differs from the final goal in corridors
+    assert not torch.allclose(env.policy_goal, env.rooms.goal)
+
+
+# ------------------------------------------------------------------------------------------------
+# Defaults: today's rooms
+
+
+def test_default_config_is_todays_rooms():
+    cfg = load_config()
+    assert not cfg.env.worlds.planned()
+    sizes = slot_sizes(cfg.env)
+    assert sizes.num_slots == cfg.env.room.num_cylinder_slots + cfg.env.room.num_box_slots
+    assert set(sizes.roles) == {"room_cylinder", "room_box"}
+    assert cfg.env.extent_half() == cfg.env.room.size / 2
+    xml = build_mjcf(cfg.env)
+    assert 'name="obs_box7"' in xml and 'name="obs_box8"' not in xml and 'name="obs_cyl8"' not in xml
+
+
+def test_unknown_family_is_refused_by_name():
+    from navsim.config import ConfigError
+
+    with pytest.raises(ConfigError, match="unknown family 'caves'"):
+        load_config(overrides=["env.worlds.families={caves: 1.0}"])
+    with pytest.raises(ConfigError, match="at least one family"):
+        load_config(overrides=["env.worlds.families={rooms: 0.0}"])
