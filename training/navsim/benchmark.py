@@ -2,6 +2,7 @@
 
     nav-benchmark-sim                          # 64, 1024 and 4096 worlds
     nav-benchmark-sim --num-envs 4096 --steps 30 --json /tmp/bench.json
+    nav-benchmark-sim --num-envs 512 --no-reference --families   # what each world family costs
 
 For each world count N it measures, on the same rooms:
 
@@ -27,6 +28,20 @@ With ``--rays-per-beam K`` (repeatable) it also sweeps the lidar's sub-rays per 
   obstacles lies on an edge or at a smooth minimum inside, so that sampling is exact to far
   below a millimetre (tests/test_lidar_parity.py checks the rule against an independent caster);
 * the **cost**: NavEnv.step, physics and lidar env-steps/s for every world count.
+
+With ``--families`` it also measures what each world family costs (``navsim.families``): for
+every world count, NavEnv.step env-steps/s (and physics and lidar alone) with rooms, clutter
+fields, corridors and arenas each alone and with the mix ``FAMILY_MIX``, side by side in one run
+and as ratios against rooms (curriculum off, every world at its family's top level,
+``--pool-size`` planned worlds per family so that set-up stays short). The timed steps are
+rounded up to a multiple of ``env.worlds.refresh_interval``, so the timed window holds the pool
+refreshes (planning ``refresh_size`` new worlds) at the rate training pays them; the rows are
+timed ``--family-rounds`` times in turn and each measure keeps its best round (under a load that
+comes and goes). Per family it also reports the model's obstacle slots, the mean active obstacles per world
+(the four walls that close a small world not counted), and the grid planner's cost: one batch of
+``--plan-worlds`` draws planned (time per draw, share refused) and
+``navsim.world_pool.planned_worlds`` delivering that many feasible worlds (time per world,
+redraws included).
 
 Warm-up steps (Warp kernel compilation or cache loading, first allocations) are run before the
 clock starts. Progress goes to stderr; the result table to stdout; ``--json`` writes the numbers.
@@ -55,6 +70,9 @@ from navsim.sim_world import RayCaster, Room, compile_world_model, place_room, s
 
 DEFAULT_NUM_ENVS = (64, 1024, 4096)
 REFERENCE_RAYS_PER_BEAM = 401
+FAMILY_MIX = {"rooms": 0.3, "clutter": 0.3, "corridors": 0.2, "arenas": 0.2}
+"""The mix ``--families`` times beside each family alone."""
+REFRESH_REPEATS = 3  # pool refreshes timed per family
 
 
 def log(msg: str) -> None:
@@ -305,6 +323,189 @@ def lidar_accuracy(
     return out
 
 
+def family_rows() -> dict[str, dict[str, float]]:
+    """The rows of ``--families``: each family alone, then the mix (row name -> shares)."""
+    from navsim.families import FAMILIES
+
+    return {**{f: {f: 1.0} for f in FAMILIES}, "mix": dict(FAMILY_MIX)}
+
+
+def family_overrides(shares: dict[str, float], pool_size: int, refresh_size: int) -> list[str]:
+    """One row's worlds: its shares, curriculum off, a pool of ``pool_size`` per family (the refresh
+    no larger than the pool)."""
+    text = ", ".join(f"{name}: {share}" for name, share in shares.items())
+    return [
+        f"env.worlds.families={{{text}}}",
+        "env.worlds.curriculum.enabled=false",
+        f"env.worlds.pool_size={pool_size}",
+        f"env.worlds.refresh_size={min(pool_size, refresh_size)}",
+    ]
+
+
+def active_obstacles(env) -> float:
+    """Mean active obstacle slots per world of ``env``, without the ``bound`` walls."""
+    active = env.rooms.slot_active.clone()
+    bound = torch.as_tensor(env.sizes.role("bound"), dtype=torch.long, device=active.device)
+    active[:, bound] = False
+    return float(active.sum(dim=1).float().mean())
+
+
+def planner_cost(cfg: NavConfig, family: str, worlds: int, device: str, seed: int) -> dict[str, float]:
+    """The grid planner on ``worlds`` draws of ``family`` at its top level: one batch planned
+    (time per draw, share refused), then ``planned_worlds`` delivering that many feasible worlds
+    (time per world, redraws included)."""
+    from navsim.families import family_half_extent, generate_family
+    from navsim.grid_planner import Grid, plan_paths
+    from navsim.robot import slot_sizes
+    from navsim.rooms import RoomGeometry
+    from navsim.world_pool import planned_worlds
+
+    env_cfg = cfg.env
+    top = env_cfg.worlds.curriculum.levels - 1
+    geom = RoomGeometry(env_cfg, slot_sizes(env_cfg), device)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    grid = Grid(*family_half_extent(env_cfg, family), env_cfg.worlds.grid_resolution)
+    t0 = time.perf_counter()
+    batch = generate_family(family, top, worlds, env_cfg, geom, gen)
+    t1 = time.perf_counter()
+    plan = plan_paths(
+        batch.slot_pos,
+        batch.slot_yaw,
+        batch.slot_active,
+        batch.start,
+        batch.goal,
+        geom.sizes,
+        grid,
+        env_cfg.robot.radius,
+        env_cfg.worlds.path_points,
+    )
+    t2 = time.perf_counter()
+    _, refused = planned_worlds(family, top, worlds, env_cfg, geom, gen)
+    t3 = time.perf_counter()
+    w = env_cfg.worlds
+    for _ in range(REFRESH_REPEATS):  # what one pool refresh plans (at least world_pool.MIN_DRAW draws)
+        planned_worlds(family, top, w.refresh_size, env_cfg, geom, gen)
+    refresh_s = (time.perf_counter() - t3) / REFRESH_REPEATS
+    return {
+        "grid_cells": grid.shape[0] * grid.shape[1],
+        "draw_ms_per_world": 1e3 * (t1 - t0) / worlds,
+        "plan_ms_per_draw": 1e3 * (t2 - t1) / worlds,
+        "refused_share": float(1.0 - plan.feasible.mean()),
+        "planned_worlds_ms_per_world": 1e3 * (t3 - t2) / worlds,
+        "planned_worlds_refused_draws": int(refused),
+        "refresh_ms": 1e3 * refresh_s,
+        "refresh_ms_per_step": 1e3 * refresh_s / w.refresh_interval,
+    }
+
+
+def bench_families(
+    config: str | None,
+    overrides: list[str],
+    counts: list[int],
+    steps: int,
+    warmup: int,
+    device: str,
+    pool_size: int,
+    rounds: int,
+    plan_worlds: int,
+) -> dict:
+    """``--families``: NavEnv.step per family and for the mix at every world count, side by side,
+    and the planner's cost per family (see the module docstring)."""
+    from navsim.env import NavEnv
+
+    rows = family_rows()
+    refresh = load_config(config, overrides).env.worlds.refresh_size
+    cfgs = {
+        name: load_config(config, [*overrides, *family_overrides(sh, pool_size, refresh)]) for name, sh in rows.items()
+    }
+    interval = cfgs["mix"].env.worlds.refresh_interval
+    timed = -(-steps // interval) * interval  # whole refresh intervals
+    out: dict = {
+        "mix": dict(FAMILY_MIX),
+        "steps": timed,
+        "rounds": rounds,
+        "pool_size": pool_size,
+        "refresh_interval": interval,
+        "refresh_size": cfgs["mix"].env.worlds.refresh_size,
+        "plan_worlds": plan_worlds,
+        "rows": {name: {"shares": rows[name], "results": {}} for name in rows},
+        "planner": {},
+    }
+    log(f"[families] {timed} timed steps per row (whole refresh intervals of {interval}), best of {rounds} round(s)")
+    for n in counts:
+        envs = {}
+        for name, cfg in cfgs.items():
+            log(f"[families N={n}] {name}: building NavEnv (pool of {pool_size} planned worlds per family)")
+            t0 = time.perf_counter()
+            env = NavEnv(cfg, num_envs=n, device=device, seed=cfg.env.seed)
+            env.randomize_episode_lengths()
+            row = out["rows"][name]
+            row["planned_pools"] = bool(env.planned)  # False: today's rooms from the spare ring
+            row["obstacle_slots"] = int(env.sizes.num_slots)
+            row["bound_slots"] = len(env.sizes.role("bound"))
+            row["mean_active_obstacles"] = active_obstacles(env)
+            row["results"][str(n)] = {"setup_s": time.perf_counter() - t0}
+            envs[name] = env
+        for r in range(rounds):
+            for name, env in envs.items():
+                log(f"[families N={n}] round {r + 1}/{rounds}: {name}")
+                got = bench_warp(env, timed, warmup, seed=n)
+                best = out["rows"][name]["results"][str(n)]
+                for key, value in got.items():
+                    best[key] = max(best.get(key, 0.0), value)
+        base = out["rows"]["rooms"]["results"][str(n)]["env_steps_per_s"]
+        for row in out["rows"].values():
+            res = row["results"][str(n)]
+            res["ratio_to_rooms"] = res["env_steps_per_s"] / base
+        envs.clear()
+        del env
+        gc.collect()
+    for family in rows:
+        if family == "mix":
+            continue
+        log(f"[families] planner: {plan_worlds} worlds of {family}")
+        out["planner"][family] = planner_cost(cfgs[family], family, plan_worlds, device, seed=cfgs[family].env.seed)
+    return out
+
+
+def print_families(fam: dict, counts: list[int]) -> None:
+    spare = [name for name, row in fam["rows"].items() if not row["planned_pools"]]
+    planned = f"{', '.join(spare) or 'no row'}: today's rooms from the spare ring, the others from planned pools"
+    print(
+        f"\nworld families: NavEnv.step env-steps/s (physics / lidar alone) and ratio to rooms, {fam['steps']} timed"
+        f" steps per row (pool refreshes included: {fam['refresh_size']} worlds every {fam['refresh_interval']}"
+        f" steps), best of {fam['rounds']}; {planned}"
+    )
+    head = f"{'row':>10} {'slots':>6} {'active':>7}"
+    head += "".join(f" {'N=' + str(n) + ' step':>12} {'ratio':>6} {'physics':>9} {'lidar':>9}" for n in counts)
+    print(head)
+    for name, row in fam["rows"].items():
+        line = f"{name:>10} {row['obstacle_slots']:>6} {row['mean_active_obstacles']:>7.1f}"
+        for n in counts:
+            r = row["results"][str(n)]
+            line += (
+                f" {r['env_steps_per_s']:>12,.0f} {r['ratio_to_rooms']:>6.2f} {r['physics_steps_per_s']:>9,.0f}"
+                f" {r['lidar_steps_per_s']:>9,.0f}"
+            )
+        print(line)
+    print(
+        f"\ngrid planner, {fam['plan_worlds']} worlds per family at the top level: one batch of draws planned (ms per"
+        " draw, share refused), planned_worlds delivering that many feasible worlds (ms per world), and one pool"
+        f" refresh of {fam['refresh_size']} worlds (ms, and spread over the {fam['refresh_interval']} steps between"
+        " refreshes)"
+    )
+    print(
+        f"{'family':>10} {'cells':>8} {'draw ms':>8} {'plan ms':>8} {'refused':>8} {'ms/world':>9}"
+        f" {'refresh ms':>11} {'per step':>9}"
+    )
+    for name, c in fam["planner"].items():
+        print(
+            f"{name:>10} {c['grid_cells']:>8,} {c['draw_ms_per_world']:>8.1f} {c['plan_ms_per_draw']:>8.1f}"
+            f" {c['refused_share']:>8.0%} {c['planned_worlds_ms_per_world']:>9.1f} {c['refresh_ms']:>11.1f}"
+            f" {c['refresh_ms_per_step']:>9.2f}"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--num-envs", type=int, action="append", help="world count (repeatable)")
@@ -334,6 +535,19 @@ def main(argv: list[str] | None = None) -> int:
         help="also time NavEnv.step with randomization.enabled=false: the cost of the randomisation terms",
     )
     parser.add_argument("--accuracy-worlds", type=int, default=256, help="worlds of the error measurement")
+    parser.add_argument(
+        "--families",
+        action="store_true",
+        help="also time NavEnv.step for each world family alone and for the mix, with the planner's cost",
+    )
+    parser.add_argument("--pool-size", type=int, default=16, help="with --families: planned worlds per family pool")
+    parser.add_argument(
+        "--family-rounds",
+        type=int,
+        default=2,
+        help="with --families: time the rows this many times in turn, keep the best",
+    )
+    parser.add_argument("--plan-worlds", type=int, default=32, help="with --families: worlds of the planner's timing")
     parser.add_argument("--config", default=None, help="config YAML (default conf/nav.yaml)")
     parser.add_argument("--json", default=None, help="write the results here")
     parser.add_argument("overrides", nargs="*", help="dotted config overrides, e.g. env.room.num_obstacles=[8,16]")
@@ -400,6 +614,21 @@ def main(argv: list[str] | None = None) -> int:
                 del env
             sweep[str(k)] = {"error": accuracy[str(k)], "throughput": cost}
 
+    families = None
+    if args.families:
+        families = bench_families(
+            args.config,
+            args.overrides,
+            counts,
+            args.steps,
+            args.warmup,
+            device,
+            args.pool_size,
+            args.family_rounds,
+            args.plan_worlds,
+        )
+        families["load_average_at_end"] = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+
     print(
         f"\nenv-steps/s on {device} ({cfg.env.lidar.num_beams}-beam lidar, rays_per_beam "
         f"{cfg.env.lidar.rays_per_beam}, included), {args.steps} timed steps per row"
@@ -454,6 +683,8 @@ def main(argv: list[str] | None = None) -> int:
                 t = row["throughput"][n]
                 line += f" {t['env_steps_per_s']:>9,.0f}/{t['lidar_steps_per_s']:>9,.0f}"
             print(line)
+    if families is not None:
+        print_families(families, counts)
     if args.json:
         payload = {
             "device": device,
@@ -471,6 +702,8 @@ def main(argv: list[str] | None = None) -> int:
                 "accuracy_worlds": args.accuracy_worlds,
                 "results": sweep,
             }
+        if families is not None:
+            payload["families"] = families
         Path(args.json).write_text(json.dumps(payload, indent=2) + "\n")
         log(f"wrote {args.json}")
     return 0
