@@ -361,14 +361,18 @@ class NavEnv(VecEnv):
 
     def new_rooms(self, n: int, gen: torch.Generator) -> RoomBatch:
         """``n`` fresh worlds from ``gen``: today's rooms, or planned worlds of the configured
-        families at their top level (in family order, shares rounded)."""
+        families at their top level (in family order; counts by the shares, largest remainders
+        rounded up)."""
         if not self.planned:
             return generate_rooms(n, self.env_cfg, self.geometry, gen)
         w = self.env_cfg.worlds
         fams = w.active_families()
         shares = [w.families[f] for f in fams]
-        counts = [int(n * s / sum(shares)) for s in shares]
-        counts[0] += n - sum(counts)
+        exact = [n * s / sum(shares) for s in shares]
+        counts = [int(e) for e in exact]
+        by_remainder = sorted(range(len(fams)), key=lambda i: counts[i] - exact[i])  # largest remainder first
+        for i in by_remainder[: n - sum(counts)]:
+            counts[i] += 1
         top = w.curriculum.levels - 1
         parts = [
             planned_worlds(f, top, c, self.env_cfg, self.geometry, gen)[0]

@@ -15,6 +15,8 @@ the configured shares) and level (up one on success, down one on any failure).
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 
@@ -42,23 +44,24 @@ def planned_worlds(
     out: RoomBatch | None = None
     need = torch.ones(n, dtype=torch.bool)
     refused = 0
-    for _ in range(MAX_ROUNDS):
+    for round_ in range(MAX_ROUNDS):
         todo = int(need.sum())
         if todo == 0:
             break
-        # Draw more than needed (at least MIN_DRAW): a dense family may refuse most of its draws.
-        batch = generate_family(family, level, max(todo, MIN_DRAW), cfg, geom, gen)
-        plan = plan_paths(
-            batch.slot_pos,
-            batch.slot_yaw,
-            batch.slot_active,
-            batch.start,
-            batch.goal,
-            geom.sizes,
-            grid,
-            cfg.robot.radius,
-            cfg.worlds.path_points,
-        )
+        # After a refusal, draw at least MIN_DRAW: a dense family may refuse most of its draws.
+        batch = generate_family(family, level, todo if round_ == 0 else max(todo, MIN_DRAW), cfg, geom, gen)
+        with _one_thread():  # small tensor work: extra threads only contend (and stall on busy cores)
+            plan = plan_paths(
+                batch.slot_pos,
+                batch.slot_yaw,
+                batch.slot_active,
+                batch.start,
+                batch.goal,
+                geom.sizes,
+                grid,
+                cfg.robot.radius,
+                cfg.worlds.path_points,
+            )
         batch.path = torch.as_tensor(plan.path, device=device)
         batch.path_count = torch.as_tensor(plan.count, device=device)
         batch.path_length = torch.as_tensor(plan.length, dtype=torch.float32, device=device)
@@ -78,6 +81,16 @@ def planned_worlds(
             f"{MAX_ROUNDS} draws each; make the family easier (fewer obstacles, wider passages)"
         )
     return out, refused
+
+
+@contextmanager
+def _one_thread() -> Iterator[None]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 class Curriculum:
