@@ -298,3 +298,25 @@ def test_unknown_family_is_refused_by_name():
         load_config(overrides=["env.worlds.families={caves: 1.0}"])
     with pytest.raises(ConfigError, match="at least one family"):
         load_config(overrides=["env.worlds.families={rooms: 0.0}"])
+
+
+def test_tensorboard_gets_success_and_collision_per_family():
+    cfg = _config(
+        "env.worlds.families={rooms: 1.0, corridors: 1.0}",
+        "env.worlds.pool_size=4",
+        "env.worlds.refresh_size=2",
+        "env.episode_length_s=0.2",
+        "env.init_at_random_ep_len=false",
+    )
+    env = NavEnv(cfg, num_envs=8, device="cpu", seed=2)
+    env.step(torch.zeros(8, 3))
+    _, _, dones, extras = env.step(torch.zeros(8, 3))  # every world times out now
+    assert bool(dones.all())
+    log = extras["log"]
+    fams = env.curriculum.family
+    for name in ("rooms", "corridors"):
+        n = int((fams == FAMILY_INDEX[name]).sum())
+        if n:
+            assert log[f"Family/{name}/success"].shape == (n,)
+            assert float(log[f"Family/{name}/collision"].sum()) == 0.0
+    assert "Family/clutter/success" not in log

@@ -43,7 +43,7 @@ from navdeploy.subgoal import LookaheadRule, follow_path
 from navdeploy.terms import ObsContext, goal_in_body
 from navsim.actuation import BaseDynamics
 from navsim.config import NavConfig, to_dict
-from navsim.families import generate_family
+from navsim.families import FAMILIES, generate_family
 from navsim.lidar import BatchedLidar
 from navsim.observations import ObservationManager, SimTruth
 from navsim.outcomes import OUTCOMES
@@ -312,6 +312,8 @@ class NavEnv(VecEnv):
         ended = dones.nonzero()[:, 0] if self.log_episodes else None  # the one host sync of the step
         if ended is not None and ended.numel() > 0:
             extras["log"] = self._episode_log(ended, reasons, sums, length_s)
+            if self.planned:
+                extras["log"].update(self._family_log(ended, success, collision))
         if self.curriculum is not None and self.auto_reset:
             self.curriculum.update(dones, success)
             if "log" in extras:
@@ -560,6 +562,20 @@ class NavEnv(VecEnv):
             std = rand.value("odom_twist", "noise_std")[:, None]
             twist = scale * twist + std * rand.randn(self.num_envs, 3)
         return pose, twist
+
+    def _family_log(
+        self, ended: torch.Tensor, success: torch.Tensor, collision: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
+        """Success and collision of the episodes ending now, per world family (``Family/<name>/...``)."""
+        fam = self.rooms.family[ended]
+        counts = torch.bincount(fam, minlength=len(FAMILIES)).tolist()
+        log: dict[str, torch.Tensor] = {}
+        for i, name in enumerate(FAMILIES):
+            if counts[i]:
+                mine = ended[fam == i]
+                log[f"Family/{name}/success"] = success[mine].float()
+                log[f"Family/{name}/collision"] = collision[mine].float()
+        return log
 
     @staticmethod
     def _episode_log(
