@@ -108,13 +108,14 @@ def fixture_bundle() -> Path:
     return FIXTURE_BUNDLE
 
 
-def write_goal_seeking_bundle(out: Path, response: Any = None) -> Path:
+def write_goal_seeking_bundle(out: Path, response: Any = None, path_following: Any = None) -> Path:
     """A hand-made bundle whose 'policy' drives straight at the goal (body frame), no learning.
 
     A linear layer reads goal_polar's sin/cos and outputs vx = 2 cos, vy = 2 sin (the runtime clips
     to [-1, 1] and scales), so the robot side can be tested without a trained network. With
     ``response`` (a ``navdeploy.response.RobotResponse``) the contract carries that
-    ``robot_response`` section (format 2); without it, none (format 1).
+    ``robot_response`` section (format 2); without it, none (format 1). With ``path_following`` (a
+    ``navdeploy.subgoal.TrainedPathFollowing``) it carries that ``path_following`` section.
     """
     from navdeploy.action import ActionScaling
     from navdeploy.bundle import make_contract
@@ -145,6 +146,7 @@ def write_goal_seeking_bundle(out: Path, response: Any = None) -> Path:
         0.0,
         extra={"source": {"kind": "hand-made goal-seeking test policy"}},
         response=response,
+        path_following=path_following,
     )
     write_bundle(out, weights, contract)
     return out

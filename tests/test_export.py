@@ -21,9 +21,11 @@ import pytest
 import torch
 
 from conftest import REPO, TRAIN_OVERRIDES
-from navdeploy.bundle import CONTRACT_FILE, FINGERPRINT_KEY, METADATA_KEY, ONNX_FILE, make_contract
+from navdeploy.bundle import CONTRACT_FILE, FINGERPRINT_KEY, METADATA_KEY, ONNX_FILE, BundleError, make_contract
+from navdeploy.controller import PolicyController, resolve_settings
 from navdeploy.response import robot_response
 from navdeploy.runtime import PolicyRuntime
+from navdeploy.subgoal import LookaheadRule, TrainedPathFollowing, path_following_section
 from navsim.config import load_config, to_dict
 from navtrain.checkpoint import CheckpointError, build_actor, config_from_checkpoint
 from navtrain.export_onnx import (
@@ -98,6 +100,10 @@ def test_contract_in_metadata_equals_contract_file_and_says_everything(bundle: P
     assert beside["format_version"] == 2
     assert beside["robot_response"] == robot_response(to_dict(cfg))
     assert beside["robot_response"] == robot_response(beside["source"]["nav_config"])
+    # The path-following rule it was trained with, from the config's env.worlds (format 2 still).
+    assert beside["path_following"] == path_following_section(to_dict(cfg))
+    assert beside["path_following"]["lookahead"] == cfg.env.worlds.lookahead
+    assert beside["path_following"]["trained_share"] == cfg.env.worlds.path_following
 
 
 def test_self_check_ran_on_recorded_observations_within_tolerance(bundle: Path) -> None:
@@ -186,6 +192,58 @@ def test_checkpoint_without_config_needs_the_fallback(ckpt: dict, trained_checkp
     cfg_yaml.write_text(yaml.safe_dump(data))
     with pytest.raises(ExportError, match="goal_polar"):
         export_bundle(trained_checkpoint, tmp_path / "b2", config=cfg_yaml, observations=obs)
+
+
+def _export_with_stored_config(ckpt: dict, tmp_path: Path, edit) -> Path:
+    """Export ``ckpt`` with its stored config edited by ``edit`` (plain data), checked on
+    observations drawn around its normaliser (no rollout); returns the bundle folder."""
+    stored = json.loads(json.dumps(ckpt["infos"]["nav_config"]))
+    edit(stored)
+    path = tmp_path / "edited.pt"
+    torch.save({**ckpt, "infos": {**ckpt["infos"], "nav_config": stored}}, path)
+    mean = ckpt["actor_state_dict"]["obs_normalizer._mean"]
+    std = ckpt["actor_state_dict"]["obs_normalizer._std"]
+    obs = mean + std * torch.randn(1024, 78, generator=torch.Generator().manual_seed(0))
+    return export_bundle(path, tmp_path / "bundle", observations=obs).parent
+
+
+def test_the_contract_carries_the_trained_path_rule_and_the_controller_follows_it(ckpt: dict, tmp_path: Path) -> None:
+    def edit(stored: dict) -> None:
+        stored["env"]["worlds"].update(lookahead=0.7, path_following=0.5)
+
+    out = _export_with_stored_config(ckpt, tmp_path, edit)
+    contract = json.loads((out / CONTRACT_FILE).read_text())
+    assert contract["format_version"] == 2
+    section = contract["path_following"]
+    assert (section["lookahead"], section["search_window"], section["trained_share"]) == (0.7, 2.0, 0.5)
+    rt = PolicyRuntime.load(out)
+    assert rt.contract.path_following == TrainedPathFollowing(LookaheadRule(0.7, 2.0), 0.5)
+    assert rt.contract.fingerprint == policy_spec_for(load_config(overrides=TRAIN_OVERRIDES)).fingerprint()
+    # The node's parameters: 0 (the default) takes the bundle's rule, a positive value replaces it.
+    settings, _ = resolve_settings(rt.contract)
+    assert settings.path_rule == LookaheadRule(0.7, 2.0)
+    assert "path_lookahead 0.7 m (bundle contract" in settings.path_source
+    controller = PolicyController.from_settings(rt, settings)
+    assert controller.path_rule.lookahead == 0.7
+    settings, warnings = resolve_settings(rt.contract, path_lookahead=1.3, path_search_window=2.0)
+    assert settings.path_rule == LookaheadRule(1.3, 2.0)
+    assert PolicyController.from_settings(rt, settings).path_rule.lookahead == 1.3
+    assert warnings == ["path_lookahead=1.3 m differs from the 0.7 m the policy was trained to follow paths with"]
+
+
+def test_a_corrupt_path_following_section_is_refused_in_one_line(ckpt: dict, tmp_path: Path) -> None:
+    """Edited in both copies alike (so they still agree): the section's own check refuses it."""
+    out = _export_with_stored_config(ckpt, tmp_path, lambda stored: None)
+    model = onnx.load(str(out / ONNX_FILE))
+    prop = next(p for p in model.metadata_props if p.key == METADATA_KEY)
+    data = json.loads(prop.value)
+    data["path_following"]["search_window"] = -2.0
+    prop.value = json.dumps(data)
+    onnx.save_model(model, str(out / ONNX_FILE))
+    (out / CONTRACT_FILE).write_text(json.dumps(data, indent=2) + "\n")
+    with pytest.raises(BundleError) as info:
+        PolicyRuntime.load(out)
+    assert str(info.value) == "contract path_following.search_window = -2.0 must be finite and > 0"
 
 
 def test_untrained_normaliser_is_refused(ckpt: dict, tmp_path: Path) -> None:

@@ -1,11 +1,14 @@
 """Path following in the live policy node (real rclpy, loopback).
 
 One ``policy_node`` process (the console entry point, the installed params file, a hand-made
-goal-seeking bundle) runs on wall time for the module. The test process publishes scans and
-odometry of a robot standing still, then a ``nav_msgs/Path`` on the plan topic, and reads the
-status topic: the sub-goal the node reports must be the one ``navdeploy.subgoal.follow_path``
-gives with torch tensors (the training side) for the same path and pose. An empty path falls back
-to the goal pose, a new goal pose ends path following, a path in a foreign frame is refused.
+goal-seeking bundle) runs on wall time for the module. The bundle states the path rule it was
+"trained" with (``path_following``); the node takes its lookahead from there (the installed
+``path_lookahead: 0``) and its search window from the parameter, and says so at start-up. The
+test process publishes scans and odometry of a robot standing still, then a ``nav_msgs/Path`` on
+the plan topic, and reads the status topic: the sub-goal the node reports must be the one
+``navdeploy.subgoal.follow_path`` gives with torch tensors (the training side) for the same path
+and pose. An empty path falls back to the goal pose, a new goal pose ends path following, a path
+in a foreign frame is refused.
 """
 
 from __future__ import annotations
@@ -20,11 +23,12 @@ import pytest
 import torch
 
 import ros_helpers as h
-from navdeploy.subgoal import LookaheadRule, follow_path
+from navdeploy.subgoal import LookaheadRule, TrainedPathFollowing, follow_path
 
 pytestmark = pytest.mark.ros
 
 LOOKAHEAD, WINDOW = 0.8, 1.5
+BUNDLE_WINDOW = 3.0  # the bundle's search window, replaced by the node's path_search_window parameter
 POSE = (0.7, 1.9, 0.4)  # x, y, yaw of the robot in odom
 STATIC = (1.0, -0.5, math.pi / 2)  # the pose of frame map_fixed in odom
 
@@ -42,10 +46,10 @@ class Rig:
 
         self.LaserScan, self.Odometry, self.PoseStamped, self.PathMsg = LaserScan, Odometry, PoseStamped, PathMsg
         self.lease = h.DomainLease()
-        bundle = h.write_goal_seeking_bundle(tmp / "bundle")
+        trained = TrainedPathFollowing(LookaheadRule(LOOKAHEAD, BUNDLE_WINDOW), 0.5)
+        bundle = h.write_goal_seeking_bundle(tmp / "bundle", path_following=trained)
         params = {
             "bundle_path": str(bundle),
-            "path_lookahead": LOOKAHEAD,
             "path_search_window": WINDOW,
             "static_goal_frames": "map_fixed {} {} {}".format(*STATIC),
         }
@@ -157,6 +161,13 @@ def training_subgoal(points_odom: np.ndarray) -> np.ndarray:
             return sub[0].numpy()
         progress = new
     raise AssertionError("the progress did not settle")
+
+
+def test_startup_line_says_where_the_path_rule_came_from(rig: Rig) -> None:
+    log = rig.proc.output()
+    assert f"path_lookahead {LOOKAHEAD:g} m (bundle contract; node parameter 0 = the bundle's)" in log
+    assert f"path_search_window {WINDOW:g} m (node parameter; the bundle's {BUNDLE_WINDOW:g} m)" in log
+    assert f"path_search_window={WINDOW:g} m differs from the {BUNDLE_WINDOW:g} m" in log
 
 
 def test_reported_subgoal_is_the_training_rules(rig: Rig) -> None:

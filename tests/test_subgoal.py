@@ -4,18 +4,26 @@ The rule on hand-made paths (straight line, L-turn, a U-turn around a wall, padd
 point, repeated points, the end of the path, progress that never goes back), then the same rule in
 numpy one world at a time against torch batched over 64 random paths: the robot's sub-goal is the
 training rule's. Then the controller: paths in a static frame, an empty path, a new goal pose,
-refused paths, the goal reached at the path's end.
+refused paths, the goal reached at the path's end. Last, the rule a policy was trained with: the
+contract's ``path_following`` section from the training config (defaults for configs without
+``env.worlds``), its checks on load, and the node's parameters (0 = the bundle's, > 0 replaces it;
+a bundle without the section follows paths with LookaheadRule's defaults).
 """
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
+import yaml
 
+from conftest import FIXTURE_BUNDLE, REPO
+from navdeploy.bundle import CONTRACT_FILE, BundleError, parse_contract, read_contract
 from navdeploy.controller import (
     MAX_PATH_POINTS,
     Limits,
@@ -24,7 +32,15 @@ from navdeploy.controller import (
     parse_goal_frames,
     resolve_settings,
 )
-from navdeploy.subgoal import LookaheadRule, follow_path, path_length
+from navdeploy.subgoal import (
+    SECTION,
+    LookaheadRule,
+    PathFollowingError,
+    TrainedPathFollowing,
+    follow_path,
+    path_following_section,
+    path_length,
+)
 
 RULE = LookaheadRule(lookahead=1.0, search_window=2.0)
 
@@ -343,8 +359,9 @@ def test_goal_reached_at_the_end_of_the_path_not_at_a_loop_start() -> None:
     assert r.state == State.GOAL_REACHED and r.distance == pytest.approx(0.1, abs=1e-6)
 
 
-def test_path_settings() -> None:
-    contract = SimpleNamespace(
+def stub_contract(path_following: TrainedPathFollowing | None = None) -> SimpleNamespace:
+    """The parts of a parsed contract resolve_settings reads."""
+    return SimpleNamespace(
         control_period=0.1,
         goal_tolerance=0.3,
         v_max=1.5,
@@ -352,17 +369,138 @@ def test_path_settings() -> None:
         num_beams=72,
         scaling=SimpleNamespace(limit_planar_speed=True),
         response=None,
+        path_following=path_following,
     )
-    s, _ = resolve_settings(contract)
-    assert s.path_rule == LookaheadRule(1.0, 2.0)
+
+
+def test_path_settings() -> None:
+    contract = stub_contract()
+    s, warnings = resolve_settings(contract)
+    assert s.path_rule == LookaheadRule(1.0, 2.0) == LookaheadRule()
+    assert "path_lookahead 1 m (default; the bundle has no path_following section)" in s.path_source
+    assert "trained rule not stated" in s.path_source and not warnings
     s, _ = resolve_settings(contract, path_lookahead=0.6, path_search_window=3)
     assert s.path_rule == LookaheadRule(0.6, 3.0)
+    assert s.path_source.startswith("path_lookahead 0.6 m (node parameter), path_search_window 3 m (node parameter)")
     assert PolicyController.from_settings(GoalRecorder(), s).path_rule == LookaheadRule(0.6, 3.0)
     for kw, name in (
-        ({"path_lookahead": 0.0}, "path_lookahead"),
+        ({"path_lookahead": -0.1}, "path_lookahead"),
         ({"path_lookahead": math.nan}, "path_lookahead"),
+        ({"path_lookahead": 101.0}, "path_lookahead"),
         ({"path_search_window": -1.0}, "path_search_window"),
         ({"path_search_window": True}, "path_search_window"),
     ):
         with pytest.raises(ValueError, match=name):
             resolve_settings(contract, **kw)
+
+
+def test_path_parameters_of_zero_take_the_bundles_rule() -> None:
+    """As goal_tolerance 0 takes the bundle's tolerance: 0 takes the trained rule, > 0 replaces it."""
+    trained = TrainedPathFollowing(LookaheadRule(0.7, 2.5), 0.5)
+    s, warnings = resolve_settings(stub_contract(trained))
+    assert s.path_rule == LookaheadRule(0.7, 2.5) and not warnings
+    assert s.path_source == (
+        "path_lookahead 0.7 m (bundle contract; node parameter 0 = the bundle's), "
+        "path_search_window 2.5 m (bundle contract; node parameter 0 = the bundle's); "
+        "the policy followed planned paths in 50% of its training episodes"
+    )
+    s, warnings = resolve_settings(stub_contract(trained), path_lookahead=1.2)
+    assert s.path_rule == LookaheadRule(1.2, 2.5)
+    assert "path_lookahead 1.2 m (node parameter; the bundle's 0.7 m)" in s.path_source
+    assert warnings == ["path_lookahead=1.2 m differs from the 0.7 m the policy was trained to follow paths with"]
+    # The same value as trained, or a policy that never followed a path in training: no warning.
+    assert not resolve_settings(stub_contract(trained), path_search_window=2.5)[1]
+    never = TrainedPathFollowing(LookaheadRule(0.7, 2.5), 0.0)
+    s, warnings = resolve_settings(stub_contract(never), path_lookahead=1.2)
+    assert s.path_rule == LookaheadRule(1.2, 2.5) and not warnings
+    assert s.path_source.endswith("the policy was trained without path following (share 0)")
+
+
+def worlds_config(**worlds) -> dict:
+    return {"env": {"control_period": 0.1, "worlds": {"families": {"rooms": 1.0}, **worlds}}}
+
+
+def test_section_from_the_training_config() -> None:
+    data = yaml.safe_load((REPO / "conf" / "nav.yaml").read_text())
+    w = data["env"]["worlds"]
+    section = path_following_section(data)
+    assert section["lookahead"] == w["lookahead"] and section["search_window"] == w["search_window"]
+    assert section["trained_share"] == w["path_following"]
+    assert TrainedPathFollowing.from_dict(section) == TrainedPathFollowing.from_config(data)
+    got = TrainedPathFollowing.from_config(worlds_config(lookahead=0.7, search_window=3, path_following=0.25))
+    assert got == TrainedPathFollowing(LookaheadRule(0.7, 3.0), 0.25)
+    assert TrainedPathFollowing.from_dict(got.to_dict()) == got
+    assert "lookahead 0.7 m, search window 3 m on 25% of its episodes" in got.describe()
+
+
+@pytest.mark.parametrize("data", [{}, {"env": {"control_period": 0.1}}, worlds_config()])
+def test_config_without_the_rule_gives_the_lookahead_rules_defaults(data: dict) -> None:
+    """Configs stored before path following existed: LookaheadRule's defaults, never followed a path."""
+    assert TrainedPathFollowing.from_config(data) == TrainedPathFollowing(LookaheadRule(), 0.0)
+    assert path_following_section(data)["lookahead"] == LookaheadRule().lookahead
+
+
+@pytest.mark.parametrize(
+    "worlds, needle",
+    [
+        ({"lookahead": -0.5}, "env.worlds.lookahead = -0.5 must be finite and >= 0"),
+        ({"search_window": 0.0}, "env.worlds.search_window = 0.0 must be finite and > 0"),
+        ({"path_following": 1.5}, "env.worlds.path_following = 1.5 must be finite and >= 0 and <= 1"),
+        ({"lookahead": "far"}, "env.worlds.lookahead must be a number"),
+    ],
+)
+def test_unusable_config_is_refused_naming_the_key(worlds: dict, needle: str) -> None:
+    with pytest.raises(PathFollowingError, match=re.escape(needle)):
+        TrainedPathFollowing.from_config(worlds_config(**worlds))
+
+
+def fixture_contract_data() -> dict:
+    return json.loads((FIXTURE_BUNDLE / CONTRACT_FILE).read_text())
+
+
+def test_a_bundle_without_the_section_follows_paths_with_the_defaults() -> None:
+    """Every bundle exported before the section (the committed fixture, the shipped default) loads;
+    the robot then follows paths with LookaheadRule's defaults."""
+    contract = read_contract(FIXTURE_BUNDLE)
+    assert SECTION not in contract.raw and contract.path_following is None
+    s, warnings = resolve_settings(contract)
+    assert s.path_rule == LookaheadRule() and not warnings
+    assert "no path_following section" in s.path_source
+    s, _ = resolve_settings(contract, path_lookahead=0.4)
+    assert s.path_rule == LookaheadRule(0.4, LookaheadRule().search_window)
+
+
+def test_the_section_is_optional_in_both_formats_and_parsed_when_present() -> None:
+    data = fixture_contract_data()
+    assert data["format_version"] == 1
+    section = TrainedPathFollowing(LookaheadRule(0.7, 2.0), 0.5).to_dict()
+    assert parse_contract({**data, SECTION: section}).path_following.rule == LookaheadRule(0.7, 2.0)
+    assert parse_contract(data).path_following is None
+
+
+@pytest.mark.parametrize(
+    "edit, needle",
+    [
+        ({"lookahead": -1.0}, "contract path_following.lookahead = -1.0 must be finite and >= 0"),
+        ({"lookahead": math.nan}, "contract path_following.lookahead = nan must be finite"),
+        ({"search_window": 0}, "contract path_following.search_window = 0 must be finite and > 0"),
+        ({"search_window": math.inf}, "contract path_following.search_window = inf must be finite"),
+        ({"trained_share": 1.2}, "contract path_following.trained_share = 1.2 must be finite and >= 0 and <= 1"),
+        ({"trained_share": True}, "contract path_following.trained_share must be a number, got True"),
+        ({"lookahead": None}, "contract path_following.lookahead must be a number, got None"),
+    ],
+)
+def test_a_corrupt_section_is_refused_in_one_line_naming_the_key(edit: dict, needle: str) -> None:
+    data = fixture_contract_data()
+    section = {**TrainedPathFollowing(LookaheadRule(0.7, 2.0), 0.5).to_dict(), **edit}
+    with pytest.raises(BundleError) as info:
+        parse_contract({**data, SECTION: section})
+    assert str(info.value).startswith(needle) and "\n" not in str(info.value)
+
+
+def test_a_section_that_is_not_a_mapping_or_lacks_a_key_is_refused() -> None:
+    data = fixture_contract_data()
+    with pytest.raises(BundleError, match="^contract path_following must be a mapping, got list$"):
+        parse_contract({**data, SECTION: [0.7, 2.0, 0.5]})
+    with pytest.raises(BundleError, match="^contract path_following has no trained_share$"):
+        parse_contract({**data, SECTION: {"lookahead": 0.7, "search_window": 2.0}})

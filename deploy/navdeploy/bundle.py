@@ -14,6 +14,16 @@ the layout before it, still read (``Contract.response`` is then None: no acceler
 the node sets one). The fingerprint covers the observation spec only (what the policy reads); the
 ``robot_response`` section, like the limits and the period, is protected by the two copies of the
 contract having to agree and by its own consistency checks, not by the fingerprint.
+
+The ``path_following`` section (:class:`navdeploy.subgoal.TrainedPathFollowing`: the lookahead,
+search window and share of path-following episodes the policy was trained with) is optional and
+did not bump the format: it adds nothing the policy reads and changes nothing an older reader
+relies on (readers ignore keys they do not know, so an older runtime still loads a new bundle and
+follows paths with its own parameters). Every export writes it; a bundle without it (every one
+exported before, of either format) loads with ``Contract.path_following`` None, and the robot then
+follows paths with :class:`navdeploy.subgoal.LookaheadRule`'s defaults. When present it is checked
+(finite numbers, lookahead >= 0, search window > 0, share in [0, 1]) and, like
+``robot_response``, protected by the two copies having to agree.
 """
 
 from __future__ import annotations
@@ -29,6 +39,8 @@ from navdeploy.response import SECTION as RESPONSE_SECTION
 from navdeploy.response import ResponseError, RobotResponse
 from navdeploy.scan import BeamLayout
 from navdeploy.spec import PolicySpec, spec_from_dict
+from navdeploy.subgoal import SECTION as PATH_SECTION
+from navdeploy.subgoal import PathFollowingError, TrainedPathFollowing
 
 FORMAT = "nav_policy.bundle"
 FORMAT_VERSION = 2
@@ -89,6 +101,9 @@ class Contract:
     degrees."""
     response: RobotResponse | None = None
     """How the base responded in training (``robot_response``, format 2); None in format 1 bundles."""
+    path_following: TrainedPathFollowing | None = None
+    """The path-following rule the policy was trained with (``path_following``); None in bundles
+    exported before the section existed (the robot then uses ``LookaheadRule()``)."""
 
     # The beam layout's angles, for planners and logs: always the training layout's (checked on load).
     @property
@@ -115,12 +130,14 @@ def make_contract(
     trained_fov: float = 2.0 * math.pi,
     sim_lidar: dict[str, Any] | None = None,
     response: RobotResponse | None = None,
+    path_following: TrainedPathFollowing | None = None,
 ) -> dict[str, Any]:
     """The contract as plain JSON data (``robot_radius``: the training shell radius, if known;
     ``trained_fov``: the lidar field of view [rad] the policy was trained with, which a robot scan
     must cover; ``sim_lidar``: how the simulator rendered the scan, for the record; ``response``:
     the ``robot_response`` section, :meth:`RobotResponse.from_config` of the training config; with
-    it the contract is format 2, without it format 1)."""
+    it the contract is format 2, without it format 1; ``path_following``: the optional
+    ``path_following`` section, :meth:`TrainedPathFollowing.from_config` of the training config)."""
     d = spec.dims
     terms, start = [], 0
     for t in spec.terms:
@@ -175,6 +192,8 @@ def make_contract(
         contract["robot"] = {"radius": float(robot_radius), "shape": "vertical cylinder about base_link"}
     if response is not None:
         contract[RESPONSE_SECTION] = response.to_dict()
+    if path_following is not None:
+        contract[PATH_SECTION] = path_following.to_dict()
     if extra:
         contract.update(extra)
     return contract
@@ -258,6 +277,16 @@ def _parse_response(data: dict[str, Any], version: int) -> RobotResponse | None:
         raise BundleError(f"contract {err}") from None
 
 
+def _parse_path_following(data: dict[str, Any]) -> TrainedPathFollowing | None:
+    """The optional ``path_following`` section (either format); None when absent."""
+    if PATH_SECTION not in data:
+        return None
+    try:
+        return TrainedPathFollowing.from_dict(data[PATH_SECTION])
+    except PathFollowingError as err:
+        raise BundleError(f"contract {err}") from None
+
+
 def parse_contract(data: dict[str, Any]) -> Contract:
     """Check the contract's shape and self-consistency; return the typed view."""
     if data.get("format") != FORMAT:
@@ -269,6 +298,7 @@ def parse_contract(data: dict[str, Any]) -> Contract:
             f"and {FORMAT_VERSION})"
         )
     response = _parse_response(data, int(version))
+    path_following = _parse_path_following(data)
     try:
         obs = data["observation"]
         spec = spec_from_dict(obs["spec"])
@@ -295,6 +325,7 @@ def parse_contract(data: dict[str, Any]) -> Contract:
             raw=data,
             trained_fov=float(lidar.get("trained_fov", 2.0 * math.pi)),
             response=response,
+            path_following=path_following,
         )
     except (KeyError, TypeError, ValueError) as err:
         raise BundleError(f"malformed contract: {type(err).__name__}: {err}") from None

@@ -21,7 +21,9 @@ with :func:`resolve_settings`.
 Path following: with a path set (:meth:`PolicyController.set_path`), the final goal is the path's
 last point, and each tick the policy is given the sub-goal of the lookahead rule
 (:func:`navdeploy.subgoal.follow_path`, the same code training runs) instead of the goal pose.
-A new goal pose, or an empty path, ends path following.
+A new goal pose, or an empty path, ends path following. The rule's lookahead and search window
+are the ones the policy was trained with (the contract's ``path_following`` section), unless the
+node's parameters set them (:func:`resolve_path_rule`).
 """
 
 from __future__ import annotations
@@ -127,9 +129,6 @@ def parse_goal_frames(text: str) -> dict[str, Transform2D]:
 DEFAULT_CLOCK_TIMEOUT = 1.0
 """[s wall] /clock not advancing for this long (use_sim_time) -> zero command, clock_stalled."""
 
-DEFAULT_PATH_LOOKAHEAD = LookaheadRule().lookahead
-DEFAULT_PATH_SEARCH_WINDOW = LookaheadRule().search_window
-
 MAX_PATH_POINTS = 10000
 """A path with more poses than this is refused (the lookahead rule runs over all of them each tick)."""
 
@@ -151,6 +150,7 @@ class ControllerSettings:
     limit_sources: tuple[str, ...] = ()  # one line per limit: its value and which side set it
     accel_limits: AccelLimits = field(default_factory=AccelLimits)  # the velocity smoother's; none: off
     path_rule: LookaheadRule = field(default_factory=LookaheadRule)  # sub-goal of a path (navdeploy.subgoal)
+    path_source: str = ""  # one line: the path rule's values and which side set each
 
 
 def check_number(name: str, value: Any, lo: float, hi: float = math.inf, *, lo_open: bool = False) -> float:
@@ -186,15 +186,16 @@ def resolve_settings(
     velocity_smoother: bool = True,
     max_accel_linear: float = 0.0,
     max_accel_angular: float = 0.0,
-    path_lookahead: float = DEFAULT_PATH_LOOKAHEAD,
-    path_search_window: float = DEFAULT_PATH_SEARCH_WINDOW,
+    path_lookahead: float = 0.0,
+    path_search_window: float = 0.0,
 ) -> tuple[ControllerSettings, list[str]]:
     """The node's parameters over the bundle's contract: 0 takes the contract's value; for each limit
     the smaller of the node's and the contract's wins. Every number must be finite and in range.
     The velocity smoother's acceleration limits: a node value > 0 replaces the contract's (warned
     when outside the trained range), 0 takes the contract's ``robot_response.accel_limit`` (none in
     a bundle without one); ``velocity_smoother`` false turns it off. ``path_lookahead`` and
-    ``path_search_window`` set the path-following rule (:class:`navdeploy.subgoal.LookaheadRule`).
+    ``path_search_window`` set the path-following rule (:class:`navdeploy.subgoal.LookaheadRule`;
+    :func:`resolve_path_rule`): 0 takes the bundle's trained value, a value > 0 replaces it.
     Returns the settings and warnings to log; raises ValueError naming the parameter when one is
     unusable (the node refuses to start with that one line)."""
     warnings: list[str] = []
@@ -252,10 +253,7 @@ def resolve_settings(
     accel = resolve_accel_limits(
         contract, velocity_smoother, max_accel_linear, max_accel_angular, warnings=warnings, sources=sources
     )
-    rule = LookaheadRule(
-        check_number("path_lookahead", path_lookahead, 0.0, 100.0, lo_open=True),
-        check_number("path_search_window", path_search_window, 0.0, 100.0, lo_open=True),
-    )
+    rule, path_source = resolve_path_rule(contract, path_lookahead, path_search_window, warnings=warnings)
     settings = ControllerSettings(
         period,
         tol,
@@ -268,8 +266,49 @@ def resolve_settings(
         tuple(sources),
         accel_limits=accel,
         path_rule=rule,
+        path_source=path_source,
     )
     return settings, warnings
+
+
+def resolve_path_rule(
+    contract: Any, lookahead: float, search_window: float, *, warnings: list[str]
+) -> tuple[LookaheadRule, str]:
+    """The path-following rule from the node's parameters and the contract's ``path_following``
+    section, as ``goal_tolerance`` is resolved: a parameter of 0 takes the bundle's trained value
+    (:class:`LookaheadRule`'s default in a bundle without the section), a value > 0 replaces it
+    (warned about when it differs from a rule the policy was trained to follow). Returns the rule and
+    one line for the log saying where each value came from; appends warnings to ``warnings``."""
+    given = (
+        ("path_lookahead", check_number("path_lookahead", lookahead, 0.0, 100.0)),
+        ("path_search_window", check_number("path_search_window", search_window, 0.0, 100.0)),
+    )
+    trained = getattr(contract, "path_following", None)
+    base = trained.rule if trained is not None else LookaheadRule()
+    values: list[float] = []
+    parts: list[str] = []
+    for (name, value), default in zip(given, (base.lookahead, base.search_window), strict=True):
+        if value > 0:
+            values.append(value)
+            origin = "node parameter" + (f"; the bundle's {default:g} m" if trained is not None else "")
+            if trained is not None and trained.trained_share > 0 and value != default:
+                warnings.append(
+                    f"{name}={value:g} m differs from the {default:g} m the policy was trained to follow paths with"
+                )
+        else:
+            values.append(default)
+            if trained is not None:
+                origin = "bundle contract; node parameter 0 = the bundle's"
+            else:
+                origin = "default; the bundle has no path_following section"
+        parts.append(f"{name} {values[-1]:g} m ({origin})")
+    if trained is None:
+        tail = "trained rule not stated (bundle exported before the path_following section)"
+    elif trained.trained_share > 0:
+        tail = f"the policy followed planned paths in {trained.trained_share * 100:g}% of its training episodes"
+    else:
+        tail = "the policy was trained without path following (share 0)"
+    return LookaheadRule(*values), f"{', '.join(parts)}; {tail}"
 
 
 def resolve_accel_limits(

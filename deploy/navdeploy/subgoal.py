@@ -25,15 +25,29 @@ The rule, per world:
 A path of one valid point gives that point as the sub-goal. Repeated points (zero-length segments)
 are harmless. Everything is float32; torch in gives torch out on the same device. The computation
 is vectorised over worlds and over segments (no Python loop).
+
+The rule a policy was trained with travels in its bundle: the contract's optional
+``path_following`` section (:class:`TrainedPathFollowing`), built once here from the training
+config's ``env.worlds`` (``lookahead``, ``search_window``, and ``path_following``, the share of
+training episodes that followed a planned path). A config without ``env.worlds`` (stored before
+path following existed) gives :class:`LookaheadRule`'s defaults and a share of 0. A bundle without
+the section (exported before it) is followed with :class:`LookaheadRule`'s defaults.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from navdeploy.xp import ops_for
+
+SECTION = "path_following"
+"""The contract key of the trained rule (:class:`TrainedPathFollowing`)."""
+
+CONFIG_SECTION = "env.worlds"
+"""The training config's section it is built from."""
 
 MIN_SEGMENT = 1e-6
 """[m] Segments shorter than this count as points (no division by their length)."""
@@ -57,6 +71,93 @@ class LookaheadRule:
             raise ValueError(f"lookahead must be finite and >= 0, got {self.lookahead}")
         if not (math.isfinite(self.search_window) and self.search_window > 0.0):
             raise ValueError(f"search_window must be finite and > 0, got {self.search_window}")
+
+
+class PathFollowingError(ValueError):
+    """The training config's ``env.worlds`` rule or the contract's ``path_following`` section is unusable."""
+
+
+def _number(where: str, value: Any, lo: float, hi: float = math.inf, *, lo_open: bool = False) -> float:
+    """``value`` as a finite float in [lo, hi] (``(lo, hi]`` with ``lo_open``); PathFollowingError
+    naming ``where`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise PathFollowingError(f"{where} must be a number, got {value!r}")
+    v = float(value)
+    if not (math.isfinite(v) and (v > lo if lo_open else v >= lo) and v <= hi):
+        rng = f"{'> ' if lo_open else '>= '}{lo:g}" + ("" if hi == math.inf else f" and <= {hi:g}")
+        raise PathFollowingError(f"{where} = {value!r} must be finite and {rng}")
+    return v
+
+
+@dataclass(frozen=True)
+class TrainedPathFollowing:
+    """The contract's ``path_following`` section: the rule the policy's path-following episodes used."""
+
+    rule: LookaheadRule
+    trained_share: float  # share of training episodes fed a sub-goal along a planned path, in [0, 1]
+
+    @classmethod
+    def from_config(cls, data: Mapping[str, Any]) -> TrainedPathFollowing:
+        """The one constructor from a nav_policy config as plain data (``env.worlds.lookahead``,
+        ``.search_window``, ``.path_following``); a key the config lacks takes
+        :class:`LookaheadRule`'s default (share 0); PathFollowingError naming the key if unusable."""
+        env = data.get("env") if isinstance(data, Mapping) else None
+        worlds = env.get("worlds") if isinstance(env, Mapping) else None
+        if worlds is None:
+            worlds = {}
+        if not isinstance(worlds, Mapping):
+            raise PathFollowingError(f"{CONFIG_SECTION} must be a mapping, got {type(worlds).__name__}")
+        default = LookaheadRule()
+        return cls._checked(
+            CONFIG_SECTION,
+            worlds.get("lookahead", default.lookahead),
+            worlds.get("search_window", default.search_window),
+            worlds.get("path_following", 0.0),
+            share_key="path_following",
+        )
+
+    @classmethod
+    def from_dict(cls, data: Any) -> TrainedPathFollowing:
+        """Parse and check a contract section; PathFollowingError naming the key if unusable."""
+        if not isinstance(data, Mapping):
+            raise PathFollowingError(f"{SECTION} must be a mapping, got {type(data).__name__}")
+        missing = [k for k in ("lookahead", "search_window", "trained_share") if k not in data]
+        if missing:
+            raise PathFollowingError(f"{SECTION} has no {', '.join(missing)}")
+        return cls._checked(SECTION, data["lookahead"], data["search_window"], data["trained_share"])
+
+    @classmethod
+    def _checked(
+        cls, where: str, lookahead: Any, search_window: Any, share: Any, share_key: str = "trained_share"
+    ) -> TrainedPathFollowing:
+        rule = LookaheadRule(
+            _number(f"{where}.lookahead", lookahead, 0.0),
+            _number(f"{where}.search_window", search_window, 0.0, lo_open=True),
+        )
+        return cls(rule, _number(f"{where}.{share_key}", share, 0.0, 1.0))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The contract section as plain JSON data."""
+        return {
+            "lookahead": self.rule.lookahead,
+            "search_window": self.rule.search_window,
+            "trained_share": self.trained_share,
+            "rule": "navdeploy.subgoal.follow_path: the sub-goal is lookahead m of arc length beyond the "
+            "robot's projection onto the path; the projection moves at most search_window m ahead of its progress",
+        }
+
+    def describe(self) -> str:
+        """One line for logs."""
+        return (
+            f"trained with lookahead {self.rule.lookahead:g} m, search window {self.rule.search_window:g} m "
+            f"on {self.trained_share * 100:g}% of its episodes"
+        )
+
+
+def path_following_section(config_data: Mapping[str, Any]) -> dict[str, Any]:
+    """The contract's ``path_following`` section for a nav_policy config as plain data (what the
+    exporter writes); PathFollowingError naming the key when ``env.worlds`` is unusable."""
+    return TrainedPathFollowing.from_config(config_data).to_dict()
 
 
 @dataclass

@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     from navdeploy.response import RobotResponse
+    from navdeploy.subgoal import TrainedPathFollowing
     from navtrain.export_onnx import CHECK_FILE, ExportCheckError, ExportError, export_bundle
 
     def on_sigterm(signum: int, frame: object) -> None:
@@ -80,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         f"(tol {check['tol']:.0e})"
     )
     print(f"robot_response: {RobotResponse.from_dict(contract['robot_response']).describe()}")
+    print(f"path_following: {TrainedPathFollowing.from_dict(contract['path_following']).describe()}")
     return 0
 
 

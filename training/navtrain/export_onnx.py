@@ -2,8 +2,9 @@
 
 The torch side of the export. :func:`export_bundle` loads the checkpoint, its config and its actor
 through :mod:`navtrain.checkpoint` (``infos["nav_config"]``; ``config`` is the fallback), builds the
-contract from that config's own contract objects (policy spec, action scaling, robot radius, and the
-``robot_response`` section that :mod:`navdeploy.response` makes from its ``randomization``), writes
+contract from that config's own contract objects (policy spec, action scaling, robot radius, the
+``robot_response`` section that :mod:`navdeploy.response` makes from its ``randomization``, and the
+``path_following`` section that :mod:`navdeploy.subgoal` makes from its ``env.worlds``), writes
 the ONNX graph (normaliser + MLP, raw mean action out) through :mod:`navdeploy.bundle`, and then
 checks itself:
 
@@ -38,6 +39,7 @@ from tensordict import TensorDict
 from navdeploy.bundle import CONTRACT_FILE, ONNX_FILE, make_contract
 from navdeploy.response import ResponseError, RobotResponse
 from navdeploy.spec import PolicySpec
+from navdeploy.subgoal import PathFollowingError, TrainedPathFollowing
 from navsim.config import ConfigError, NavConfig, to_dict
 from navsim.observations import POLICY_GROUP
 from navtrain.checkpoint import CheckpointError, build_actor, config_from_checkpoint, load_checkpoint
@@ -294,8 +296,10 @@ def export_bundle(
         raise ExportError(f"--config: {err}") from None
     spec = cfg.policy_spec()
     try:
-        response = RobotResponse.from_config(to_dict(cfg))
-    except ResponseError as err:
+        config_data = to_dict(cfg)
+        response = RobotResponse.from_config(config_data)
+        path_following = TrainedPathFollowing.from_config(config_data)
+    except (ResponseError, PathFollowingError) as err:
         raise ExportError(f"config: {err}") from None
     weights = actor_weights(actor, cfg.model.activation)
     ckpt_sha = _sha256(ckpt_path)
@@ -339,6 +343,7 @@ def export_bundle(
                 "noise_std": cfg.env.lidar.noise_std,
             },
             response=response,
+            path_following=path_following,
         )
         path = write_bundle(staged, weights, contract)
         report = check_onnx(path, actor, observations, tol)

@@ -2,7 +2,8 @@
 
 A ``nav_msgs/Path`` on the plan topic switches to path following: the policy drives to a sub-goal
 ``path_lookahead`` metres along the path ahead of the robot (``navdeploy.subgoal``, the rule
-training uses), and the goal is the path's last point. A new goal pose or an empty path ends it.
+training uses; by default with the lookahead and search window the bundle's policy was trained
+with), and the goal is the path's last point. A new goal pose or an empty path ends it.
 
 ``controller:=dwa`` swaps the policy for the dynamic-window baseline (``navdeploy.dwa``), built
 from the same bundle's contract (limits, period, radius), behind the same safety controller,
@@ -56,8 +57,6 @@ from nav_policy.ros_common import (
 )
 from navdeploy.controller import (
     DEFAULT_CLOCK_TIMEOUT,
-    DEFAULT_PATH_LOOKAHEAD,
-    DEFAULT_PATH_SEARCH_WINDOW,
     FAULT_STATES,
     ClockWatchdog,
     PolicyController,
@@ -101,10 +100,8 @@ class PolicyNode(Node):
         velocity_smoother = declare_bool(self, "velocity_smoother", True)
         max_accel_linear = declare_number(self, "max_accel_linear", 0.0, 0.0, 1e4)  # 0: the bundle's
         max_accel_angular = declare_number(self, "max_accel_angular", 0.0, 0.0, 1e4)
-        path_lookahead = declare_number(self, "path_lookahead", DEFAULT_PATH_LOOKAHEAD, 0.0, 100.0, lo_open=True)
-        path_search_window = declare_number(
-            self, "path_search_window", DEFAULT_PATH_SEARCH_WINDOW, 0.0, 100.0, lo_open=True
-        )
+        path_lookahead = declare_number(self, "path_lookahead", 0.0, 0.0, 100.0)  # 0: the bundle's
+        path_search_window = declare_number(self, "path_search_window", 0.0, 0.0, 100.0)  # 0: the bundle's
         self.odom_frame = p("odom_frame", "odom").value
         self.base_frame = p("base_frame", "base_link").value
         goal_frames_text = p("static_goal_frames", "").value
@@ -207,7 +204,7 @@ class PolicyNode(Node):
             + (f" {so.fill_value} m" if so.fill == "constant" else "")
             + f", min_valid_share {so.min_valid_share}, min_coverage {so.min_coverage} of the trained "
             f"{math.degrees(getattr(c, 'trained_fov', 2 * math.pi)):.0f} deg, max_fill_gap {so.max_fill_gap}; "
-            f"path lookahead {settings.path_rule.lookahead} m, search window {settings.path_rule.search_window} m; "
+            f"path following {settings.path_source}; "
             f"{' + '.join(x.topic_name for x in subs)} -> {self.cmd_pub.topic_name}, {self.policy_scan_pub.topic_name}"
         )
 
