@@ -17,7 +17,7 @@ from navsim.env import NavEnv
 from navsim.families import FAMILIES, FAMILY_INDEX, family_half_extent, generate_family
 from navsim.grid_planner import Grid, plan_paths
 from navsim.robot import build_mjcf, slot_sizes
-from navsim.rooms import RoomGeometry
+from navsim.rooms import RoomBatch, RoomGeometry
 from navsim.world_pool import Curriculum, planned_worlds
 
 ALL = "env.worlds.families={rooms: 1.0, clutter: 1.0, corridors: 1.0, arenas: 1.0}"
@@ -320,3 +320,33 @@ def test_tensorboard_gets_success_and_collision_per_family():
             assert log[f"Family/{name}/success"].shape == (n,)
             assert float(log[f"Family/{name}/collision"].sum()) == 0.0
     assert "Family/clutter/success" not in log
+
+
+def test_c_mujoco_world_builds_planned_families():
+    """The ROS sim node's C MuJoCo world takes a families config: the seed picks a planned world,
+    the robot starts clear of it and the C lidar sees the same surfaces as the planner's geometry."""
+    from navsim.sim_world import SimWorld
+
+    cfg = _config("env.worlds.families={clutter: 1.0, corridors: 1.0}")
+    world = SimWorld(cfg, noise_std=0.0)
+    assert world.half == cfg.env.extent_half()
+    kinds = set()
+    for seed in range(6):
+        room = world.make_room(seed)
+        world.reset(room)
+        scan = world.scan(noise=False)
+        assert np.isfinite(scan).all() and scan.min() > cfg.env.robot.radius
+        # 360 degrees of sector minima: their minimum is the distance to the nearest surface
+        batch = world.geometry
+        t = torch.as_tensor
+        rb = RoomBatch(
+            t(room.slot_pos[None], dtype=torch.float32),
+            t(room.slot_yaw[None], dtype=torch.float32),
+            t(room.slot_active[None]),
+            t(room.start[None], dtype=torch.float32),
+            t(room.goal[None], dtype=torch.float32),
+        )
+        nearest = float(batch.clearance(rb, t(room.start[None, None, :2], dtype=torch.float32)))
+        assert scan.min() == pytest.approx(nearest, abs=2e-3)
+        kinds.add(int(np.count_nonzero(room.slot_active)))
+    assert len(kinds) > 1

@@ -221,7 +221,7 @@ class SimWorld:
         self.noise_std = float(e.lidar.noise_std if noise_std is None or noise_std < 0 else noise_std)
         self.goal_tolerance = float(e.goal_tolerance)
         self.max_steps = int(round(e.episode_length_s / e.control_period))
-        self.half = e.room.size / 2.0
+        self.half = e.extent_half()  # the fixed walls; a smaller world is closed by its bound slots
         self.model = compile_world_model(e)
         self.data = mujoco.MjData(self.model)
         ids = geom_ids(self.model)
@@ -237,10 +237,21 @@ class SimWorld:
 
     # ------------------------------------------------------------------ rooms
     def make_room(self, seed: int) -> Room:
-        """The room that ``seed`` selects (training's generator, one world)."""
+        """The world that ``seed`` selects (training's generator, one world): today's rooms, or with
+        world families configured (``env.worlds``) a planned world of a family drawn by its share,
+        at the top level."""
         gen = torch.Generator(device="cpu")
         gen.manual_seed(int(seed))
-        return Room.from_batch(generate_rooms(1, self.env_cfg, self.geometry, gen), 0, seed=int(seed))
+        w = self.env_cfg.worlds
+        if not w.planned():
+            return Room.from_batch(generate_rooms(1, self.env_cfg, self.geometry, gen), 0, seed=int(seed))
+        from navsim.world_pool import planned_worlds
+
+        fams = w.active_families()
+        shares = torch.tensor([w.families[f] for f in fams], dtype=torch.float64)
+        fam = fams[int(torch.multinomial(shares / shares.sum(), 1, generator=gen))]
+        batch, _ = planned_worlds(fam, w.curriculum.levels - 1, 1, self.env_cfg, self.geometry, gen)
+        return Room.from_batch(batch, 0, seed=int(seed))
 
     def reset(self, room: Room, pose: np.ndarray | None = None) -> None:
         """Build the world of ``room``: obstacles placed, robot at rest at the start pose (or at
