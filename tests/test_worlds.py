@@ -15,10 +15,9 @@ from navdeploy.subgoal import LookaheadRule, follow_path
 from navsim.config import load_config
 from navsim.env import NavEnv
 from navsim.families import FAMILIES, FAMILY_INDEX, family_half_extent, generate_family
-from navsim.grid_planner import Grid, plan_paths
 from navsim.robot import build_mjcf, slot_sizes
 from navsim.rooms import RoomBatch, RoomGeometry
-from navsim.world_pool import Curriculum, planned_worlds
+from navsim.world_pool import Curriculum, plan_worlds, planned_worlds
 
 ALL = "env.worlds.families={rooms: 1.0, clutter: 1.0, corridors: 1.0, arenas: 1.0}"
 WORLDS_PER_FAMILY = 1000
@@ -140,33 +139,12 @@ def test_independent_check_and_planner_refuse_a_blocked_world(setup):
     from navsim.families import place_bounds
 
     place_bounds(batch, sizes, cfg.env.room.wall_thickness)
-    hx = family_half_extent(cfg.env, "clutter")[0]
-    plan = plan_paths(
-        batch.slot_pos,
-        batch.slot_yaw,
-        batch.slot_active,
-        batch.start,
-        batch.goal,
-        sizes,
-        Grid(hx, hy, cfg.env.worlds.grid_resolution),
-        cfg.env.robot.radius,
-        cfg.env.worlds.path_points,
-    )
+    plan = plan_worlds(batch, cfg.env, geom)
     assert not plan.feasible[0]
     world = _world(batch, sizes, 0)
     assert not _connected(world, batch.start[0, :2].numpy(), batch.goal[0].numpy(), cfg.env.robot.radius)
     batch.slot_active[0, piece[k // 2]] = False  # open one gap of 0.5 m: feasible again
-    plan = plan_paths(
-        batch.slot_pos,
-        batch.slot_yaw,
-        batch.slot_active,
-        batch.start,
-        batch.goal,
-        sizes,
-        Grid(hx, hy, cfg.env.worlds.grid_resolution),
-        cfg.env.robot.radius,
-        cfg.env.worlds.path_points,
-    )
+    plan = plan_worlds(batch, cfg.env, geom)
     world = _world(batch, sizes, 0)
     assert plan.feasible[0]
     assert _connected(world, batch.start[0, :2].numpy(), batch.goal[0].numpy(), cfg.env.robot.radius)

@@ -355,10 +355,10 @@ def planner_cost(cfg: NavConfig, family: str, worlds: int, device: str, seed: in
     (time per draw, share refused), then ``planned_worlds`` delivering that many feasible worlds
     (time per world, redraws included)."""
     from navsim.families import family_half_extent, generate_family
-    from navsim.grid_planner import Grid, plan_paths
+    from navsim.grid_planner import Grid
     from navsim.robot import slot_sizes
     from navsim.rooms import RoomGeometry
-    from navsim.world_pool import planned_worlds
+    from navsim.world_pool import plan_worlds, planned_worlds
 
     env_cfg = cfg.env
     top = env_cfg.worlds.curriculum.levels - 1
@@ -368,17 +368,7 @@ def planner_cost(cfg: NavConfig, family: str, worlds: int, device: str, seed: in
     t0 = time.perf_counter()
     batch = generate_family(family, top, worlds, env_cfg, geom, gen)
     t1 = time.perf_counter()
-    plan = plan_paths(
-        batch.slot_pos,
-        batch.slot_yaw,
-        batch.slot_active,
-        batch.start,
-        batch.goal,
-        geom.sizes,
-        grid,
-        env_cfg.robot.radius,
-        env_cfg.worlds.path_points,
-    )
+    plan = plan_worlds(batch, env_cfg, geom)
     t2 = time.perf_counter()
     _, refused = planned_worlds(family, top, worlds, env_cfg, geom, gen)
     t3 = time.perf_counter()

@@ -21,8 +21,8 @@ from contextlib import contextmanager
 import torch
 
 from navsim.config import EnvCfg
-from navsim.families import FAMILIES, FAMILY_INDEX, family_half_extent, generate_family
-from navsim.grid_planner import Grid, plan_paths
+from navsim.families import FAMILIES, FAMILY_INDEX, generate_family
+from navsim.grid_planner import Grid, PlanResult, plan_paths
 from navsim.rooms import RoomBatch, RoomGeometry
 
 MAX_ROUNDS = 50
@@ -33,13 +33,29 @@ class InfeasibleWorlds(RuntimeError):
     """A family's configuration keeps producing worlds without a path for the robot."""
 
 
+def plan_worlds(batch: RoomBatch, cfg: EnvCfg, geom: RoomGeometry) -> PlanResult:
+    """The grid planner on a batch of one family's worlds (their half extents are the grid's)."""
+    hx, hy = (float(v) for v in batch.half[0])
+    grid = Grid(hx, hy, cfg.worlds.grid_resolution)
+    with _one_thread():  # small tensor work: extra threads only contend (and stall on busy cores)
+        return plan_paths(
+            batch.slot_pos,
+            batch.slot_yaw,
+            batch.slot_active,
+            batch.start,
+            batch.goal,
+            geom.sizes,
+            grid,
+            cfg.robot.radius,
+            cfg.worlds.path_points,
+        )
+
+
 def planned_worlds(
     family: str, level: int, n: int, cfg: EnvCfg, geom: RoomGeometry, gen: torch.Generator
 ) -> tuple[RoomBatch, int]:
     """``n`` feasible worlds of ``family`` at ``level`` with their planned paths, and how many
     draws the planner refused on the way."""
-    hx, hy = family_half_extent(cfg, family)
-    grid = Grid(hx, hy, cfg.worlds.grid_resolution)
     device = geom.bound_r.device
     out: RoomBatch | None = None
     need = torch.ones(n, dtype=torch.bool)
@@ -50,18 +66,7 @@ def planned_worlds(
             break
         # After a refusal, draw at least MIN_DRAW: a dense family may refuse most of its draws.
         batch = generate_family(family, level, todo if round_ == 0 else max(todo, MIN_DRAW), cfg, geom, gen)
-        with _one_thread():  # small tensor work: extra threads only contend (and stall on busy cores)
-            plan = plan_paths(
-                batch.slot_pos,
-                batch.slot_yaw,
-                batch.slot_active,
-                batch.start,
-                batch.goal,
-                geom.sizes,
-                grid,
-                cfg.robot.radius,
-                cfg.worlds.path_points,
-            )
+        plan = plan_worlds(batch, cfg, geom)
         batch.path = torch.as_tensor(plan.path, device=device)
         batch.path_count = torch.as_tensor(plan.count, device=device)
         batch.path_length = torch.as_tensor(plan.length, dtype=torch.float32, device=device)
@@ -190,4 +195,4 @@ class WorldPool:
         self.worlds.assign(idx, fresh)
 
 
-__all__ = ["FAMILIES", "Curriculum", "InfeasibleWorlds", "WorldPool", "planned_worlds"]
+__all__ = ["FAMILIES", "Curriculum", "InfeasibleWorlds", "WorldPool", "plan_worlds", "planned_worlds"]

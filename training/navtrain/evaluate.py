@@ -123,17 +123,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def suite_main(args: argparse.Namespace) -> int:
     """``--suite robustness|families``: inputs checked by :func:`prepare`; CliError for unknown rows."""
-    from navtrain.evaluation import bundle_evaluator, checkpoint_evaluator
     from navtrain.robustness import merge_baseline, run_suite, suite_rows, write_outputs
 
     if args.suite == "families":
         return families_main(args)
-    if args.checkpoint:
-        evaluator = checkpoint_evaluator(args.checkpoint, args.overrides, args.device)
-        evaluator.label = args.label or Path(args.checkpoint).name
-    else:
-        evaluator = bundle_evaluator(args.bundle, args.controller, args.overrides, args.dwa_params)
-        evaluator.label = args.label or f"{Path(args.bundle).name} ({args.controller}, robot runtime)"
+    evaluator = suite_evaluator(args)
     names = [r.name for r in suite_rows(evaluator.cfg)]
     rows = None
     if args.rows:
@@ -149,10 +143,22 @@ def suite_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def suite_evaluator(args: argparse.Namespace):
+    """The evaluator a suite runs: the checkpoint's torch actor, or a bundle's robot-side controller."""
+    from navtrain.evaluation import bundle_evaluator, checkpoint_evaluator
+
+    if args.checkpoint:
+        evaluator = checkpoint_evaluator(args.checkpoint, args.overrides, args.device)
+        evaluator.label = args.label or Path(args.checkpoint).name
+    else:
+        evaluator = bundle_evaluator(args.bundle, args.controller, args.overrides, args.dwa_params)
+        evaluator.label = args.label or f"{Path(args.bundle).name} ({args.controller}, robot runtime)"
+    return evaluator
+
+
 def families_main(args: argparse.Namespace) -> int:
     """``--suite families`` (navtrain/families_suite.py)."""
     from navtrain import families_suite
-    from navtrain.evaluation import bundle_evaluator, checkpoint_evaluator
 
     if args.baseline is not None:
         raise CliError("--baseline goes with --suite robustness")
@@ -164,12 +170,7 @@ def families_main(args: argparse.Namespace) -> int:
             raise CliError(
                 f"--rows: unknown row(s) {', '.join(unknown)} (known: {', '.join(families_suite.row_names())})"
             )
-    if args.checkpoint:
-        evaluator = checkpoint_evaluator(args.checkpoint, args.overrides, args.device)
-        evaluator.label = args.label or Path(args.checkpoint).name
-    else:
-        evaluator = bundle_evaluator(args.bundle, args.controller, args.overrides, args.dwa_params)
-        evaluator.label = args.label or f"{Path(args.bundle).name} ({args.controller}, robot runtime)"
+    evaluator = suite_evaluator(args)
     payload = families_suite.run_suite(
         evaluator, episodes=args.episodes or 500, seed=args.seed, num_envs=args.num_envs, rows=rows, out=args.out
     )
