@@ -167,8 +167,8 @@ def test_launch_file_nodes_are_entry_points_with_parsable_params_and_known_topic
     if name == "robot.launch.py":
         (node,) = rec.nodes
         assert node.package == "nav_policy"
-        assert {s for s, _ in node.remappings} == {"/scan", "/odom", "/goal_pose", "/cmd_vel"}
-        assert {"scan", "odom", "goal", "cmd_vel", "params_file", "bundle"} <= set(rec.arguments)
+        assert {s for s, _ in node.remappings} == {"/scan", "/odom", "/goal_pose", "/cmd_vel", "/plan"}
+        assert {"scan", "odom", "goal", "cmd_vel", "plan", "params_file", "bundle"} <= set(rec.arguments)
     else:
         assert {(n.package, n.executable) for n in rec.nodes} == {
             ("nav_policy_sim", "sim_node"),

@@ -44,6 +44,9 @@ def generate_launch_description():
             DeclareLaunchArgument("odom", default_value="/odom", description="Odometry topic"),
             DeclareLaunchArgument("goal", default_value="/goal_pose", description="PoseStamped goal topic"),
             DeclareLaunchArgument("cmd_vel", default_value="/cmd_vel", description="Twist command topic"),
+            DeclareLaunchArgument(
+                "plan", default_value="/plan", description="nav_msgs/Path global plan topic (path following)"
+            ),
             Node(
                 package="nav_policy",
                 executable="policy_node",
@@ -62,6 +65,7 @@ def generate_launch_description():
                     ("/odom", LaunchConfiguration("odom")),
                     ("/goal_pose", LaunchConfiguration("goal")),
                     ("/cmd_vel", LaunchConfiguration("cmd_vel")),
+                    ("/plan", LaunchConfiguration("plan")),
                 ],
             ),
         ]

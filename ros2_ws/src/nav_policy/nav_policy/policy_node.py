@@ -80,7 +80,7 @@ class PolicyNode(Node):
         scan_topic = p("scan_topic", "/scan").value
         odom_topic = p("odom_topic", "/odom").value
         goal_topic = p("goal_topic", "/goal_pose").value
-        plan_topic = p("plan_topic", "plan").value
+        plan_topic = p("plan_topic", "/plan").value
         cmd_topic = p("cmd_vel_topic", "/cmd_vel").value
         status_topic = p("status_topic", "/nav_policy/status").value
         policy_scan_topic = p("policy_scan_topic", "/nav_policy/policy_scan").value
