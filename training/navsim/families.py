@@ -27,7 +27,7 @@ import torch.nn.functional as F
 
 from navsim.config import ConfigError, EnvCfg
 from navsim.robot import SlotSizes
-from navsim.rooms import RoomBatch, RoomGeometry, place_rooms
+from navsim.rooms import RoomBatch, RoomGeometry, place_rooms, uniform
 
 FAMILIES = ("rooms", "clutter", "corridors", "arenas")
 FAMILY_INDEX = {name: i for i, name in enumerate(FAMILIES)}
@@ -103,10 +103,6 @@ def validate_worlds_cfg(cfg: EnvCfg) -> None:
             raise ConfigError("env.worlds.arenas.num_obstacles must fit the rooms' obstacle slots")
         if 2 * (cfg.robot.radius + cfg.room.wall_margin) >= a.size:
             raise ConfigError("env.worlds.arenas.size is too small for the robot and its wall margin")
-
-
-def _uniform(gen: torch.Generator, shape: tuple[int, ...], lo: float, hi: float, device: torch.device) -> torch.Tensor:
-    return lo + (hi - lo) * torch.rand(shape, generator=gen, device=device)
 
 
 def _lerp(lo: float, hi: float, t: float) -> float:
@@ -197,7 +193,7 @@ def _clutter(batch: RoomBatch, cfg: EnvCfg, geom: RoomGeometry, gen: torch.Gener
     C = occ.shape[1]
     piece = torch.rand(n, C, generator=gen, device=device) < c.piece_share
     order = torch.argsort(torch.rand(n, C, generator=gen, device=device), dim=1)
-    jitter = _uniform(gen, (n, C, 2), -c.jitter, c.jitter, device)
+    jitter = uniform(gen, (n, C, 2), -c.jitter, c.jitter, device)
     piece_yaw = (torch.rand(n, C, generator=gen, device=device) < 0.5).float() * (math.pi / 2)
     occ_o = occ.gather(1, order)
     piece_o = piece.gather(1, order)
@@ -222,12 +218,12 @@ def _clutter(batch: RoomBatch, cfg: EnvCfg, geom: RoomGeometry, gen: torch.Gener
     # Start and goal: in the free end zones, at opposite ends (direction drawn per world).
     hx, hy = c.length / 2, c.width / 2
     margin = cfg.robot.radius + cfg.room.clearance
-    x_in = _uniform(gen, (n, 2), hx - c.end_zone + margin, hx - margin, device)
-    y = _uniform(gen, (n, 2), -hy + margin, hy - margin, device)
+    x_in = uniform(gen, (n, 2), hx - c.end_zone + margin, hx - margin, device)
+    y = uniform(gen, (n, 2), -hy + margin, hy - margin, device)
     flip = torch.where(torch.rand(n, generator=gen, device=device) < 0.5, -1.0, 1.0)
     batch.start[:, 0] = -flip * x_in[:, 0]
     batch.start[:, 1] = y[:, 0]
-    batch.start[:, 2] = _uniform(gen, (n,), -math.pi, math.pi, device)
+    batch.start[:, 2] = uniform(gen, (n,), -math.pi, math.pi, device)
     batch.goal[:, 0] = flip * x_in[:, 1]
     batch.goal[:, 1] = y[:, 1]
 
@@ -300,7 +296,7 @@ def _corridors(batch: RoomBatch, cfg: EnvCfg, geom: RoomGeometry, gen: torch.Gen
     neighbour = torch.where(side.bool(), along[:, 1].expand(n, E), along[:, 0].expand(n, E))
     nb_closed = torch.where(neighbour >= 0, ~open_.gather(1, neighbour.clamp(min=0)), torch.ones_like(door))
     door &= nb_closed
-    width = _uniform(gen, (n, E), k.doorway_width[0], k.doorway_width[1], device)
+    width = uniform(gen, (n, E), k.doorway_width[0], k.doorway_width[1], device)
     shift = torch.where(side.bool(), width, -width)
     direction = torch.stack([torch.cos(yaw), torch.sin(yaw)], dim=-1)  # along the wall
     pos = centre.expand(n, E, 2) + shift[..., None] * direction
@@ -313,10 +309,10 @@ def _corridors(batch: RoomBatch, cfg: EnvCfg, geom: RoomGeometry, gen: torch.Gen
     rows = torch.randint(0, k.rows, (n, 2), generator=gen, device=device)
     cy = -k.rows * k.cell / 2 + (rows.float() + 0.5) * k.cell
     cx = -k.cols * k.cell / 2 + 0.5 * k.cell
-    j = _uniform(gen, (n, 2, 2), -0.1, 0.1, device)
+    j = uniform(gen, (n, 2, 2), -0.1, 0.1, device)
     flip = torch.where(torch.rand(n, generator=gen, device=device) < 0.5, -1.0, 1.0)
     batch.start[:, 0] = flip * cx + j[:, 0, 0]
     batch.start[:, 1] = cy[:, 0] + j[:, 0, 1]
-    batch.start[:, 2] = _uniform(gen, (n,), -math.pi, math.pi, device)
+    batch.start[:, 2] = uniform(gen, (n,), -math.pi, math.pi, device)
     batch.goal[:, 0] = -flip * cx + j[:, 1, 0]
     batch.goal[:, 1] = cy[:, 1] + j[:, 1, 1]

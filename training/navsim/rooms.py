@@ -176,7 +176,7 @@ class RoomGeometry:
         return torch.minimum(dist, wall)
 
 
-def _uniform(gen: torch.Generator, shape: tuple[int, ...], lo: float, hi: float, device: torch.device) -> torch.Tensor:
+def uniform(gen: torch.Generator, shape: tuple[int, ...], lo: float, hi: float, device: torch.device) -> torch.Tensor:
     return lo + (hi - lo) * torch.rand(shape, generator=gen, device=device)
 
 
@@ -231,12 +231,12 @@ def place_rooms(
     rank = torch.argsort(torch.rand(n, S, generator=gen, device=device), dim=1).argsort(dim=1)
     wanted = rank < count[:, None]
     pos = torch.zeros(n, S, 2, device=device)
-    yaw = _uniform(gen, (n, S), -torch.pi, torch.pi, device) * is_box
+    yaw = uniform(gen, (n, S), -torch.pi, torch.pi, device) * is_box
     active = torch.zeros(n, S, dtype=torch.bool, device=device)
     for j in range(S):
         rj = bound_host[j]
         lim = half - room.wall_margin - rj
-        cand = _uniform(gen, (n, CANDIDATES, 2), -lim, lim, device)
+        cand = uniform(gen, (n, CANDIDATES, 2), -lim, lim, device)
         gap = (cand[:, :, None, :] - pos[:, None, :, :]).norm(dim=-1)  # (n, C, S)
         need = bound_r[None, None, :] + rj + room.obstacle_gap
         ok = ((gap > need) | ~active[:, None, :]).all(dim=-1)
@@ -255,7 +255,7 @@ def place_rooms(
     start = torch.zeros(n, 2, device=device)
     done = torch.zeros(n, dtype=torch.bool, device=device)
     for _ in range(ROUNDS):
-        cand = _uniform(gen, (n, POSE_CANDIDATES, 2), -lim, lim, device)
+        cand = uniform(gen, (n, POSE_CANDIDATES, 2), -lim, lim, device)
         ok = geom.clearance(rooms, cand) > need_free
         picked, any_ok = _first_valid(cand, ok)
         take = any_ok & ~done
@@ -265,8 +265,8 @@ def place_rooms(
     done = torch.zeros(n, dtype=torch.bool, device=device)
     dlo, dhi = goal_distance
     for _ in range(ROUNDS + 1):
-        d = _uniform(gen, (n, POSE_CANDIDATES), dlo, dhi, device)
-        phi = _uniform(gen, (n, POSE_CANDIDATES), -torch.pi, torch.pi, device)
+        d = uniform(gen, (n, POSE_CANDIDATES), dlo, dhi, device)
+        phi = uniform(gen, (n, POSE_CANDIDATES), -torch.pi, torch.pi, device)
         cand = start[:, None, :] + torch.stack([d * torch.cos(phi), d * torch.sin(phi)], dim=-1)
         inside = (cand.abs() <= lim).all(dim=-1)
         ok = inside & (geom.clearance(rooms, cand) > need_free)
@@ -277,6 +277,6 @@ def place_rooms(
     # A world without any valid goal (vanishingly rare) gets the nearest in-room point ahead.
     fallback = torch.stack([start[:, 0] + dlo, start[:, 1]], dim=-1).clamp(-lim, lim)
     goal = torch.where(done[:, None], goal, fallback)
-    start_yaw = _uniform(gen, (n, 1), -torch.pi, torch.pi, device)
+    start_yaw = uniform(gen, (n, 1), -torch.pi, torch.pi, device)
     rooms.start = torch.cat([start, start_yaw], dim=1)
     rooms.goal = goal
