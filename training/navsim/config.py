@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from navdeploy.action import ActionScaling
+from navdeploy.guard import GuardRule
 from navdeploy.scan import ScanOptions
 from navdeploy.spec import PolicySpec, policy_spec_from_config
 from navdeploy.terms import SensorDims
@@ -68,6 +69,17 @@ class RobotCfg:
     omega_max: float = 2.0  # [rad/s]
     limit_planar_speed: bool = True  # scale (vx, vy) down so that |v| <= v_max
     radius: float = 0.2  # cylinder shell: the MJCF, room clearances, surface distances, the contract
+
+
+@dataclass
+class GuardCfg:
+    """The collision guard (navdeploy.guard) between the policy's command and the base; the radius
+    is the robot's. Off: step() is the simulator without it, bit for bit."""
+
+    enabled: bool = True
+    margin: float = 0.03  # [m] kept free beyond the robot's radius
+    headway: float = 0.5  # [s] time headway to the nearest blocking return
+    decel: float = 2.5  # [m/s^2] braking deceleration the speed cap allows for
 
 
 @dataclass
@@ -168,6 +180,14 @@ class EnvCfg:
     lidar: LidarCfg = field(default_factory=LidarCfg)
     robot: RobotCfg = field(default_factory=RobotCfg)
     worlds: WorldsCfg = field(default_factory=WorldsCfg)
+    guard: GuardCfg = field(default_factory=GuardCfg)
+
+    def guard_rule(self) -> GuardRule | None:
+        """The guard the policy drives through, or None when it is off."""
+        g = self.guard
+        if not g.enabled:
+            return None
+        return GuardRule(radius=self.robot.radius, margin=g.margin, headway=g.headway, decel=g.decel)
 
     def extent_half(self) -> float:
         """Half side of the square inside the fixed walls: the rooms' size, or the largest family's."""

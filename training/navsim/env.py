@@ -39,6 +39,7 @@ from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
 from navdeploy.action import action_to_command, clip_action
+from navdeploy.guard import apply_guard
 from navdeploy.subgoal import LookaheadRule, follow_path
 from navdeploy.terms import ObsContext, goal_in_body
 from navsim.actuation import BaseDynamics
@@ -168,6 +169,8 @@ class NavEnv(VecEnv):
         )
         self._graph = None
         self.command = torch.zeros(self.num_envs, 3, device=self.device)  # body-frame [vx, vy, wz]
+        self.guard = ecfg.guard_rule()
+        self.guard_scale = torch.ones(self.num_envs, device=self.device)  # the guard's last factor
         self._command_wp = wp.from_torch(self.command)
         self.randomization = RandomizationManager(cfg.randomization, self.num_envs, self.device, self.seed)
         rand = self.randomization
@@ -248,7 +251,10 @@ class NavEnv(VecEnv):
         action = clip_action(actions.to(self.device).float())
         if self.base is not None:
             self._prepare_base()
-        self.command.copy_(action_to_command(actions.to(self.device).float(), self.scaling))
+        command = action_to_command(actions.to(self.device).float(), self.scaling)
+        if self.guard is not None:  # on the scan the policy just saw, as the node does
+            command, self.guard_scale = apply_guard(self.scan, command, self.guard, self.dims.max_range)
+        self.command.copy_(command)
         self._simulate()
         self.episode_length_buf += 1
 
@@ -314,6 +320,8 @@ class NavEnv(VecEnv):
             extras["log"] = self._episode_log(ended, reasons, sums, length_s)
             if self.planned:
                 extras["log"].update(self._family_log(ended, success, collision))
+            if self.guard is not None:  # share of the worlds whose command the guard slowed this step
+                extras["log"]["Guard/limited"] = (self.guard_scale < 1.0).float().mean()
         if self.curriculum is not None and self.auto_reset:
             self.curriculum.update(dones, success)
             if "log" in extras:

@@ -1,0 +1,116 @@
+"""Collision guard: slow the planar command so the robot can stop before what its scan shows.
+
+The policy decides the command; the guard only ever scales its planar part ``(vx, vy)`` down,
+keeping its direction, and never touches ``wz`` (the shell is a cylinder: turning in place cannot
+hit anything). It reads the same ``num_beams`` ranges the policy observed (metres, the scan rule
+of :mod:`navdeploy.scan`), so training (torch, batched over worlds) and the robot (numpy, one
+robot) apply the very same rule to the very same numbers. Like Nav2's collision monitor in its
+approach mode, but on the policy's own scan and trained with.
+
+The rule, per world, for a planar command ``v`` of speed ``s = |v|`` in direction ``u``:
+
+1. Each beam ``j`` is a point at its range ``r_j`` and angle ``theta_j`` (body frame). Its value is
+   the nearest return in its sector of width ``2 delta`` (``delta`` = half the beam increment), so
+   the obstacle may lie anywhere on that arc: the point is inflated to a disc of radius
+   ``rho_j = radius + margin + r_j sin(delta)``. A beam at ``max_range`` or beyond (no return)
+   blocks nothing.
+2. The robot centre sweeping along ``u`` meets that disc after the free distance
+   ``d_j = a_j - sqrt(rho_j^2 - l_j^2)``, where ``a_j`` and ``l_j`` are the point's along-track and
+   cross-track offsets; a point behind the robot (``a_j <= 0``) or off the swept band
+   (``l_j >= rho_j``) blocks nothing. ``D = min_j d_j`` (negative when a point is already inside
+   the band ahead: then no motion toward it is allowed).
+3. The speed cap is ``min(D / headway, sqrt(2 decel D))`` for ``D > 0``, else 0: the robot keeps a
+   time headway to the nearest blocking return and can always brake at ``decel`` before it.
+4. ``scale = min(1, cap / s)`` (1 for ``s = 0``); the command becomes ``[scale vx, scale vy, wz]``.
+
+Moving away from or along an obstacle is never limited, so the guard cannot trap the robot: it only
+refuses the directions that close in on a return. The rule is vectorised over worlds and beams
+(no Python loop) and keeps the dtype and device of its inputs.
+
+The guard a policy was trained with travels in its bundle (the contract's optional ``guard``
+section, :meth:`GuardRule.to_dict`); the node applies that guard by default.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from navdeploy.scan import TRAINING_ANGLE_MIN
+from navdeploy.xp import ops_for
+
+GUARD_SECTION = "guard"
+"""The contract section that carries the guard a policy was trained with."""
+
+
+@dataclass(frozen=True)
+class GuardRule:
+    """The guard's parameters (see the module docstring for the rule)."""
+
+    radius: float = 0.2  # [m] the robot's shell radius
+    margin: float = 0.03  # [m] kept free beyond the radius
+    headway: float = 0.5  # [s] time headway to the nearest blocking return
+    decel: float = 2.5  # [m/s^2] braking deceleration the cap allows for
+
+    def __post_init__(self) -> None:
+        for name in ("radius", "headway", "decel"):
+            v = getattr(self, name)
+            if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
+                raise ValueError(f"guard {name} must be finite and > 0, got {v!r}")
+        if not (isinstance(self.margin, int | float) and math.isfinite(self.margin) and self.margin >= 0):
+            raise ValueError(f"guard margin must be finite and >= 0, got {self.margin!r}")
+
+    def to_dict(self) -> dict[str, float]:
+        return {k: float(v) for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GuardRule:
+        """The contract's ``guard`` section; unknown keys are errors naming the key."""
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown guard key(s): {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+        return cls(**{k: float(v) for k, v in data.items()})
+
+
+def guard_scale(ranges: Any, command: Any, rule: GuardRule, max_range: float) -> Any:
+    """Per-world factor in [0, 1] for the planar command.
+
+    ``ranges``: ``(..., num_beams)`` metres on the training beam layout; ``command``: ``(..., 3)``
+    body-frame ``[vx, vy, wz]`` in m/s and rad/s. Returns ``(...,)``.
+    """
+    xp = ops_for(ranges)
+    ranges = xp.as_float(ranges)
+    command = xp.as_float(command)
+    num_beams = ranges.shape[-1]
+    increment = 2.0 * math.pi / num_beams
+    theta = xp.as_float(xp.arange(num_beams, ranges)) * increment + TRAINING_ANGLE_MIN
+    vx, vy = command[..., 0], command[..., 1]
+    speed = xp.sqrt(vx * vx + vy * vy)
+    moving = speed > 1e-6
+    safe_speed = xp.where(moving, speed, speed * 0.0 + 1.0)
+    ux, uy = (vx / safe_speed)[..., None], (vy / safe_speed)[..., None]
+    px, py = ranges * xp.cos(theta), ranges * xp.sin(theta)
+    along = px * ux + py * uy
+    lateral = px * uy - py * ux
+    rho = rule.radius + rule.margin + ranges * math.sin(0.5 * increment)
+    band = rho * rho - lateral * lateral
+    blocks = (along > 0.0) & (band > 0.0) & (ranges < max_range)
+    free = along - xp.sqrt(xp.maximum(band, 0.0))
+    big = 1e6
+    dist = xp.amin(xp.where(blocks, free, free * 0.0 + big), axis=-1)
+    positive = xp.maximum(dist, 0.0)
+    cap = xp.minimum(positive / rule.headway, xp.sqrt(2.0 * rule.decel * positive))
+    scale = xp.minimum(cap / safe_speed, 1.0)
+    return xp.where(moving, scale, scale * 0.0 + 1.0)
+
+
+def apply_guard(ranges: Any, command: Any, rule: GuardRule, max_range: float) -> tuple[Any, Any]:
+    """``(guarded command, scale)``: the planar part of ``command`` scaled by :func:`guard_scale`."""
+    xp = ops_for(command)
+    scale = guard_scale(ranges, command, rule, max_range)
+    cmd = xp.as_float(command)
+    out = xp.stack([cmd[..., 0] * scale, cmd[..., 1] * scale, cmd[..., 2]], axis=-1)
+    return out, scale
