@@ -108,14 +108,18 @@ def fixture_bundle() -> Path:
     return FIXTURE_BUNDLE
 
 
-def write_goal_seeking_bundle(out: Path, response: Any = None, path_following: Any = None) -> Path:
+def write_goal_seeking_bundle(
+    out: Path, response: Any = None, path_following: Any = None, guard: Any = None, turn: float = 0.0
+) -> Path:
     """A hand-made bundle whose 'policy' drives straight at the goal (body frame), no learning.
 
     A linear layer reads goal_polar's sin/cos and outputs vx = 2 cos, vy = 2 sin (the runtime clips
     to [-1, 1] and scales), so the robot side can be tested without a trained network. With
     ``response`` (a ``navdeploy.response.RobotResponse``) the contract carries that
     ``robot_response`` section (format 2); without it, none (format 1). With ``path_following`` (a
-    ``navdeploy.subgoal.TrainedPathFollowing``) it carries that ``path_following`` section.
+    ``navdeploy.subgoal.TrainedPathFollowing``) it carries that ``path_following`` section, with
+    ``guard`` (a ``navdeploy.guard.GuardRule``) that ``guard`` section and the contract's robot radius
+    (the guard's). ``turn`` > 0 also turns toward the goal: wz = clip(turn sin(bearing)) omega_max.
     """
     from navdeploy.action import ActionScaling
     from navdeploy.bundle import make_contract
@@ -130,6 +134,7 @@ def write_goal_seeking_bundle(out: Path, response: Any = None, path_following: A
     w = np.zeros((3, spec.obs_dim), dtype=np.float32)
     w[0, sl.start + 2] = 2.0  # cos -> forward
     w[1, sl.start + 1] = 2.0  # sin -> left
+    w[2, sl.start + 1] = turn  # sin -> yaw rate
     weights = MlpWeights(
         mean=np.zeros(spec.obs_dim, dtype=np.float32),
         std=np.ones(spec.obs_dim, dtype=np.float32),
@@ -147,6 +152,8 @@ def write_goal_seeking_bundle(out: Path, response: Any = None, path_following: A
         extra={"source": {"kind": "hand-made goal-seeking test policy"}},
         response=response,
         path_following=path_following,
+        robot_radius=None if guard is None else guard.radius,
+        guard=guard,
     )
     write_bundle(out, weights, contract)
     return out

@@ -24,6 +24,13 @@ exported before, of either format) loads with ``Contract.path_following`` None, 
 follows paths with :class:`navdeploy.subgoal.LookaheadRule`'s defaults. When present it is checked
 (finite numbers, lookahead >= 0, search window > 0, share in [0, 1]) and, like
 ``robot_response``, protected by the two copies having to agree.
+
+The ``guard`` section (:class:`navdeploy.guard.GuardRule`: the collision guard the policy was
+trained driving through) follows the same pattern: optional, no format bump, outside the
+fingerprint. Every export of a policy trained with the guard writes it; without it
+(``Contract.guard`` None: bundles exported before it, or trained with ``env.guard.enabled`` false)
+the node applies no guard. When present it must state all four numbers (finite; radius, headway and
+decel > 0, margin >= 0; no other key) and its radius must be the contract's ``robot.radius``.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from navdeploy.action import ACTION_ORDER, ActionScaling
+from navdeploy.guard import GUARD_SECTION, GuardRule
 from navdeploy.response import SECTION as RESPONSE_SECTION
 from navdeploy.response import ResponseError, RobotResponse
 from navdeploy.scan import BeamLayout
@@ -104,6 +112,9 @@ class Contract:
     path_following: TrainedPathFollowing | None = None
     """The path-following rule the policy was trained with (``path_following``); None in bundles
     exported before the section existed (the robot then uses ``LookaheadRule()``)."""
+    guard: GuardRule | None = None
+    """The collision guard the policy was trained with (``guard``); None in bundles exported before
+    the section existed or trained without the guard (the node then applies none)."""
 
     # The beam layout's angles, for planners and logs: always the training layout's (checked on load).
     @property
@@ -131,13 +142,16 @@ def make_contract(
     sim_lidar: dict[str, Any] | None = None,
     response: RobotResponse | None = None,
     path_following: TrainedPathFollowing | None = None,
+    guard: GuardRule | None = None,
 ) -> dict[str, Any]:
     """The contract as plain JSON data (``robot_radius``: the training shell radius, if known;
     ``trained_fov``: the lidar field of view [rad] the policy was trained with, which a robot scan
     must cover; ``sim_lidar``: how the simulator rendered the scan, for the record; ``response``:
     the ``robot_response`` section, :meth:`RobotResponse.from_config` of the training config; with
     it the contract is format 2, without it format 1; ``path_following``: the optional
-    ``path_following`` section, :meth:`TrainedPathFollowing.from_config` of the training config)."""
+    ``path_following`` section, :meth:`TrainedPathFollowing.from_config` of the training config;
+    ``guard``: the optional ``guard`` section, the training config's ``env.guard_rule()``, None when
+    the policy was trained without the guard)."""
     d = spec.dims
     terms, start = [], 0
     for t in spec.terms:
@@ -194,6 +208,8 @@ def make_contract(
         contract[RESPONSE_SECTION] = response.to_dict()
     if path_following is not None:
         contract[PATH_SECTION] = path_following.to_dict()
+    if guard is not None:
+        contract[GUARD_SECTION] = guard.to_dict()
     if extra:
         contract.update(extra)
     return contract
@@ -244,6 +260,8 @@ def _check_numbers(data: dict[str, Any], c: Contract) -> None:
     _positive("goal_tolerance", c.goal_tolerance)
     if c.robot_radius is not None:
         _positive("robot.radius", c.robot_radius)
+    if c.guard is not None and c.robot_radius is not None and c.guard.radius != float(c.robot_radius):
+        raise BundleError(f"contract {GUARD_SECTION}.radius = {c.guard.radius}, robot.radius = {c.robot_radius}")
     if c.response is not None and c.response.physics_substep > c.control_period * (1.0 + 1e-9):
         raise BundleError(
             f"contract {RESPONSE_SECTION}.physics_substep = {c.response.physics_substep} s is longer than "
@@ -287,6 +305,26 @@ def _parse_path_following(data: dict[str, Any]) -> TrainedPathFollowing | None:
         raise BundleError(f"contract {err}") from None
 
 
+def _parse_guard(data: dict[str, Any]) -> GuardRule | None:
+    """The optional ``guard`` section (either format); None when absent. Every key of
+    :class:`GuardRule` must be there, as a number."""
+    if GUARD_SECTION not in data:
+        return None
+    section = data[GUARD_SECTION]
+    if not isinstance(section, dict):
+        raise BundleError(f"contract {GUARD_SECTION} must be a mapping, got {type(section).__name__}")
+    for key in GuardRule.__dataclass_fields__:
+        if key not in section:
+            raise BundleError(f"contract {GUARD_SECTION} has no {key}")
+    for key, value in section.items():
+        if key in GuardRule.__dataclass_fields__ and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise BundleError(f"contract {GUARD_SECTION}.{key} must be a number, got {value!r}")
+    try:
+        return GuardRule.from_dict(section)
+    except ValueError as err:
+        raise BundleError(f"contract {err}") from None
+
+
 def parse_contract(data: dict[str, Any]) -> Contract:
     """Check the contract's shape and self-consistency; return the typed view."""
     if data.get("format") != FORMAT:
@@ -299,6 +337,7 @@ def parse_contract(data: dict[str, Any]) -> Contract:
         )
     response = _parse_response(data, int(version))
     path_following = _parse_path_following(data)
+    guard = _parse_guard(data)
     try:
         obs = data["observation"]
         spec = spec_from_dict(obs["spec"])
@@ -326,6 +365,7 @@ def parse_contract(data: dict[str, Any]) -> Contract:
             trained_fov=float(lidar.get("trained_fov", 2.0 * math.pi)),
             response=response,
             path_following=path_following,
+            guard=guard,
         )
     except (KeyError, TypeError, ValueError) as err:
         raise BundleError(f"malformed contract: {type(err).__name__}: {err}") from None

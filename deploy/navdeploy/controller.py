@@ -24,6 +24,13 @@ last point, and each tick the policy is given the sub-goal of the lookahead rule
 A new goal pose, or an empty path, ends path following. The rule's lookahead and search window
 are the ones the policy was trained with (the contract's ``path_following`` section), unless the
 node's parameters set them (:func:`resolve_path_rule`).
+
+Collision guard: when the bundle carries a ``guard`` section (the guard the policy was trained
+driving through, :mod:`navdeploy.guard`), each driving command, once clamped to the limits and
+before the velocity smoother, has its planar part scaled by :func:`navdeploy.guard.guard_scale` of
+the very ranges the runtime built this tick's observation from (``last_scan_report.ranges``: the
+contract's beams, metres) and the contract's max range, as training's ``step()`` does with the scan
+its policy observed. ``wz`` is never touched; the node's ``guard`` parameter turns it off.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from navdeploy.guard import GuardRule, guard_scale
 from navdeploy.scan import (
     DEFAULT_MAX_FILL_GAP,
     DEFAULT_MIN_COVERAGE,
@@ -151,6 +159,9 @@ class ControllerSettings:
     accel_limits: AccelLimits = field(default_factory=AccelLimits)  # the velocity smoother's; none: off
     path_rule: LookaheadRule = field(default_factory=LookaheadRule)  # sub-goal of a path (navdeploy.subgoal)
     path_source: str = ""  # one line: the path rule's values and which side set each
+    guard: GuardRule | None = None  # the collision guard on driving commands (navdeploy.guard); None: off
+    max_range: float = math.inf  # [m] the contract's lidar max_range: a beam at it is no return (the guard)
+    guard_source: str = ""  # one line: the guard in use, or why there is none
 
 
 def check_number(name: str, value: Any, lo: float, hi: float = math.inf, *, lo_open: bool = False) -> float:
@@ -188,6 +199,7 @@ def resolve_settings(
     max_accel_angular: float = 0.0,
     path_lookahead: float = 0.0,
     path_search_window: float = 0.0,
+    guard: bool = True,
 ) -> tuple[ControllerSettings, list[str]]:
     """The node's parameters over the bundle's contract: 0 takes the contract's value; for each limit
     the smaller of the node's and the contract's wins. Every number must be finite and in range.
@@ -196,6 +208,7 @@ def resolve_settings(
     a bundle without one); ``velocity_smoother`` false turns it off. ``path_lookahead`` and
     ``path_search_window`` set the path-following rule (:class:`navdeploy.subgoal.LookaheadRule`;
     :func:`resolve_path_rule`): 0 takes the bundle's trained value, a value > 0 replaces it.
+    ``guard``: apply the bundle's collision guard (:func:`resolve_guard`; none without the section).
     Returns the settings and warnings to log; raises ValueError naming the parameter when one is
     unusable (the node refuses to start with that one line)."""
     warnings: list[str] = []
@@ -254,6 +267,7 @@ def resolve_settings(
         contract, velocity_smoother, max_accel_linear, max_accel_angular, warnings=warnings, sources=sources
     )
     rule, path_source = resolve_path_rule(contract, path_lookahead, path_search_window, warnings=warnings)
+    guard_rule, guard_source = resolve_guard(contract, guard, warnings=warnings)
     settings = ControllerSettings(
         period,
         tol,
@@ -267,8 +281,29 @@ def resolve_settings(
         accel_limits=accel,
         path_rule=rule,
         path_source=path_source,
+        guard=guard_rule,
+        max_range=float(contract.max_range) if guard_rule is not None else math.inf,
+        guard_source=guard_source,
     )
     return settings, warnings
+
+
+def resolve_guard(contract: Any, enabled: bool, *, warnings: list[str]) -> tuple[GuardRule | None, str]:
+    """The collision guard from the node's ``guard`` parameter and the contract's ``guard`` section:
+    the section's rule when both are there, else None. Returns the rule and one line for the log;
+    appends a warning when the parameter turns off a guard the policy was trained with."""
+    if not isinstance(enabled, bool | np.bool_):
+        raise ValueError(f"parameter 'guard' must be true or false, got {enabled!r}")
+    trained: GuardRule | None = getattr(contract, "guard", None)
+    if trained is None:
+        return None, "guard none (the bundle has no guard section: the policy was trained without it)"
+    if not enabled:
+        warnings.append("guard off, but the policy was trained driving through it: nothing slows it near obstacles")
+        return None, "guard off (node parameter guard false)"
+    return trained, (
+        f"guard radius {trained.radius:g} m, margin {trained.margin:g} m, headway {trained.headway:g} s, "
+        f"decel {trained.decel:g} m/s^2 (bundle contract)"
+    )
 
 
 def resolve_path_rule(
@@ -417,6 +452,7 @@ class TickResult:
     path_in_use: bool = False  # a path is set: the policy's goal is its sub-goal
     subgoal: tuple[float, float] | None = None  # the path's sub-goal of this tick (odometry frame)
     path_remaining: float | None = None  # [m] path distance still to go, with the sub-goal
+    guard_scale: float | None = None  # the guard's factor on (vx, vy) this tick (1: not slowed); None: not run
 
 
 class ClockWatchdog:
@@ -467,6 +503,8 @@ class PolicyController:
     scan_errors: tuple[type[BaseException], ...] = ()
     smoother: VelocitySmoother | None = None  # acceleration limits on driving commands; None: off
     path_rule: LookaheadRule = field(default_factory=LookaheadRule)  # sub-goal of a path
+    guard: GuardRule | None = None  # collision guard on driving commands (navdeploy.guard); None: off
+    max_range: float = math.inf  # [m] the contract's lidar max_range, for the guard
 
     @classmethod
     def from_settings(cls, runtime: Any, settings: ControllerSettings) -> PolicyController:
@@ -491,6 +529,8 @@ class PolicyController:
                 else None
             ),
             path_rule=settings.path_rule,
+            guard=settings.guard,
+            max_range=settings.max_range,
         )
 
     def __post_init__(self) -> None:
@@ -783,15 +823,23 @@ class PolicyController:
             return self._zero(
                 State.ERROR, f"policy returned a non-finite or misshapen command {raw.tolist()}", distance
             )
+        cmd = clamp_command(raw, self.limits)
+        scale = None
+        if self.guard is not None:
+            cmd, scale = self._guarded(cmd, self.guard)
         return TickResult(
-            clamp_command(raw, self.limits),
-            State.DRIVING,
-            "driving",
-            distance,
-            self.last_inference_ms,
-            None,
-            self._report(),
+            cmd, State.DRIVING, "driving", distance, self.last_inference_ms, None, self._report(), guard_scale=scale
         )
+
+    def _guarded(self, cmd: np.ndarray, rule: GuardRule) -> tuple[np.ndarray, float]:
+        """``cmd`` with its planar part scaled by ``rule`` on the ranges the policy observed this tick
+        (the runtime's ``last_scan_report``, set by its step); wz as it was. Raises when the runtime
+        keeps no report (the tick then stops with ``error``)."""
+        report = self._report()
+        if report is None:
+            raise RuntimeError("the guard has no scan: the runtime keeps no last_scan_report")
+        scale = float(guard_scale(report.ranges, cmd, rule, self.max_range))
+        return np.array([cmd[0] * scale, cmd[1] * scale, cmd[2]]), scale
 
     def _follow(self, pose: np.ndarray) -> tuple[tuple[float, float], bool]:
         """Advance along the path from ``pose``: (this tick's sub-goal, whether the robot's progress is

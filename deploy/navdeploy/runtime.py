@@ -209,7 +209,9 @@ class PolicyRuntime(ContractScanReader):
     def step(self, scan: ScanInput, pose: Any, twist: Any, goal: Any) -> np.ndarray:
         """Observation -> policy -> command; remembers the clipped action as the previous one.
 
-        Raises ScanUnusable (before touching any state) when the scan carries no information.
+        Raises ScanUnusable (before touching any state) when the scan carries no information. The
+        ranges the observation was built from stay in ``last_scan_report.ranges`` (the controller's
+        collision guard reads them there).
         """
         obs = self.observation(scan, pose, twist, goal)
         raw = self.act(obs)

@@ -41,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--force", action="store_true", help="replace a different bundle already in --out")
     args = p.parse_args(argv)
 
+    from navdeploy.guard import GUARD_SECTION, GuardRule
     from navdeploy.response import RobotResponse
     from navdeploy.subgoal import TrainedPathFollowing
     from navtrain.export_onnx import CHECK_FILE, ExportCheckError, ExportError, export_bundle
@@ -82,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"robot_response: {RobotResponse.from_dict(contract['robot_response']).describe()}")
     print(f"path_following: {TrainedPathFollowing.from_dict(contract['path_following']).describe()}")
+    guard = contract.get(GUARD_SECTION)
+    print(f"guard: {GuardRule.from_dict(guard) if guard is not None else 'none (trained without the guard)'}")
     return 0
 
 

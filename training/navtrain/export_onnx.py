@@ -299,7 +299,8 @@ def export_bundle(
         config_data = to_dict(cfg)
         response = RobotResponse.from_config(config_data)
         path_following = TrainedPathFollowing.from_config(config_data)
-    except (ResponseError, PathFollowingError) as err:
+        guard = cfg.env.guard_rule()  # None: trained without the guard (older stored configs too)
+    except (ResponseError, PathFollowingError, ValueError) as err:
         raise ExportError(f"config: {err}") from None
     weights = actor_weights(actor, cfg.model.activation)
     ckpt_sha = _sha256(ckpt_path)
@@ -344,6 +345,7 @@ def export_bundle(
             },
             response=response,
             path_following=path_following,
+            guard=guard,
         )
         path = write_bundle(staged, weights, contract)
         report = check_onnx(path, actor, observations, tol)

@@ -13,13 +13,15 @@ The bundle: the ``bundle_path`` parameter, else ``$NAV_POLICY_BUNDLE``, else the
 installed with this package (``nav_policy/default_bundle``); the log names which one was loaded.
 The velocity smoother (``navdeploy.smoother``, parameters ``velocity_smoother``,
 ``max_accel_linear``, ``max_accel_angular``) limits the acceleration of driving commands to what the
-bundle's policy was trained with; it never delays a stop.
+bundle's policy was trained with; it never delays a stop. Before it, the collision guard
+(``navdeploy.guard``, parameter ``guard``) slows the planar command toward returns of the policy's
+own scan, as in training, when the bundle carries the guard its policy was trained with.
 
 Publishes on a timer at the control period (default from the bundle's contract), never from a
 subscription callback, so a missing or stale sensor can never freeze the last command in place:
 every tick publishes either the clamped policy command or an explicit zero. State changes are
 logged once; a JSON status string (state, reason, scan fault, coverage and filled sectors of the
-scan, distance to goal, last inference time, the path's sub-goal) goes out each tick on the status
+scan, distance to goal, last inference time, the path's sub-goal, the guard's scale) goes out each tick on the status
 topic, and what the policy saw of the scan (the training beams after resampling and fill, filled
 sectors marked with intensity 1) on the policy scan topic. Under ``use_sim_time`` a second timer on wall time keeps
 publishing zero (state ``clock_stalled``) when /clock stops advancing (docs/ros2.md, states).
@@ -102,6 +104,7 @@ class PolicyNode(Node):
         max_accel_angular = declare_number(self, "max_accel_angular", 0.0, 0.0, 1e4)
         path_lookahead = declare_number(self, "path_lookahead", 0.0, 0.0, 100.0)  # 0: the bundle's
         path_search_window = declare_number(self, "path_search_window", 0.0, 0.0, 100.0)  # 0: the bundle's
+        guard = declare_bool(self, "guard", True)  # the bundle's collision guard (none without the section)
         self.odom_frame = p("odom_frame", "odom").value
         self.base_frame = p("base_frame", "base_link").value
         goal_frames_text = p("static_goal_frames", "").value
@@ -150,6 +153,7 @@ class PolicyNode(Node):
                 max_accel_angular=max_accel_angular,
                 path_lookahead=path_lookahead,
                 path_search_window=path_search_window,
+                guard=guard,
             )
         except ValueError as exc:
             raise StartupError(str(exc)) from exc
@@ -204,7 +208,7 @@ class PolicyNode(Node):
             + (f" {so.fill_value} m" if so.fill == "constant" else "")
             + f", min_valid_share {so.min_valid_share}, min_coverage {so.min_coverage} of the trained "
             f"{math.degrees(getattr(c, 'trained_fov', 2 * math.pi)):.0f} deg, max_fill_gap {so.max_fill_gap}; "
-            f"path following {settings.path_source}; "
+            f"path following {settings.path_source}; {settings.guard_source}; "
             f"{' + '.join(x.topic_name for x in subs)} -> {self.cmd_pub.topic_name}, {self.policy_scan_pub.topic_name}"
         )
 
@@ -324,6 +328,7 @@ class PolicyNode(Node):
             "path_in_use": res.path_in_use,
             "subgoal": None if res.subgoal is None else [round(float(v), 6) for v in res.subgoal],
             "path_remaining": None if res.path_remaining is None else round(res.path_remaining, 4),
+            "guard_scale": None if res.guard_scale is None else round(res.guard_scale, 4),
         }
         if res.scan_report is not None:
             status.update(res.scan_report.to_status())
