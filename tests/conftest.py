@@ -34,6 +34,8 @@ FIXTURE_BUNDLE = REPO / "tests" / "fixtures" / "bundle"
 TRAIN_ENVS = 32
 NO_RANDOMIZATION = "randomization.enabled=false"
 """Override for tests that measure the simulator itself: an instant base, exact odometry and scans."""
+NO_GUARD = "env.guard.enabled=false"
+"""Override for tests that drive the robot into things on purpose: the base gets the raw command."""
 TRAIN_OVERRIDES = ["runner.num_steps_per_env=16", "algorithm.num_mini_batches=2", "algorithm.num_learning_epochs=2"]
 """The tiny training run of :func:`trained_checkpoint` (on conf/nav.yaml)."""
 
@@ -78,12 +80,14 @@ def place_obstacle(rooms: RoomBatch, world: int, slot: int, xy: tuple[float, flo
 
 @pytest.fixture(scope="module")
 def obstacle_free_env(make_env) -> NavEnv:
-    """16 worlds, no obstacles, noise-free lidar, no randomisation, auto-reset on, no random
-    episode lengths.
+    """16 worlds, no obstacles, noise-free lidar, no randomisation, no collision guard, auto-reset
+    on, no random episode lengths.
 
     Shared by the tests of a module: each test installs its own rooms with ``env.reset``.
     """
-    env = make_env(SMALL_WORLDS, "env.init_at_random_ep_len=false", "env.lidar.noise_std=0.0", NO_RANDOMIZATION)
+    env = make_env(
+        SMALL_WORLDS, "env.init_at_random_ep_len=false", "env.lidar.noise_std=0.0", NO_RANDOMIZATION, NO_GUARD
+    )
     env.reset(empty_rooms(env))
     return env
 

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from conftest import NO_RANDOMIZATION, empty_rooms, place_obstacle
+from conftest import NO_GUARD, NO_RANDOMIZATION, empty_rooms, place_obstacle
 from navdeploy.action import action_to_command
 
 YAWS = torch.linspace(-math.pi, math.pi, 17)[:16]  # 16 different headings, one per world
@@ -112,7 +112,12 @@ def test_action_clip_and_planar_speed_limit(obstacle_free_env):
 
 def test_walls_stop_the_robot_and_count_as_collision(make_env):
     env = make_env(
-        4, "env.init_at_random_ep_len=false", "env.auto_reset=false", "env.lidar.noise_std=0.0", NO_RANDOMIZATION
+        4,
+        "env.init_at_random_ep_len=false",
+        "env.auto_reset=false",
+        "env.lidar.noise_std=0.0",
+        NO_RANDOMIZATION,
+        NO_GUARD,
     )
     rooms = empty_rooms(env, start=(1.0, 0.0, 0.0))
     rooms.start[:, 2] = torch.tensor([0.0, math.pi / 2, math.pi, -math.pi / 2])  # face +x, +y, -x, -y
@@ -138,7 +143,12 @@ def test_walls_stop_the_robot_and_count_as_collision(make_env):
 
 def test_each_world_collides_only_with_its_own_obstacles(make_env):
     env = make_env(
-        8, "env.init_at_random_ep_len=false", "env.auto_reset=false", "env.lidar.noise_std=0.0", NO_RANDOMIZATION
+        8,
+        "env.init_at_random_ep_len=false",
+        "env.auto_reset=false",
+        "env.lidar.noise_std=0.0",
+        NO_RANDOMIZATION,
+        NO_GUARD,
     )
     rooms = empty_rooms(env, start=(0.0, 0.0, 0.0), goal=(-3.0, 0.0))
     place_obstacle(rooms, 0, 0, (0.25, 0.0))  # cylinder slot 0 overlaps the robot in world 0 only
@@ -175,6 +185,7 @@ def test_warp_trajectories_match_c_mujoco_rollout_on_the_same_rooms(make_env):
         "env.auto_reset=false",
         "env.lidar.noise_std=0.0",
         NO_RANDOMIZATION,
+        NO_GUARD,  # the C reference steps the raw command
         seed=5,
     )
     ref = CReference(env, nthread=2)

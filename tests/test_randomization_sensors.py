@@ -10,13 +10,17 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import empty_rooms, place_obstacle
+from conftest import NO_GUARD, empty_rooms, place_obstacle
 from navdeploy.scan import ScanInput, ScanOptions, resample_scan
 from navsim.scan_faults import MissingFill
 from test_randomization import only
 
 N = 8
-QUIET = ("env.init_at_random_ep_len=false", "env.lidar.noise_std=0.0")
+QUIET = (
+    "env.init_at_random_ep_len=false",
+    "env.lidar.noise_std=0.0",
+    NO_GUARD,
+)  # the guard would steer by the perturbed scan
 B = 72
 
 

@@ -18,7 +18,7 @@ The rule, per world, for a planar command ``v`` of speed ``s = |v|`` in directio
    ``d_j = a_j - sqrt(rho_j^2 - l_j^2)``, where ``a_j`` and ``l_j`` are the point's along-track and
    cross-track offsets; a point behind the robot (``a_j <= 0``) or off the swept band
    (``l_j >= rho_j``) blocks nothing. ``D = min_j d_j`` (negative when a point is already inside
-   the band ahead: then no motion toward it is allowed).
+   the band ahead: then no motion toward it is allowed). "Behind" means ``a_j <= ALONG_EPS``.
 3. The speed cap is ``min(D / headway, sqrt(2 decel D))`` for ``D > 0``, else 0: the robot keeps a
    time headway to the nearest blocking return and can always brake at ``decel`` before it.
 4. ``scale = min(1, cap / s)`` (1 for ``s = 0``); the command becomes ``[scale vx, scale vy, wz]``.
@@ -43,6 +43,10 @@ from navdeploy.xp import ops_for
 
 GUARD_SECTION = "guard"
 """The contract section that carries the guard a policy was trained with."""
+
+ALONG_EPS = 1e-4
+"""[m] A return must be at least this far ahead along the motion to block it: one exactly abeam (the
+robot sliding along a wall it touches) is not in the way, whatever the float rounding of its angle."""
 
 
 @dataclass(frozen=True)
@@ -97,7 +101,7 @@ def guard_scale(ranges: Any, command: Any, rule: GuardRule, max_range: float) ->
     lateral = px * uy - py * ux
     rho = rule.radius + rule.margin + ranges * math.sin(0.5 * increment)
     band = rho * rho - lateral * lateral
-    blocks = (along > 0.0) & (band > 0.0) & (ranges < max_range)
+    blocks = (along > ALONG_EPS) & (band > 0.0) & (ranges < max_range)
     free = along - xp.sqrt(xp.maximum(band, 0.0))
     big = 1e6
     dist = xp.amin(xp.where(blocks, free, free * 0.0 + big), axis=-1)

@@ -327,9 +327,10 @@ STORED_BEFORE = {
     ("env", "lidar", "rays_per_beam"): 1,
     ("randomization", "enabled"): False,
     ("randomization", "nominal_share"): 0.0,
+    ("env", "guard", "enabled"): False,
 }
 """Keys that configs stored by older versions lack, with the value those versions used (one ray per
-beam, at the sector centre; no randomisation); filled in by :func:`config_from_data` (a missing
+beam, at the sector centre; no randomisation; no collision guard); filled in by :func:`config_from_data` (a missing
 section is created for them) so that an old checkpoint is evaluated or exported with the simulator
 it was trained in, never with today's default."""
 
