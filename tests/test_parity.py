@@ -4,8 +4,9 @@ The simulator's state is rendered as robot-side inputs — a LaserScan-like scan
 simulator's beams (the noisy scan the policy saw), the odometry pose and body-frame twist, the
 goal in the odometry frame — and fed to the runtime with the exported bundle. Over more than 200
 states in 16 rooms (plus the rooms that auto-resets bring) the runtime's 78 numbers equal the
-training observation, and its command equals the env's applied command (action_to_command of the
-torch actor's mean, and the body-frame command the env's actuators were driven with).
+training observation, and its command equals the env's command (action_to_command of the torch
+actor's mean); that command through the bundle's collision guard, on the ranges the runtime built
+the observation from, equals the body-frame command the env's actuators were driven with.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 
 from conftest import TRAIN_OVERRIDES
 from navdeploy.action import action_to_command
+from navdeploy.guard import guard_scale
 from navdeploy.runtime import PolicyRuntime, ScanInput, policy_spec_from_config
 from navdeploy.scan import BeamLayout
 from navsim.config import load_config, to_dict
@@ -41,7 +43,9 @@ def rollout(exported_bundle, trained_checkpoint) -> dict[str, np.ndarray]:
     beams = BeamLayout(env.dims.num_beams)
     angle_min, increment = beams.angle_min, beams.angle_increment
 
-    rec: dict[str, list] = {k: [] for k in ("obs_sim", "obs_rt", "obs_rt_rev", "cmd_sim", "cmd_rt", "cmd_ctrl")}
+    rec: dict[str, list] = {
+        k: [] for k in ("obs_sim", "obs_rt", "obs_rt_rev", "cmd_sim", "cmd_rt", "cmd_guarded", "cmd_ctrl")
+    }
     goals = set()
     obs = env.get_observations()["policy"]
     for _ in range(STEPS):
@@ -59,7 +63,11 @@ def rollout(exported_bundle, trained_checkpoint) -> dict[str, np.ndarray]:
             # The same scan as a driver publishing clockwise from the last beam would send it.
             rev = ScanInput(scan[i][::-1].copy(), angle_min + 71 * increment, -increment, 0.0, env.dims.max_range)
             rec["obs_rt_rev"].append(rt.observation(rev, pose[i], twist[i], goal[i]))
-            rec["cmd_rt"].append(rt.step(s, pose[i], twist[i], goal[i]))
+            cmd = rt.step(s, pose[i], twist[i], goal[i])
+            rec["cmd_rt"].append(cmd)
+            ranges = rt.last_scan_report.ranges  # what this step's observation was built from
+            scale = float(guard_scale(ranges, cmd, rt.contract.guard, rt.contract.max_range))
+            rec["cmd_guarded"].append(np.array([cmd[0] * scale, cmd[1] * scale, cmd[2]]))
             goals.add(tuple(np.round(goal[i], 4)))
         rec["obs_sim"].append(obs.numpy())
         rec["cmd_sim"].append(cmd_sim.numpy())
@@ -74,6 +82,7 @@ def rollout(exported_bundle, trained_checkpoint) -> dict[str, np.ndarray]:
             runtimes[i].reset()
     out = {k: np.asarray(v).reshape(NUM_ENVS * STEPS, -1) for k, v in rec.items()}
     out["num_goals"] = np.array(len(goals))
+    out["guards_agree"] = np.array(runtimes[0].contract.guard == env.guard and env.guard is not None)
     out["env_fingerprint"] = np.array(env.obs_manager.policy_spec.fingerprint())
     return out
 
@@ -94,12 +103,14 @@ def test_runtime_observation_equals_the_training_observation(rollout: dict[str, 
 
 def test_runtime_command_equals_the_simulators_applied_command(rollout: dict[str, np.ndarray]) -> None:
     sim, rt, ctrl = rollout["cmd_sim"], rollout["cmd_rt"], rollout["cmd_ctrl"]
+    guarded = rollout["cmd_guarded"]
     assert rt.shape == sim.shape == (NUM_ENVS * STEPS, 3)
     d_sim = np.abs(sim - rt).max()
     assert d_sim <= TOL, f"max |command delta| vs action_to_command(torch mean): {d_sim:.3e}"
+    assert bool(rollout["guards_agree"])  # the bundle carries the env's guard (conf/nav.yaml: on)
     live = ~np.isnan(ctrl[:, 0])
     assert live.sum() >= 200
-    d_ctrl = np.abs(ctrl[live] - rt[live]).max()
+    d_ctrl = np.abs(ctrl[live] - guarded[live]).max()
     print(f"\nparity: max |cmd delta| vs action_to_command {d_sim:.3e}, vs body-frame ctrl {d_ctrl:.3e} ({live.sum()})")
     assert d_ctrl <= TOL, f"max |command delta| vs env ctrl in the body frame: {d_ctrl:.3e}"
     assert np.abs(rt).max() > 0.1  # the policy does command motion: not a trivial zero match
