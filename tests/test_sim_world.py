@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import NO_RANDOMIZATION
+from conftest import NO_GUARD, NO_RANDOMIZATION
 from navdeploy.scan import BeamLayout
 from navsim.config import load_config
 from navsim.outcomes import OUTCOMES, Outcome
@@ -203,6 +203,7 @@ def test_policy_episodes_end_alike_in_both_simulators(make_env, cfg, fixture_bun
         "env.init_at_random_ep_len=false",
         "env.auto_reset=false",
         NO_RANDOMIZATION,
+        NO_GUARD,  # the fixture bundle has no guard section, and rt.step is the raw policy command
     )
     env.reset(_batch(rooms))
     warp: list[tuple[str, int] | None] = [None] * len(seeds)
