@@ -3,6 +3,7 @@ simulator driving through it (the command the base gets, and a robot driven at a
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -162,3 +163,14 @@ def test_full_speed_at_an_obstacle_stops_short_with_the_guard_and_hits_without(m
     surface = -0.5 - guarded_env.env_cfg.room.cylinder_radius[0]  # slot 0: the smallest cylinder
     gap = surface - (x[:2] + 0.2)
     assert (gap > 0.0).all() and (gap < 0.1).all(), gap
+
+
+def test_benchmark_reports_the_guards_cost(tmp_path, capsys):
+    from navsim.benchmark import main
+
+    out = tmp_path / "bench.json"
+    argv = ["--num-envs", "4", "--steps", "2", "--warmup", "1", "--no-reference", "--guard-cost", "--json", str(out)]
+    assert main([*argv, "randomization.enabled=false"]) == 0
+    row = json.loads(out.read_text())["results"]["4"]
+    assert row["env_steps_per_s"] > 0 and row["env_steps_per_s_guard_off"] > 0
+    assert "guard cost at 4 worlds: NavEnv.step" in capsys.readouterr().out

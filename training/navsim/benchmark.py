@@ -524,6 +524,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also time NavEnv.step with randomization.enabled=false: the cost of the randomisation terms",
     )
+    parser.add_argument(
+        "--guard-cost",
+        action="store_true",
+        help="also time NavEnv.step with env.guard.enabled=false: the cost of the collision guard",
+    )
     parser.add_argument("--accuracy-worlds", type=int, default=256, help="worlds of the error measurement")
     parser.add_argument(
         "--families",
@@ -580,6 +585,13 @@ def main(argv: list[str] | None = None) -> int:
             row["env_steps_per_s_randomization_off"] = bench_warp(off, args.steps, args.warmup, seed=n)[
                 "env_steps_per_s"
             ]
+            del off
+        if args.guard_cost:
+            off_cfg = load_config(args.config, [*args.overrides, "env.guard.enabled=false"])
+            log(f"[N={n}] the same with env.guard.enabled=false")
+            off = NavEnv(off_cfg, num_envs=n, device=device, seed=cfg.env.seed)
+            off.randomize_episode_lengths()
+            row["env_steps_per_s_guard_off"] = bench_warp(off, args.steps, args.warmup, seed=n)["env_steps_per_s"]
             del off
         if args.busy and n == counts[0]:
             log(f"[N={n}] torch threads against a competing busy process")
@@ -646,6 +658,14 @@ def main(argv: list[str] | None = None) -> int:
             state = "on" if cfg.randomization.enabled else "off (config)"
             print(
                 f"randomisation cost at {n} worlds: NavEnv.step {on:,.0f} env-steps/s with randomisation {state}, "
+                f"{off:,.0f} with it off ({on / off:.0%})"
+            )
+    for n, r in results.items():
+        if "env_steps_per_s_guard_off" in r:
+            on, off = r["env_steps_per_s"], r["env_steps_per_s_guard_off"]
+            state = "on" if cfg.env.guard.enabled else "off (config)"
+            print(
+                f"guard cost at {n} worlds: NavEnv.step {on:,.0f} env-steps/s with the guard {state}, "
                 f"{off:,.0f} with it off ({on / off:.0%})"
             )
     for n, r in results.items():
