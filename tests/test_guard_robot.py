@@ -306,3 +306,11 @@ def test_the_node_slows_its_cmd_vel_before_a_wall(tmp_path: Path) -> None:
         tn.close()
         proc.stop()
         lease.release()
+
+
+def test_a_smoother_slower_than_the_guards_braking_is_warned_about(bundles: dict[str, Path]) -> None:
+    contract = PolicyRuntime.load(bundles["guard"]).contract
+    _, warnings = resolve_settings(contract, max_accel_linear=RULE.decel)
+    assert not warnings
+    _, warnings = resolve_settings(contract, max_accel_linear=0.5 * RULE.decel)
+    assert any("below the guard's braking deceleration" in w for w in warnings), warnings

@@ -268,6 +268,12 @@ def resolve_settings(
     )
     rule, path_source = resolve_path_rule(contract, path_lookahead, path_search_window, warnings=warnings)
     guard_rule, guard_source = resolve_guard(contract, guard, warnings=warnings)
+    if guard_rule is not None and accel.linear is not None and accel.linear < guard_rule.decel:
+        warnings.append(
+            f"the velocity smoother's linear limit {accel.linear:g} m/s^2 is below the guard's braking "
+            f"deceleration {guard_rule.decel:g} m/s^2: the robot cannot stop where the guard plans to "
+            "(use a bundle trained with a lower env.guard.decel)"
+        )
     settings = ControllerSettings(
         period,
         tol,
