@@ -313,12 +313,6 @@ def _parse_guard(data: dict[str, Any]) -> GuardRule | None:
     section = data[GUARD_SECTION]
     if not isinstance(section, dict):
         raise BundleError(f"contract {GUARD_SECTION} must be a mapping, got {type(section).__name__}")
-    for key in GuardRule.__dataclass_fields__:
-        if key not in section:
-            raise BundleError(f"contract {GUARD_SECTION} has no {key}")
-    for key, value in section.items():
-        if key in GuardRule.__dataclass_fields__ and (isinstance(value, bool) or not isinstance(value, int | float)):
-            raise BundleError(f"contract {GUARD_SECTION}.{key} must be a number, got {value!r}")
     try:
         return GuardRule.from_dict(section)
     except ValueError as err:

@@ -27,7 +27,7 @@ node's parameters set them (:func:`resolve_path_rule`).
 
 Collision guard: when the bundle carries a ``guard`` section (the guard the policy was trained
 driving through, :mod:`navdeploy.guard`), each driving command, once clamped to the limits and
-before the velocity smoother, has its planar part scaled by :func:`navdeploy.guard.guard_scale` of
+before the velocity smoother, has its planar part scaled by :func:`navdeploy.guard.apply_guard` on
 the very ranges the runtime built this tick's observation from (``last_scan_report.ranges``: the
 contract's beams, metres) and the contract's max range, as training's ``step()`` does with the scan
 its policy observed. ``wz`` is never touched; the node's ``guard`` parameter turns it off.
@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from navdeploy.guard import GuardRule, guard_scale
+from navdeploy.guard import GuardRule, apply_guard
 from navdeploy.scan import (
     DEFAULT_MAX_FILL_GAP,
     DEFAULT_MIN_COVERAGE,
@@ -844,8 +844,8 @@ class PolicyController:
         report = self._report()
         if report is None:
             raise RuntimeError("the guard has no scan: the runtime keeps no last_scan_report")
-        scale = float(guard_scale(report.ranges, cmd, rule, self.max_range))
-        return np.array([cmd[0] * scale, cmd[1] * scale, cmd[2]]), scale
+        guarded, scale = apply_guard(report.ranges, cmd, rule, self.max_range)
+        return guarded, float(scale)
 
     def _follow(self, pose: np.ndarray) -> tuple[tuple[float, float], bool]:
         """Advance along the path from ``pose``: (this tick's sub-goal, whether the robot's progress is

@@ -71,11 +71,18 @@ class GuardRule:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> GuardRule:
-        """The contract's ``guard`` section; unknown keys are errors naming the key."""
+        """The contract's ``guard`` section: every key, each a number; an unknown, missing or
+        non-numeric key is an error naming it."""
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"unknown guard key(s): {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+        for key in cls.__dataclass_fields__:
+            if key not in data:
+                raise ValueError(f"guard has no {key}")
+            value = data[key]
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"guard.{key} must be a number, got {value!r}")
         return cls(**{k: float(v) for k, v in data.items()})
 
 
@@ -115,6 +122,6 @@ def apply_guard(ranges: Any, command: Any, rule: GuardRule, max_range: float) ->
     """``(guarded command, scale)``: the planar part of ``command`` scaled by :func:`guard_scale`."""
     xp = ops_for(command)
     scale = guard_scale(ranges, command, rule, max_range)
-    cmd = xp.as_float(command)
-    out = xp.stack([cmd[..., 0] * scale, cmd[..., 1] * scale, cmd[..., 2]], axis=-1)
+    # In the command's own precision: wz and an unslowed command pass through unchanged.
+    out = xp.stack([command[..., 0] * scale, command[..., 1] * scale, command[..., 2]], axis=-1)
     return out, scale
