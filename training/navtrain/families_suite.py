@@ -10,12 +10,14 @@ Rows (nominal conditions: randomisation off; curriculum off, so every family at 
 * ``rooms16``: the same rooms with 16 obstacles each;
 * ``clutter``, ``arenas``: planned worlds of that family, the policy driving to the goal;
 * ``corridors``: corridors with dead ends, driving to the goal;
-* ``corridors+path``: the same corridors, the policy fed a sub-goal along the planner's path
-  (``navdeploy.subgoal``, the node's rule).
+* ``rooms16+path``, ``clutter+path``, ``corridors+path``: the family of the row without
+  ``+path``, the policy fed a sub-goal along the planner's path (``navdeploy.subgoal``, the
+  node's rule). Clutter and corridors are the very same worlds; ``rooms16+path`` draws planned
+  rooms (a path needs the planner), so its worlds are the same kind, not the same ones.
 
 Per row: success, collision, timeout, mean time to goal and SPL. For planned worlds SPL's
 reference is the shortest feasible path for the robot's radius (``navsim.grid_planner``); for
-the two rooms rows it is the straight start-goal line (today's rooms are not planned). Every row
+the two unplanned rooms rows it is the straight start-goal line (today's rooms are not planned). Every row
 uses the same seed stream (``runner.eval_seed``). Writes ``STEM.json``, ``STEM.md``, ``STEM.png``
 (success and collision per row) and ``STEM_<row>.png`` (a few worlds per row with the driven
 paths, failures first).
@@ -54,9 +56,19 @@ ROWS = (
         ("env.worlds.families={rooms: 1.0}", "env.worlds.path_following=0.0", "env.room.num_obstacles=[16,16]"),
     ),
     Row(
+        "rooms16+path",
+        "rooms with 16 obstacles, following the planned path",
+        ("env.worlds.families={rooms: 1.0}", "env.worlds.path_following=1.0", "env.room.num_obstacles=[16,16]"),
+    ),
+    Row(
         "clutter",
         "clutter fields, goal 10-12 m",
         ("env.worlds.families={clutter: 1.0}", "env.worlds.path_following=0.0"),
+    ),
+    Row(
+        "clutter+path",
+        "clutter fields, following the planned path",
+        ("env.worlds.families={clutter: 1.0}", "env.worlds.path_following=1.0"),
     ),
     Row(
         "corridors",

@@ -1,0 +1,48 @@
+"""The families suite's rows: each one's overrides give the worlds its name promises, and a
+``+path`` row differs from its goal-mode twin only in feeding the policy the path's sub-goal."""
+
+from __future__ import annotations
+
+import torch
+
+from conftest import nav_config
+from navtrain.evaluation import Evaluator, with_overrides
+from navtrain.families_suite import NOMINAL, ROWS, run_suite
+
+TWINS = {"rooms16+path": "rooms16", "clutter+path": "clutter", "corridors+path": "corridors"}
+
+
+def test_row_names_are_unique_and_every_path_row_has_a_goal_mode_twin() -> None:
+    names = [r.name for r in ROWS]
+    assert len(set(names)) == len(names)
+    assert sorted(n for n in names if n.endswith("+path")) == sorted(TWINS)
+    base = nav_config()
+    for path_row, goal_row in TWINS.items():
+        follow = with_overrides(base, [*NOMINAL, *next(r for r in ROWS if r.name == path_row).overrides])
+        goal = with_overrides(base, [*NOMINAL, *next(r for r in ROWS if r.name == goal_row).overrides])
+        assert follow.env.worlds.path_following == 1.0 and goal.env.worlds.path_following == 0.0
+        follow.env.worlds.path_following = goal.env.worlds.path_following
+        assert follow == goal, path_row
+        assert not follow.randomization.enabled and not follow.env.worlds.curriculum.enabled
+
+
+def test_path_rows_follow_the_path_in_every_episode_and_goal_rows_in_none() -> None:
+    seen: dict[int, list[bool]] = {}
+
+    def make_act(env):  # records which episodes follow the path; stands still
+        def act(obs, _unused=None):
+            seen.setdefault(id(env), []).extend(env.follow.tolist())
+            return torch.zeros(env.num_envs, env.num_actions)
+
+        return act
+
+    cfg = nav_config("env.episode_length_s=0.5")
+    evaluator = Evaluator(cfg, "standing still", "cpu", make_act)
+    payload = run_suite(evaluator, episodes=4, seed=5, rows=["rooms16+path", "clutter", "clutter+path"])
+    assert [r["name"] for r in payload["rows"]] == ["rooms16+path", "clutter", "clutter+path"]
+    follows = list(seen.values())
+    assert len(follows) == 3
+    assert all(follows[0]) and not any(follows[1]) and all(follows[2])
+    for row in payload["rows"]:
+        result = row["results"]["standing still"]
+        assert result["episodes"] == 4 and result["timeout_rate"] == 1.0  # standing still never arrives
