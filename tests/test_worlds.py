@@ -4,6 +4,7 @@ policy the robot's sub-goal rule, and the default configuration stays today's ro
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -115,7 +116,8 @@ def test_every_generated_world_is_feasible_for_the_robot(setup, family):
             assert _path_clear(world, path, radius) > radius, f"{family} level {level} world {i}: path too close"
             length = float(np.linalg.norm(np.diff(path, axis=0), axis=1).sum())
             assert length == pytest.approx(float(batch.path_length[i]), rel=1e-4)
-            assert length >= np.linalg.norm(goal - start) - 1e-4
+            shortest = float(batch.shortest_length[i])
+            assert np.linalg.norm(goal - start) - 1e-4 <= shortest <= length + 1e-4
             if i % 4 == 0:  # the independent planner on every fourth world (it is slower)
                 assert _connected(world, start, goal, radius), f"{family} level {level} world {i}"
             checked += 1
@@ -148,6 +150,48 @@ def test_independent_check_and_planner_refuse_a_blocked_world(setup):
     world = _world(batch, sizes, 0)
     assert plan.feasible[0]
     assert _connected(world, batch.start[0, :2].numpy(), batch.goal[0].numpy(), cfg.env.robot.radius)
+
+
+def test_the_followed_path_keeps_clear_of_a_narrow_gap_when_a_wide_one_is_near(setup):
+    """A wall across a clutter field with a 0.5 m gap on the straight line and a 1 m gap by the side
+    wall: the shortest path squeezes through the narrow gap, the followed path
+    (env.worlds.path_clearance) takes the wide one, and both record the shortest length for SPL."""
+    cfg, sizes, geom = setup
+    radius = cfg.env.robot.radius
+    gen = torch.Generator()
+    gen.manual_seed(5)
+    batch = generate_family("clutter", 0, 1, cfg.env, geom, gen)
+    batch.slot_active[:] = False
+    piece = sizes.role("piece")
+    half = float(sizes.box_half[piece[0] - len(sizes.cylinder_radius), 0])
+    hy = family_half_extent(cfg.env, "clutter")[1]
+    centres = np.arange(-hy + half, hy, 2 * half)
+    open_at = {int(np.argmin(np.abs(centres + half)))}  # narrow: the piece just below y = 0
+    open_at |= {len(centres) - 1, len(centres) - 2}  # wide: the two by the +y wall
+    used = [y for k, y in enumerate(centres) if k not in open_at]
+    for slot, y in zip(piece, used, strict=False):
+        batch.slot_pos[0, slot] = torch.tensor([0.0, float(y)])
+        batch.slot_yaw[0, slot] = math.pi / 2
+        batch.slot_active[0, slot] = True
+    batch.start[0] = torch.tensor([-5.0, 0.0, 0.0])
+    batch.goal[0] = torch.tensor([5.0, 0.0])
+    from navsim.families import place_bounds
+
+    place_bounds(batch, sizes, cfg.env.room.wall_thickness)
+    world = _world(batch, sizes, 0)
+    env_cfg = copy.deepcopy(cfg.env)
+    env_cfg.worlds.path_clearance = 0.0
+    short = plan_worlds(batch, env_cfg, geom)
+    env_cfg.worlds.path_clearance = 0.25
+    wide = plan_worlds(batch, env_cfg, geom)
+    assert short.feasible[0] and wide.feasible[0]
+    short_path = short.path[0, : short.count[0]].astype(np.float64)
+    wide_path = wide.path[0, : wide.count[0]].astype(np.float64)
+    assert _path_clear(world, short_path, radius) < radius + 0.06  # through the 0.5 m gap
+    assert _path_clear(world, wide_path, radius) > radius + 0.15  # through the 1 m gap
+    assert wide_path[:, 1].max() > hy - 1.0
+    assert short.shortest[0] == pytest.approx(short.length[0]) and wide.shortest[0] == pytest.approx(short.length[0])
+    assert wide.length[0] > short.length[0] + 0.2
 
 
 def test_levels_make_worlds_harder(setup):

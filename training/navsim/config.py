@@ -150,6 +150,7 @@ class WorldsCfg:
     refresh_size: int = 8  # worlds re-drawn per refresh
     grid_resolution: float = 0.05  # [m] planner cell
     path_points: int = 48  # waypoints kept per planned path
+    path_clearance: float = 0.25  # [m] the path keeps this beyond the radius where it can (0: the shortest path)
     clutter: ClutterCfg = field(default_factory=ClutterCfg)
     corridors: CorridorsCfg = field(default_factory=CorridorsCfg)
     arenas: ArenaCfg = field(default_factory=ArenaCfg)
@@ -328,9 +329,10 @@ STORED_BEFORE = {
     ("randomization", "enabled"): False,
     ("randomization", "nominal_share"): 0.0,
     ("env", "guard", "enabled"): False,
+    ("env", "worlds", "path_clearance"): 0.0,
 }
 """Keys that configs stored by older versions lack, with the value those versions used (one ray per
-beam, at the sector centre; no randomisation; no collision guard); filled in by :func:`config_from_data` (a missing
+beam, at the sector centre; no randomisation; no collision guard; paths as short as feasible); filled in by :func:`config_from_data` (a missing
 section is created for them) so that an old checkpoint is evaluated or exported with the simulator
 it was trained in, never with today's default."""
 

@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from navsim.config import ConfigError, EnvCfg
+from navsim.grid_planner import CAP_MARGIN
 from navsim.robot import SlotSizes
 from navsim.rooms import RoomBatch, RoomGeometry, place_rooms, uniform
 
@@ -78,6 +79,8 @@ def validate_worlds_cfg(cfg: EnvCfg) -> None:
     for key in ("pool_size", "refresh_interval", "path_points"):
         if getattr(w, key) < (2 if key == "path_points" else 1):
             raise ConfigError(f"env.worlds.{key} is too small: {getattr(w, key)}")
+    if not 0.0 <= w.path_clearance <= CAP_MARGIN:
+        raise ConfigError(f"env.worlds.path_clearance must be in [0, {CAP_MARGIN}] m, got {w.path_clearance}")
     if w.refresh_size < 0 or w.refresh_size > w.pool_size:
         raise ConfigError(f"env.worlds.refresh_size must be in [0, pool_size], got {w.refresh_size}")
     active = w.active_families()

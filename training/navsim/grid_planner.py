@@ -19,7 +19,16 @@ For a batch of worlds of one family (same half extents) the planner
 
 A world is feasible when the start and the goal lie in free cells joined by a path; its recorded
 path (at most ``env.worlds.path_points`` waypoints, start first, goal last) is then collision-free
-for the robot's radius, and its length is the reference for SPL. The recorded length is that of
+for the robot's radius, and the shortest such path's length is the reference for SPL.
+
+The path the policy follows (``clearance`` > 0, ``env.worlds.path_clearance``) keeps away from
+surfaces where the world leaves room, as a costmap's inflation layer makes a global planner do:
+a second Dijkstra weighs each edge by ``1 + CLEARANCE_WEIGHT * (1 - (c - radius) / clearance)^2``
+when its cells' clearance ``c`` is below ``radius + clearance``, and its string pulling accepts a
+shortcut only when it keeps the clearance of the stretch of grid path it replaces (up to
+``radius + clearance``, less a cell's diagonal; never less than the radius). A narrow passage is
+still taken when the detour around it costs more. The shortest path's length stays the SPL
+reference. The recorded length is that of
 the pulled path on a grid that keeps ``h * sqrt(2) / 2`` more than the radius from surfaces: a
 slight overestimate of the true shortest path (within a few percent in open space). The
 certificate is sound, not complete: a world whose only passage is narrower than the grid can
@@ -33,12 +42,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from scipy.sparse import coo_matrix
+from scipy.sparse import coo_matrix, csr_matrix
 from scipy.sparse.csgraph import dijkstra
 
 from navsim.robot import SlotSizes
 
 CAP_MARGIN = 0.5  # [m] clearance is rasterised up to radius + this
+CLEARANCE_WEIGHT = 4.0  # extra cost per metre of an edge at zero clearance beyond the radius
 PULL_STRIDE = 3  # string pulling tries every third grid waypoint (and the goal)
 
 
@@ -126,15 +136,17 @@ class PlanResult:
     feasible: np.ndarray  # (n,) bool
     path: np.ndarray  # (n, K, 2) float32, padded with the goal
     count: np.ndarray  # (n,) int
-    length: np.ndarray  # (n,) float
+    length: np.ndarray  # (n,) float: the recorded path's length
+    shortest: np.ndarray  # (n,) float: the shortest feasible path's length (the SPL reference)
 
 
 _OFFSETS = ((0, 1, 1.0), (1, 0, 1.0), (1, 1, math.sqrt(2)), (1, -1, math.sqrt(2)))
 
 
-def _graph(clear: np.ndarray, radius: float, sx: float, sy: float) -> coo_matrix:
+def _graph(clear: np.ndarray, radius: float, sx: float, sy: float, keep: float = 0.0) -> coo_matrix:
     """Edges between neighbouring cell centres whose clearances both exceed the radius plus half
-    the edge's length (so the whole segment clears the robot)."""
+    the edge's length (so the whole segment clears the robot), weighted by length, and with
+    ``keep`` > 0 also by how far inside ``radius + keep`` of a surface the edge runs."""
     H, W = clear.shape
     ids = np.arange(H * W).reshape(H, W)
     rows, cols, weights = [], [], []
@@ -146,13 +158,19 @@ def _graph(clear: np.ndarray, radius: float, sx: float, sy: float) -> coo_matrix
         both = free[ys, xs] & free[yd, xd]
         rows.append(ids[ys, xs][both])
         cols.append(ids[yd, xd][both])
-        weights.append(np.full(int(both.sum()), math.hypot(dx * sx, dy * sy)))
+        weight = np.full(int(both.sum()), math.hypot(dx * sx, dy * sy))
+        if keep > 0:
+            near = np.minimum(clear[ys, xs][both], clear[yd, xd][both])
+            inside = np.clip(1.0 - (near - radius) / keep, 0.0, 1.0)
+            weight = weight * (1.0 + CLEARANCE_WEIGHT * inside * inside)
+        weights.append(weight)
     r, c, w = np.concatenate(rows), np.concatenate(cols), np.concatenate(weights)
     return coo_matrix((w, (r, c)), shape=(H * W, H * W)).tocsr()
 
 
-def _sees(a: np.ndarray, b: np.ndarray, clear: np.ndarray, grid: Grid, radius: float) -> np.ndarray:
-    """For one point ``a`` (2,) and many ends ``b`` (J, 2): is each segment collision-free (sound)?"""
+def _sees(a: np.ndarray, b: np.ndarray, clear: np.ndarray, grid: Grid, radius: float | np.ndarray) -> np.ndarray:
+    """For one point ``a`` (2,) and many ends ``b`` (J, 2): does each segment keep more than
+    ``radius`` (a scalar, or one per end) from every surface (sound)?"""
     H, W = clear.shape
     sx, sy = grid.step
     spacing = 0.5 * min(sx, sy)
@@ -166,17 +184,24 @@ def _sees(a: np.ndarray, b: np.ndarray, clear: np.ndarray, grid: Grid, radius: f
     cy = -grid.hy + (iy + 0.5) * sy
     off = np.hypot(pts[..., 0] - cx, pts[..., 1] - cy)
     gap = (length / (m - 1))[:, None] / 2
-    ok = clear[iy, ix] - off - gap > radius
+    ok = clear[iy, ix] - off - gap > np.reshape(radius, (-1, 1))
     return ok.all(axis=1)
 
 
-def _pull(points: np.ndarray, clear: np.ndarray, grid: Grid, radius: float) -> np.ndarray:
-    """Greedy string pulling over ``points`` (P, 2), the first and last kept."""
+def _pull(
+    points: np.ndarray, clear: np.ndarray, grid: Grid, radius: float, floor: np.ndarray | None = None
+) -> np.ndarray:
+    """Greedy string pulling over ``points`` (P, 2), the first and last kept. With ``floor`` (P,),
+    a shortcut from point i to point j must keep the smallest floor of points i..j (at least the
+    radius) from every surface."""
     out = [points[0]]
     i, last = 0, len(points) - 1
     while i < last:
         cand = np.unique(np.concatenate([np.arange(i + 1, last + 1, PULL_STRIDE), [i + 1, last]]))
-        ok = _sees(points[i], points[cand], clear, grid, radius)
+        need: float | np.ndarray = radius
+        if floor is not None:
+            need = np.maximum(radius, np.minimum.accumulate(floor[i:])[cand - i])
+        ok = _sees(points[i], points[cand], clear, grid, need)
         j = int(cand[ok].max()) if ok.any() else i + 1
         out.append(points[j])
         i = j
@@ -193,8 +218,10 @@ def plan_paths(
     grid: Grid,
     radius: float,
     path_points: int,
+    clearance: float = 0.0,
 ) -> PlanResult:
-    """Plan every world of a batch sharing ``grid`` (tensors on any device; results on the host)."""
+    """Plan every world of a batch sharing ``grid`` (tensors on any device; results on the host);
+    with ``clearance`` > 0 the recorded path keeps away from surfaces where it can (module doc)."""
     clear_t = clearance_grid(slot_pos, slot_yaw, slot_active, sizes, grid, radius + CAP_MARGIN)
     clear_all = clear_t.cpu().numpy().astype(np.float64)
     start_np = start[:, :2].detach().cpu().numpy().astype(np.float64)
@@ -208,7 +235,9 @@ def plan_paths(
     paths = np.zeros((n, path_points, 2), dtype=np.float32)
     count = np.zeros(n, dtype=np.int64)
     length = np.zeros(n, dtype=np.float64)
+    shortest = np.zeros(n, dtype=np.float64)
     feasible = np.zeros(n, dtype=bool)
+    diagonal = math.hypot(sx, sy)
     for w in range(n):
         clear = clear_all[w]
         free = clear > margin
@@ -227,20 +256,45 @@ def plan_paths(
         ):
             continue
         g_id, s_id = g_iy * W + g_ix, s_iy * W + s_ix
-        dist, pred = dijkstra(_graph(clear, radius, sx, sy), directed=False, indices=g_id, return_predecessors=True)
-        if not np.isfinite(dist[s_id]):
+        graph = _graph(clear, radius, sx, sy)
+        cells = _cells(graph, g_id, s_id)
+        if cells is None:
             continue
-        chain = [s_id]
-        while chain[-1] != g_id:
-            chain.append(int(pred[chain[-1]]))
-        cells = np.array(chain)
-        pts = np.stack([xs[cells % W], ys[cells // W]], axis=1)
-        pts = np.concatenate([start_np[w][None], pts, goal_np[w][None]])
-        pulled = _pull(pts, clear, grid, radius)
+        pulled = _pull(_points(cells, start_np[w], goal_np[w], xs, ys, W), clear, grid, radius)
         if len(pulled) > path_points:
             continue
         feasible[w] = True
+        shortest[w] = _length(pulled)
+        if clearance > 0:
+            kept = _cells(_graph(clear, radius, sx, sy, keep=clearance), g_id, s_id)  # same edges, other weights
+            flat = clear.reshape(-1)[kept]
+            floor = np.minimum(radius + clearance, np.concatenate([flat[:1], flat, flat[-1:]]) - diagonal)
+            wide = _pull(_points(kept, start_np[w], goal_np[w], xs, ys, W), clear, grid, radius, floor)
+            if len(wide) <= path_points:  # else the shortest path, which fits
+                pulled = wide
         count[w] = len(pulled)
         paths[w, : len(pulled)] = pulled
-        length[w] = float(np.linalg.norm(np.diff(pulled, axis=0), axis=1).sum())
-    return PlanResult(feasible, paths, count, length)
+        length[w] = _length(pulled)
+    return PlanResult(feasible, paths, count, length, shortest)
+
+
+def _cells(graph: csr_matrix, goal_id: int, start_id: int) -> np.ndarray | None:
+    """Cell ids of the cheapest grid path from the start cell to the goal cell, or None."""
+    dist, pred = dijkstra(graph, directed=False, indices=goal_id, return_predecessors=True)
+    if not np.isfinite(dist[start_id]):
+        return None
+    chain = [start_id]
+    while chain[-1] != goal_id:
+        chain.append(int(pred[chain[-1]]))
+    return np.array(chain)
+
+
+def _points(
+    cells: np.ndarray, start: np.ndarray, goal: np.ndarray, xs: np.ndarray, ys: np.ndarray, W: int
+) -> np.ndarray:
+    """The start, the cells' centres, the goal: (P, 2)."""
+    return np.concatenate([start[None], np.stack([xs[cells % W], ys[cells // W]], axis=1), goal[None]])
+
+
+def _length(points: np.ndarray) -> float:
+    return float(np.linalg.norm(np.diff(points, axis=0), axis=1).sum())

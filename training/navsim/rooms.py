@@ -29,7 +29,8 @@ class RoomBatch:
 
     Besides the obstacles, start and goal, a world records its own half extents (inside its
     walls), its family (``navsim.families.FAMILIES`` index) and difficulty level, and a feasible
-    path from start to goal (``path[:path_count]``, waypoints) with its length. Worlds drawn
+    path from start to goal (``path[:path_count]``, waypoints) with its length, and the shortest
+    feasible path's length (the path itself may keep wider of obstacles). Worlds drawn
     without the planner (today's rooms) carry the straight segment start -> goal.
     """
 
@@ -43,7 +44,8 @@ class RoomBatch:
     level: torch.Tensor | None = None  # (n,) long
     path: torch.Tensor | None = None  # (n, K, 2) waypoints, start first, goal last
     path_count: torch.Tensor | None = None  # (n,) long: valid waypoints
-    path_length: torch.Tensor | None = None  # (n,) [m]
+    path_length: torch.Tensor | None = None  # (n,) [m] the recorded path's length
+    shortest_length: torch.Tensor | None = None  # (n,) [m] the shortest feasible path's (SPL reference)
 
     def __post_init__(self) -> None:
         n, dev = self.start.shape[0], self.start.device
@@ -55,12 +57,15 @@ class RoomBatch:
             self.level = torch.zeros(n, dtype=torch.long, device=dev)
         if self.path is None:
             self.set_straight_paths()
+        if self.shortest_length is None:
+            self.shortest_length = self.path_length.clone()
 
     def set_straight_paths(self) -> None:
         n, dev = self.start.shape[0], self.start.device
         self.path = torch.stack([self.start[:, :2], self.goal], dim=1)
         self.path_count = torch.full((n,), 2, dtype=torch.long, device=dev)
         self.path_length = torch.linalg.norm(self.goal - self.start[:, :2], dim=-1)
+        self.shortest_length = self.path_length.clone()
 
     def _map(self, fn) -> RoomBatch:
         return RoomBatch(**{f.name: fn(getattr(self, f.name)) for f in fields(self)})

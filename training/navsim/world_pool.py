@@ -48,6 +48,7 @@ def plan_worlds(batch: RoomBatch, cfg: EnvCfg, geom: RoomGeometry) -> PlanResult
             grid,
             cfg.robot.radius,
             cfg.worlds.path_points,
+            cfg.worlds.path_clearance,
         )
 
 
@@ -70,6 +71,7 @@ def planned_worlds(
         batch.path = torch.as_tensor(plan.path, device=device)
         batch.path_count = torch.as_tensor(plan.count, device=device)
         batch.path_length = torch.as_tensor(plan.length, dtype=torch.float32, device=device)
+        batch.shortest_length = torch.as_tensor(plan.shortest, dtype=torch.float32, device=device)
         ok = torch.as_tensor(plan.feasible)
         refused += int((~ok).sum())
         if out is None:

@@ -197,7 +197,7 @@ def run_episodes(
         "time_s": (steps * env.env_cfg.control_period).cpu().numpy(),
         "path_len": path_len.cpu().numpy(),
         "straight": torch.linalg.norm(rooms.goal - start, dim=-1).cpu().numpy(),
-        "shortest": rooms.path_length.cpu().numpy(),  # the planner's (planned worlds) or the straight line
+        "shortest": rooms.shortest_length.cpu().numpy(),  # the planner's (planned worlds) or the straight line
         "num_obstacles": rooms.slot_active.sum(dim=-1).cpu().numpy(),
         "command_change_linear": change_lin.cpu().numpy(),  # per-world sums over its live ticks
         "command_change_angular": change_ang.cpu().numpy(),
