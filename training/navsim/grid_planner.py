@@ -272,6 +272,7 @@ def plan_paths(
             wide = _pull(_points(kept, start_np[w], goal_np[w], xs, ys, W), clear, grid, radius, floor)
             if len(wide) <= path_points:  # else the shortest path, which fits
                 pulled = wide
+                shortest[w] = min(shortest[w], _length(wide))  # greedy pulling is not exactly optimal
         count[w] = len(pulled)
         paths[w, : len(pulled)] = pulled
         length[w] = _length(pulled)
