@@ -19,6 +19,7 @@ from navsim.families import FAMILIES, FAMILY_INDEX, family_half_extent, generate
 from navsim.robot import build_mjcf, slot_sizes
 from navsim.rooms import RoomBatch, RoomGeometry
 from navsim.world_pool import Curriculum, plan_worlds, planned_worlds
+from navtrain.checkpoint import load_checkpoint
 
 ALL = "env.worlds.families={rooms: 1.0, clutter: 1.0, corridors: 1.0, arenas: 1.0}"
 WORLDS_PER_FAMILY = 1000
@@ -231,6 +232,33 @@ def test_curriculum_moves_up_on_success_and_down_on_failure():
     assert float(log["Curriculum/share_level_0"]) == pytest.approx(0.5)
 
 
+def test_curriculum_state_restores_level_shares_per_family_for_another_number_of_worlds():
+    """What a checkpoint keeps (level counts per family) comes back in a run with more worlds: each
+    family's level shares, within sampling; a family saved with another number of levels keeps its own."""
+    cfg = _config("env.worlds.curriculum.enabled=true")
+    gen = torch.Generator()
+    gen.manual_seed(3)
+    saved = Curriculum(cfg.env, 400, torch.device("cpu"), gen)
+    for k in range(len(saved.families)):  # family k: its worlds at level k % levels
+        saved.level[saved.slot == k] = k % saved.levels
+    saved.level[(saved.slot == 0).nonzero()[::2, 0]] = 4  # rooms: half at 0, half at 4
+    state = saved.state()
+    assert sum(sum(c) for c in state.values()) == 400
+    state["arenas"] = [1, 1]  # another number of levels: ignored
+    resumed = Curriculum(cfg.env, 4000, torch.device("cpu"), gen)
+    assert resumed.restore(state, gen) == ["rooms", "clutter", "corridors"]
+    for k, name in enumerate(resumed.families):
+        levels = resumed.level[resumed.slot == k]
+        if name == "rooms":
+            assert set(levels.tolist()) == {0, 4} and abs(float((levels == 4).float().mean()) - 0.5) < 0.06
+        elif name == "arenas":
+            assert (levels == 0).all()  # start_level
+        else:
+            assert (levels == k).all()
+    off = Curriculum(_config().env, 10, torch.device("cpu"), gen)
+    assert off.restore(state, gen) == [] and (off.level == off.levels - 1).all()
+
+
 def test_curriculum_off_keeps_every_world_at_the_top_level():
     cfg = _config()
     gen = torch.Generator()
@@ -264,6 +292,37 @@ def test_env_draws_the_next_world_at_the_moved_level():
     fams = env.rooms.family.tolist()
     assert fams == env.curriculum.family.tolist()
     assert "Curriculum/share_level_2" in logs and float(logs["Curriculum/share_level_2"]) == 1.0
+
+
+def test_a_checkpoint_carries_the_curriculum_levels_into_the_resumed_run(tmp_path):
+    """NavRunner.save keeps the level counts per family; NavRunner.load in a run with another number
+    of worlds draws each world's level from them (before, every resume started again at level 0)."""
+    from navtrain.ppo_config import runner_cfg
+    from navtrain.runner import NavRunner
+
+    overrides = (
+        "env.worlds.families={rooms: 1.0, corridors: 1.0}",
+        "env.worlds.curriculum.enabled=true",
+        "env.worlds.pool_size=4",
+        "env.worlds.refresh_size=2",
+    )
+    cfg = _config(*overrides)
+    env = NavEnv(cfg, num_envs=8, device="cpu", seed=3)
+    runner = NavRunner(env, runner_cfg(cfg, env.obs_manager.obs_groups()), cfg, log_dir=None)
+    rooms = env.curriculum.slot == 0
+    env.curriculum.level[rooms] = 4
+    env.curriculum.level[~rooms] = 2
+    runner.save(str(tmp_path / "model_7.pt"))
+    assert load_checkpoint(tmp_path / "model_7.pt")["infos"]["curriculum"] == env.curriculum.state()
+
+    fresh_cfg = _config(*overrides)
+    fresh = NavEnv(fresh_cfg, num_envs=12, device="cpu", seed=4)
+    assert (fresh.curriculum.level == 0).all()
+    resumed = NavRunner(fresh, runner_cfg(fresh_cfg, fresh.obs_manager.obs_groups()), fresh_cfg, log_dir=None)
+    resumed.load(str(tmp_path / "model_7.pt"))
+    assert resumed.restored_curriculum == ["rooms", "corridors"]
+    rooms = fresh.curriculum.slot == 0
+    assert (fresh.curriculum.level[rooms] == 4).all() and (fresh.curriculum.level[~rooms] == 2).all()
 
 
 # ------------------------------------------------------------------------------------------------

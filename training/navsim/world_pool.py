@@ -122,6 +122,34 @@ class Curriculum:
         step = torch.where(success, 1, -1) * done.long()
         self.level = (self.level + step).clamp(0, self.levels - 1)
 
+    def state(self) -> dict[str, list[int]]:
+        """How many worlds of each family are at each level: what a checkpoint keeps of the
+        curriculum (a resumed run may have another number of worlds)."""
+        return {
+            name: torch.bincount(self.level[self.slot == i], minlength=self.levels).tolist()
+            for i, name in enumerate(self.families)
+        }
+
+    def restore(self, state: dict[str, list[int]], gen: torch.Generator) -> list[str]:
+        """Draw each world's level from its family's saved level counts (:meth:`state`); families
+        the state lacks, or saved with another number of levels, keep their levels. Returns the
+        restored families. Does nothing when the curriculum is off."""
+        restored: list[str] = []
+        if not self.enabled:
+            return restored
+        for i, name in enumerate(self.families):
+            counts = state.get(name)
+            if counts is None or len(counts) != self.levels or sum(counts) <= 0:
+                continue
+            mine = (self.slot == i).nonzero()[:, 0]
+            if len(mine) == 0:
+                continue
+            weights = torch.tensor(counts, dtype=torch.float32)
+            drawn = torch.multinomial(weights, len(mine), replacement=True, generator=_cpu_gen(gen))
+            self.level[mine] = drawn.to(self.level.device)
+            restored.append(name)
+        return restored
+
     def log(self) -> dict[str, torch.Tensor]:
         """Level statistics for TensorBoard: mean level per family and the share at each level."""
         out: dict[str, torch.Tensor] = {}

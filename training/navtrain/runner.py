@@ -236,6 +236,8 @@ class NavRunner(OnPolicyRunner):
         """The last iteration whose PPO update finished (or the resumed checkpoint's); None before any."""
         self._next_iteration = 0
         self._learn_start: float | None = None
+        self.restored_curriculum: list[str] = []
+        """Families whose curriculum levels :meth:`load` took from the checkpoint."""
         super().__init__(env, train_cfg, log_dir=log_dir, device=device)
         self.threads = ThreadPhases.for_device(self.device)
         self._wrap_update()
@@ -327,18 +329,32 @@ class NavRunner(OnPolicyRunner):
                 # seconds of learn() so far in this process (collection + updates; no build, no eval)
                 "train_elapsed_s": None if self._learn_start is None else time.perf_counter() - self._learn_start,
                 "env_steps": getattr(getattr(self, "logger", None), "tot_timesteps", None),
+                **self._curriculum_info(),
                 **(infos or {}),
             }
             atomic_torch_save(saved, path)
             latest = Path(path).with_name(LATEST)
             atomic_torch_save(saved, latest)
 
+    def _curriculum_info(self) -> dict:
+        """The curriculum's level counts per family, when the env has a curriculum."""
+        curriculum = getattr(self.env, "curriculum", None)
+        if curriculum is None or not curriculum.enabled:
+            return {}
+        return {"curriculum": curriculum.state()}
+
     def load(
         self, path: str, load_cfg: dict | None = None, strict: bool = True, map_location: str | None = None
     ) -> dict:
+        """Weights, optimiser and iteration; the curriculum's levels when both the checkpoint and
+        this run have a curriculum (each world draws its level from its family's saved counts)."""
         loaded = load_checkpoint(path, map_location=map_location or self.device)
         if self.alg.load(loaded, load_cfg, strict):
             # The saved iteration has completed: continue with the next one.
             self.current_learning_iteration = int(loaded["iter"]) + 1
             self.completed_iteration = int(loaded["iter"])
-        return loaded["infos"] or {}
+        infos = loaded["infos"] or {}
+        curriculum = getattr(self.env, "curriculum", None)
+        if curriculum is not None and isinstance(infos.get("curriculum"), dict):
+            self.restored_curriculum = curriculum.restore(infos["curriculum"], self.env.gen)
+        return infos

@@ -180,6 +180,13 @@ def run(args) -> int:
                 f"learning rate {runner.alg.learning_rate:.2e}",
                 flush=True,
             )
+            if runner.restored_curriculum:
+                levels = runner.env.curriculum.state()
+                print(
+                    "[train] curriculum levels restored (worlds per level): "
+                    + ", ".join(f"{f} {levels[f]}" for f in runner.restored_curriculum),
+                    flush=True,
+                )
         print(f"[train] ready in {time.time() - t0:.0f} s; obs groups {train_cfg['obs_groups']}", flush=True)
         runner.learn(iterations, init_at_random_ep_len=False)
         trained = True
