@@ -3,7 +3,8 @@
     python training/evaluate.py --suite families --checkpoint PATH [--episodes 500] [--out STEM]
     python training/evaluate.py --suite families --bundle DIR [--rows clutter,corridors+path]
 
-Rows (nominal conditions: randomisation off; curriculum off, so every family at its top level):
+Rows (nominal conditions: randomisation off; curriculum off, so every family at its top level;
+the followed paths keep the default ``env.worlds.path_clearance`` whatever the policy trained with):
 
 * ``rooms``: today's rooms (``env.room`` with 4-12 obstacles, drawn as in training before
   families existed: the historical numbers compare with this row);
@@ -31,10 +32,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from navsim.config import WorldsCfg
 from navtrain.evaluation import Evaluator, plot_trace, with_overrides
 
 SUITE = "families"
-NOMINAL = ["randomization.enabled=false", "env.worlds.curriculum.enabled=false"]
+# Every policy is fed the same paths: the planner's, with the configured default clearance (a
+# checkpoint trained before env.worlds.path_clearance existed would otherwise get shortest paths).
+NOMINAL = [
+    "randomization.enabled=false",
+    "env.worlds.curriculum.enabled=false",
+    f"env.worlds.path_clearance={WorldsCfg().path_clearance}",
+]
 
 
 @dataclass(frozen=True)
