@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from conftest import nav_config
+from navsim.config import WorldsCfg
 from navtrain.evaluation import Evaluator, with_overrides
 from navtrain.families_suite import NOMINAL, ROWS, run_suite
 
@@ -16,7 +17,7 @@ def test_row_names_are_unique_and_every_path_row_has_a_goal_mode_twin() -> None:
     names = [r.name for r in ROWS]
     assert len(set(names)) == len(names)
     assert sorted(n for n in names if n.endswith("+path")) == sorted(TWINS)
-    base = nav_config()
+    base = nav_config("env.worlds.path_clearance=0.0")  # as a checkpoint from before the option
     for path_row, goal_row in TWINS.items():
         follow = with_overrides(base, [*NOMINAL, *next(r for r in ROWS if r.name == path_row).overrides])
         goal = with_overrides(base, [*NOMINAL, *next(r for r in ROWS if r.name == goal_row).overrides])
@@ -24,6 +25,7 @@ def test_row_names_are_unique_and_every_path_row_has_a_goal_mode_twin() -> None:
         follow.env.worlds.path_following = goal.env.worlds.path_following
         assert follow == goal, path_row
         assert not follow.randomization.enabled and not follow.env.worlds.curriculum.enabled
+        assert follow.env.worlds.path_clearance == WorldsCfg().path_clearance > 0  # the same paths for all
 
 
 def test_path_rows_follow_the_path_in_every_episode_and_goal_rows_in_none() -> None:
