@@ -127,7 +127,7 @@ def _wall_rooms(env):
 
 def test_env_applies_the_rule_to_the_scan_the_policy_saw(guarded_env):
     env = guarded_env
-    assert env.guard == GuardRule(radius=0.2, margin=0.03, headway=0.5, decel=2.5)  # conf/nav.yaml
+    assert env.guard == GuardRule(radius=0.2, margin=0.01, headway=0.5, decel=2.5, slide=True)  # conf/nav.yaml
     env.reset(_wall_rooms(env))
     action = torch.tensor([[1.0, 0.0, 0.3]]).expand(env.num_envs, 3).clone()
     for _ in range(6):

@@ -74,7 +74,7 @@ def test_make_contract_writes_the_section_only_when_given() -> None:
         ({"headway": math.nan}, "contract guard headway must be finite and > 0, got nan"),
         ({"decel": True}, "contract guard.decel must be a number, got True"),
         ({"margin": "0.03"}, "contract guard.margin must be a number, got '0.03'"),
-        ({"brake": 1.0}, "contract unknown guard key(s): brake (known: decel, headway, margin, radius)"),
+        ({"brake": 1.0}, "contract unknown guard key(s): brake (known: decel, headway, margin, radius, slide)"),
         ({"radius": 0.25}, "contract guard.radius = 0.25, robot.radius = 0.2"),
     ],
 )

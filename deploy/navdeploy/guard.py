@@ -14,6 +14,13 @@ The rule, per world, for a planar command ``v`` of speed ``s = |v|`` in directio
    the obstacle may lie anywhere on that arc: the point is inflated to a disc of radius
    ``rho_j = radius + margin + r_j sin(delta)``. A beam at ``max_range`` or beyond (no return)
    blocks nothing.
+
+   1b. With ``slide`` (bundles trained since it exists), a return the robot is already closer to
+   than ``rho_j`` keeps only what is left of its gap: ``rho_j = min(rho_j, max(r_j - SLIDE_EPS,
+   radius + r_j sin(delta)))``. Without it, every motion with a forward component toward such a
+   return was refused, so a robot that had crept into the margin beside a post could not slide
+   past it, only back away (a policy pushing along it stood still).
+
 2. The robot centre sweeping along ``u`` meets that disc after the free distance
    ``d_j = a_j - sqrt(rho_j^2 - l_j^2)``, where ``a_j`` and ``l_j`` are the point's along-track and
    cross-track offsets; a point behind the robot (``a_j <= 0``) or off the swept band
@@ -23,8 +30,9 @@ The rule, per world, for a planar command ``v`` of speed ``s = |v|`` in directio
    time headway to the nearest blocking return and can always brake at ``decel`` before it.
 4. ``scale = min(1, cap / s)`` (1 for ``s = 0``); the command becomes ``[scale vx, scale vy, wz]``.
 
-Moving away from or along an obstacle is never limited, so the guard cannot trap the robot: it only
-refuses the directions that close in on a return. The rule is vectorised over worlds and beams
+Moving away from an obstacle is never limited, nor is moving along one outside the margin (with
+``slide``, inside it too), so the guard cannot trap the robot: it only refuses the directions that
+close in on a return. The rule is vectorised over worlds and beams
 (no Python loop) and keeps the dtype and device of its inputs.
 
 The guard a policy was trained with travels in its bundle (the contract's optional ``guard``
@@ -49,6 +57,10 @@ ALONG_EPS = 1e-4
 robot sliding along a wall it touches) is not in the way, whatever the float rounding of its angle."""
 
 
+SLIDE_EPS = 0.01
+"""[m] How much of its gap a return already inside the margin may lose while the robot slides past."""
+
+
 @dataclass(frozen=True)
 class GuardRule:
     """The guard's parameters (see the module docstring for the rule)."""
@@ -57,6 +69,9 @@ class GuardRule:
     margin: float = 0.03  # [m] kept free beyond the radius
     headway: float = 0.5  # [s] time headway to the nearest blocking return
     decel: float = 2.5  # [m/s^2] braking deceleration the cap allows for
+    slide: bool = False  # a return already within the margin may be slid past (rule step 1b)
+
+    NUMBERS = ("radius", "margin", "headway", "decel")
 
     def __post_init__(self) -> None:
         for name in ("radius", "headway", "decel"):
@@ -65,25 +80,33 @@ class GuardRule:
                 raise ValueError(f"guard {name} must be finite and > 0, got {v!r}")
         if not (isinstance(self.margin, int | float) and math.isfinite(self.margin) and self.margin >= 0):
             raise ValueError(f"guard margin must be finite and >= 0, got {self.margin!r}")
+        if not isinstance(self.slide, bool):
+            raise ValueError(f"guard slide must be true or false, got {self.slide!r}")
 
-    def to_dict(self) -> dict[str, float]:
-        return {k: float(v) for k, v in asdict(self).items()}
+    def to_dict(self) -> dict[str, float | bool]:
+        out: dict[str, float | bool] = {k: float(v) for k, v in asdict(self).items() if k in self.NUMBERS}
+        out["slide"] = self.slide
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> GuardRule:
-        """The contract's ``guard`` section: every key, each a number; an unknown, missing or
-        non-numeric key is an error naming it."""
-        known = set(cls.__dataclass_fields__)
+        """The contract's ``guard`` section: the four numbers, each required, and ``slide`` (a
+        boolean; absent in bundles from before it existed, which slid nothing); an unknown,
+        missing or mistyped key is an error naming it."""
+        known = set(cls.NUMBERS) | {"slide"}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"unknown guard key(s): {', '.join(unknown)} (known: {', '.join(sorted(known))})")
-        for key in cls.__dataclass_fields__:
+        for key in cls.NUMBERS:
             if key not in data:
                 raise ValueError(f"guard has no {key}")
             value = data[key]
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ValueError(f"guard.{key} must be a number, got {value!r}")
-        return cls(**{k: float(v) for k, v in data.items()})
+        slide = data.get("slide", False)
+        if not isinstance(slide, bool):
+            raise ValueError(f"guard.slide must be true or false, got {slide!r}")
+        return cls(**{k: float(data[k]) for k in cls.NUMBERS}, slide=slide)
 
 
 def guard_scale(ranges: Any, command: Any, rule: GuardRule, max_range: float) -> Any:
@@ -106,7 +129,12 @@ def guard_scale(ranges: Any, command: Any, rule: GuardRule, max_range: float) ->
     px, py = ranges * xp.cos(theta), ranges * xp.sin(theta)
     along = px * ux + py * uy
     lateral = px * uy - py * ux
-    rho = rule.radius + rule.margin + ranges * math.sin(0.5 * increment)
+    spread = ranges * math.sin(0.5 * increment)
+    rho = rule.radius + rule.margin + spread
+    if rule.slide:
+        # A return already inside its disc: keep what is left of the gap (less SLIDE_EPS), never
+        # less than the shell plus the spread, so the robot can slide past it but not close in.
+        rho = xp.minimum(rho, xp.maximum(ranges - SLIDE_EPS, rule.radius + spread))
     band = rho * rho - lateral * lateral
     blocks = (along > ALONG_EPS) & (band > 0.0) & (ranges < max_range)
     free = along - xp.sqrt(xp.maximum(band, 0.0))

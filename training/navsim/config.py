@@ -77,9 +77,10 @@ class GuardCfg:
     is the robot's. Off: step() is the simulator without it, bit for bit."""
 
     enabled: bool = True
-    margin: float = 0.03  # [m] kept free beyond the robot's radius
+    margin: float = 0.01  # [m] kept free beyond the robot's radius (0.03 closes clutter passages: docs/robustness.md)
     headway: float = 0.5  # [s] time headway to the nearest blocking return
     decel: float = 2.5  # [m/s^2] braking deceleration the speed cap allows for
+    slide: bool = True  # a return already within the margin may be slid past, not closed in on
 
 
 @dataclass
@@ -188,7 +189,7 @@ class EnvCfg:
         g = self.guard
         if not g.enabled:
             return None
-        return GuardRule(radius=self.robot.radius, margin=g.margin, headway=g.headway, decel=g.decel)
+        return GuardRule(radius=self.robot.radius, margin=g.margin, headway=g.headway, decel=g.decel, slide=g.slide)
 
     def extent_half(self) -> float:
         """Half side of the square inside the fixed walls: the rooms' size, or the largest family's."""
@@ -329,6 +330,7 @@ STORED_BEFORE = {
     ("randomization", "enabled"): False,
     ("randomization", "nominal_share"): 0.0,
     ("env", "guard", "enabled"): False,
+    ("env", "guard", "slide"): False,
     ("env", "worlds", "path_clearance"): 0.0,
 }
 """Keys that configs stored by older versions lack, with the value those versions used (one ray per
