@@ -73,6 +73,40 @@ def test_moving_away_or_past_is_never_limited():
     assert float(guard_scale(side, np.array([1.5, 0.0, 0.0]), RULE, R_MAX)) == 1.0
 
 
+def test_slide_lets_a_robot_inside_the_margin_pass_a_post_but_not_close_in_fast():
+    """A post 45 degrees ahead-left, 2.5 cm from the shell (inside the 3 cm margin). Without slide
+    any motion with a forward component toward it is stopped; with slide a motion that passes it no
+    closer than 1 cm less than now is free, one straight at it is capped at SLIDE_EPS / headway."""
+    from dataclasses import replace
+
+    from navdeploy.guard import SLIDE_EPS
+
+    slide = replace(RULE, slide=True)
+    r = 0.225
+    scan = _scan(**{f"b{FORWARD + 9}": r})  # +45 degrees
+    past = np.array([math.cos(math.radians(-30)), math.sin(math.radians(-30)), 0.0])  # 75 degrees off it
+    toward = np.array([math.cos(math.radians(45)), math.sin(math.radians(45)), 0.0])
+    assert float(guard_scale(scan, past, RULE, R_MAX)) == 0.0
+    assert float(guard_scale(scan, past, slide, R_MAX)) == 1.0
+    assert float(guard_scale(scan, toward, RULE, R_MAX)) == 0.0
+    rho = max(r - SLIDE_EPS, RULE.radius + r * math.sin(HALF_SECTOR))
+    capped = float(guard_scale(scan, toward, slide, R_MAX))
+    assert capped == pytest.approx(min((r - rho) / RULE.headway, math.sqrt(2 * RULE.decel * (r - rho))), rel=1e-4)
+    assert capped <= SLIDE_EPS / RULE.headway + 1e-6
+    # At the floor (the shell plus the sector's spread) nothing moves toward it, slide or not.
+    touching = _scan(**{f"b{FORWARD + 9}": 0.205})
+    assert float(guard_scale(touching, toward, slide, R_MAX)) == 0.0
+    # Outside the margin both rules are the same rule.
+    far = _scan(**{f"b{FORWARD + 9}": 0.6})
+    assert float(guard_scale(far, toward, slide, R_MAX)) == float(guard_scale(far, toward, RULE, R_MAX)) < 1.0
+    # The flag travels through the contract; a section without it is the old rule.
+    assert GuardRule.from_dict(slide.to_dict()) == slide
+    old = {k: v for k, v in slide.to_dict().items() if k != "slide"}
+    assert GuardRule.from_dict(old) == RULE
+    with pytest.raises(ValueError, match=r"guard.slide must be true or false, got 1"):
+        GuardRule.from_dict({**old, "slide": 1})
+
+
 def test_no_return_and_standing_still_are_not_limited():
     empty = _scan()
     assert float(guard_scale(empty, np.array([1.5, 0.0, 0.0]), RULE, R_MAX)) == 1.0
@@ -92,6 +126,12 @@ def test_torch_and_numpy_agree_batched():
     assert isinstance(out_t, torch.Tensor)
     assert np.allclose(scale_t.numpy(), scale_np, atol=1e-6)
     assert np.allclose(out_t.numpy(), out_np, atol=1e-6)
+    slide = GuardRule(**{**RULE.to_dict(), "slide": True})
+    near = ranges.copy()
+    near[:, 40] = gen.uniform(0.2, 0.24, size=256)  # inside the margin
+    _, slide_np = apply_guard(near, cmd, slide, R_MAX)
+    _, slide_t = apply_guard(torch.from_numpy(near), torch.from_numpy(cmd), slide, R_MAX)
+    assert np.allclose(slide_t.numpy(), slide_np, atol=1e-6)
     assert 0.05 < float((scale_np < 1).mean()) < 0.95  # the batch exercises both branches
     # One world at a time gives the batch's numbers.
     single = np.array([float(guard_scale(ranges[i], cmd[i], RULE, R_MAX)) for i in range(20)])

@@ -162,7 +162,9 @@ def test_settings_say_which_guard_is_used_and_check_the_parameter(bundles: dict[
     contract = PolicyRuntime.load(bundles["guard"]).contract
     s, _ = resolve_settings(contract)
     assert s.guard == RULE and s.max_range == MAX_RANGE
-    assert s.guard_source == "guard radius 0.2 m, margin 0.05 m, headway 0.4 s, decel 2 m/s^2 (bundle contract)"
+    assert (
+        s.guard_source == "guard radius 0.2 m, margin 0.05 m, headway 0.4 s, decel 2 m/s^2, slide off (bundle contract)"
+    )
     assert resolve_settings(contract, guard=False)[0].guard_source == "guard off (node parameter guard false)"
     s, _ = resolve_settings(PolicyRuntime.load(bundles["none"]).contract)
     assert s.guard_source.startswith("guard none (the bundle has no guard section")
@@ -279,7 +281,10 @@ def test_the_node_slows_its_cmd_vel_before_a_wall(tmp_path: Path) -> None:
         n.create_subscription(String, "/nav_policy/status", lambda m: status.append(json.loads(m.data)), 50)
         pubs = (scan_pub, odom_pub, goal_pub)
         tn.spin_until(lambda: all(p.get_subscription_count() > 0 for p in pubs) and status, 60, "the node", [proc])
-        assert "guard radius 0.2 m, margin 0.05 m, headway 0.4 s, decel 2 m/s^2 (bundle contract)" in proc.output()
+        assert (
+            "guard radius 0.2 m, margin 0.05 m, headway 0.4 s, decel 2 m/s^2, slide off (bundle contract)"
+            in proc.output()
+        )
         goal = PoseStamped()
         goal.header.frame_id, goal.pose.position.x, goal.pose.orientation.w = "odom", 5.0, 1.0
         goal_pub.publish(goal)

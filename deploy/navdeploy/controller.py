@@ -308,7 +308,7 @@ def resolve_guard(contract: Any, enabled: bool, *, warnings: list[str]) -> tuple
         return None, "guard off (node parameter guard false)"
     return trained, (
         f"guard radius {trained.radius:g} m, margin {trained.margin:g} m, headway {trained.headway:g} s, "
-        f"decel {trained.decel:g} m/s^2 (bundle contract)"
+        f"decel {trained.decel:g} m/s^2, slide {'on' if trained.slide else 'off'} (bundle contract)"
     )
 
 

@@ -15,11 +15,14 @@ The rule, per world, for a planar command ``v`` of speed ``s = |v|`` in directio
    ``rho_j = radius + margin + r_j sin(delta)``. A beam at ``max_range`` or beyond (no return)
    blocks nothing.
 
-   1b. With ``slide`` (bundles trained since it exists), a return the robot is already closer to
-   than ``rho_j`` keeps only what is left of its gap: ``rho_j = min(rho_j, max(r_j - SLIDE_EPS,
-   radius + r_j sin(delta)))``. Without it, every motion with a forward component toward such a
-   return was refused, so a robot that had crept into the margin beside a post could not slide
-   past it, only back away (a policy pushing along it stood still).
+   1b. With ``slide`` (bundles trained since it exists), a return inside the margin (or within
+   ``SLIDE_EPS`` of it) keeps only what is left of its gap: ``rho_j = min(rho_j, max(r_j - SLIDE_EPS,
+   radius + r_j sin(delta)))``. A motion that passes it no closer than ``r_j - SLIDE_EPS`` is
+   free; one toward it gets a free distance of at most ``SLIDE_EPS`` (step 2), so inside the
+   margin the robot closes in at no more than ``SLIDE_EPS / headway`` (2 cm/s at 0.5 s), and never
+   nearer than the shell plus the spread. Without ``slide`` every motion with a forward component
+   toward such a return is stopped, so a robot that had crept into the margin beside a post could
+   not slide past it, only back away (a policy pushing along it stood still).
 
 2. The robot centre sweeping along ``u`` meets that disc after the free distance
    ``d_j = a_j - sqrt(rho_j^2 - l_j^2)``, where ``a_j`` and ``l_j`` are the point's along-track and
@@ -58,7 +61,7 @@ robot sliding along a wall it touches) is not in the way, whatever the float rou
 
 
 SLIDE_EPS = 0.01
-"""[m] How much of its gap a return already inside the margin may lose while the robot slides past."""
+"""[m] With ``slide``: how much of its gap a return already inside the margin may lose per command."""
 
 
 @dataclass(frozen=True)
