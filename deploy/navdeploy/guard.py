@@ -47,7 +47,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from navdeploy.scan import TRAINING_ANGLE_MIN
 from navdeploy.xp import ops_for
@@ -74,7 +74,7 @@ class GuardRule:
     decel: float = 2.5  # [m/s^2] braking deceleration the cap allows for
     slide: bool = False  # a return already within the margin may be slid past (rule step 1b)
 
-    NUMBERS = ("radius", "margin", "headway", "decel")
+    NUMBERS: ClassVar[tuple[str, ...]] = ("radius", "margin", "headway", "decel")
 
     def __post_init__(self) -> None:
         for name in ("radius", "headway", "decel"):
@@ -135,8 +135,8 @@ def guard_scale(ranges: Any, command: Any, rule: GuardRule, max_range: float) ->
     spread = ranges * math.sin(0.5 * increment)
     rho = rule.radius + rule.margin + spread
     if rule.slide:
-        # A return already inside its disc: keep what is left of the gap (less SLIDE_EPS), never
-        # less than the shell plus the spread, so the robot can slide past it but not close in.
+        # Rule step 1b: a return inside its disc keeps what is left of the gap less SLIDE_EPS, never
+        # less than the shell plus the spread: the robot may slide past it and close in only slowly.
         rho = xp.minimum(rho, xp.maximum(ranges - SLIDE_EPS, rule.radius + spread))
     band = rho * rho - lateral * lateral
     blocks = (along > ALONG_EPS) & (band > 0.0) & (ranges < max_range)

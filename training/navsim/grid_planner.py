@@ -28,7 +28,7 @@ when its cells' clearance ``c`` is below ``radius + clearance``, and its string 
 shortcut only when it keeps the clearance of the stretch of grid path it replaces (up to
 ``radius + clearance``, less a cell's diagonal; never less than the radius). A narrow passage is
 still taken when the detour around it costs more. The shortest path's length stays the SPL
-reference. The recorded length is that of
+reference. That length is the one of
 the pulled path on a grid that keeps ``h * sqrt(2) / 2`` more than the radius from surfaces: a
 slight overestimate of the true shortest path (within a few percent in open space). The
 certificate is sound, not complete: a world whose only passage is narrower than the grid can
