@@ -42,14 +42,20 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from scipy.sparse import coo_matrix, csr_matrix
-from scipy.sparse.csgraph import dijkstra
 
+from navdeploy.grid_search import (
+    GridFrame,
+    cell_points,
+    cheapest_cells,
+    clearance_floor,
+    edge_graph,
+    polyline_length,
+    pull,
+    sees,
+)
 from navsim.robot import SlotSizes
 
 CAP_MARGIN = 0.5  # [m] clearance is rasterised up to radius + this
-CLEARANCE_WEIGHT = 4.0  # extra cost per metre of an edge at zero clearance beyond the radius
-PULL_STRIDE = 3  # string pulling tries every third grid waypoint (and the goal)
 
 
 @dataclass
@@ -74,6 +80,12 @@ class Grid:
     def step(self) -> tuple[float, float]:
         H, W = self.shape
         return 2 * self.hx / W, 2 * self.hy / H
+
+    @property
+    def frame(self) -> GridFrame:
+        """The grid for the shared search (:mod:`navdeploy.grid_search`)."""
+        sx, sy = self.step
+        return GridFrame(-self.hx, -self.hy, sx, sy, self.shape)
 
 
 def clearance_grid(
@@ -140,74 +152,6 @@ class PlanResult:
     shortest: np.ndarray  # (n,) float: the shortest feasible path's length (the SPL reference)
 
 
-_OFFSETS = ((0, 1, 1.0), (1, 0, 1.0), (1, 1, math.sqrt(2)), (1, -1, math.sqrt(2)))
-
-
-def _graph(clear: np.ndarray, radius: float, sx: float, sy: float, keep: float = 0.0) -> coo_matrix:
-    """Edges between neighbouring cell centres whose clearances both exceed the radius plus half
-    the edge's length (so the whole segment clears the robot), weighted by length, and with
-    ``keep`` > 0 also by how far inside ``radius + keep`` of a surface the edge runs."""
-    H, W = clear.shape
-    ids = np.arange(H * W).reshape(H, W)
-    rows, cols, weights = [], [], []
-    for dy, dx, _ in _OFFSETS:
-        ys, yd = slice(0, H - dy), slice(dy, H)
-        x0, x1 = max(0, -dx), W - max(0, dx)
-        xs, xd = slice(x0, x1), slice(x0 + dx, x1 + dx)
-        free = clear > radius + math.hypot(dx * sx, dy * sy) / 2
-        both = free[ys, xs] & free[yd, xd]
-        rows.append(ids[ys, xs][both])
-        cols.append(ids[yd, xd][both])
-        weight = np.full(int(both.sum()), math.hypot(dx * sx, dy * sy))
-        if keep > 0:
-            near = np.minimum(clear[ys, xs][both], clear[yd, xd][both])
-            inside = np.clip(1.0 - (near - radius) / keep, 0.0, 1.0)
-            weight = weight * (1.0 + CLEARANCE_WEIGHT * inside * inside)
-        weights.append(weight)
-    r, c, w = np.concatenate(rows), np.concatenate(cols), np.concatenate(weights)
-    return coo_matrix((w, (r, c)), shape=(H * W, H * W)).tocsr()
-
-
-def _sees(a: np.ndarray, b: np.ndarray, clear: np.ndarray, grid: Grid, radius: float | np.ndarray) -> np.ndarray:
-    """For one point ``a`` (2,) and many ends ``b`` (J, 2): does each segment keep more than
-    ``radius`` (a scalar, or one per end) from every surface (sound)?"""
-    H, W = clear.shape
-    sx, sy = grid.step
-    spacing = 0.5 * min(sx, sy)
-    length = np.linalg.norm(b - a, axis=1)
-    m = max(2, int(math.ceil(length.max() / spacing)) + 1)
-    t = np.linspace(0.0, 1.0, m)
-    pts = a[None, None, :] + t[None, :, None] * (b - a)[:, None, :]  # (J, m, 2)
-    ix = np.clip(np.floor((pts[..., 0] + grid.hx) / sx).astype(np.int64), 0, W - 1)
-    iy = np.clip(np.floor((pts[..., 1] + grid.hy) / sy).astype(np.int64), 0, H - 1)
-    cx = -grid.hx + (ix + 0.5) * sx
-    cy = -grid.hy + (iy + 0.5) * sy
-    off = np.hypot(pts[..., 0] - cx, pts[..., 1] - cy)
-    gap = (length / (m - 1))[:, None] / 2
-    ok = clear[iy, ix] - off - gap > np.reshape(radius, (-1, 1))
-    return ok.all(axis=1)
-
-
-def _pull(
-    points: np.ndarray, clear: np.ndarray, grid: Grid, radius: float, floor: np.ndarray | None = None
-) -> np.ndarray:
-    """Greedy string pulling over ``points`` (P, 2), the first and last kept. With ``floor`` (P,),
-    a shortcut from point i to point j must keep the smallest floor of points i..j (at least the
-    radius) from every surface."""
-    out = [points[0]]
-    i, last = 0, len(points) - 1
-    while i < last:
-        cand = np.unique(np.concatenate([np.arange(i + 1, last + 1, PULL_STRIDE), [i + 1, last]]))
-        need: float | np.ndarray = radius
-        if floor is not None:
-            need = np.maximum(radius, np.minimum.accumulate(floor[i:])[cand - i])
-        ok = _sees(points[i], points[cand], clear, grid, need)
-        j = int(cand[ok].max()) if ok.any() else i + 1
-        out.append(points[j])
-        i = j
-    return np.asarray(out)
-
-
 def plan_paths(
     slot_pos: torch.Tensor,
     slot_yaw: torch.Tensor,
@@ -237,7 +181,7 @@ def plan_paths(
     length = np.zeros(n, dtype=np.float64)
     shortest = np.zeros(n, dtype=np.float64)
     feasible = np.zeros(n, dtype=bool)
-    diagonal = math.hypot(sx, sy)
+    frame = grid.frame
     for w in range(n):
         clear = clear_all[w]
         free = clear > margin
@@ -252,50 +196,27 @@ def plan_paths(
         ends = np.array([start_np[w], goal_np[w]])
         centres = np.array([[xs[s_ix], ys[s_iy]], [xs[g_ix], ys[g_iy]]])
         if not (
-            _sees(ends[0], centres[:1], clear, grid, radius)[0] and _sees(ends[1], centres[1:], clear, grid, radius)[0]
+            sees(ends[0], centres[:1], clear, frame, radius)[0] and sees(ends[1], centres[1:], clear, frame, radius)[0]
         ):
             continue
         g_id, s_id = g_iy * W + g_ix, s_iy * W + s_ix
-        graph = _graph(clear, radius, sx, sy)
-        cells = _cells(graph, g_id, s_id)
+        cells = cheapest_cells(edge_graph(clear, radius, frame), g_id, s_id)
         if cells is None:
             continue
-        pulled = _pull(_points(cells, start_np[w], goal_np[w], xs, ys, W), clear, grid, radius)
+        pulled = pull(cell_points(cells, start_np[w], goal_np[w], frame), clear, frame, radius)
         if len(pulled) > path_points:
             continue
         feasible[w] = True
-        shortest[w] = _length(pulled)
+        shortest[w] = polyline_length(pulled)
         if clearance > 0:
-            kept = _cells(_graph(clear, radius, sx, sy, keep=clearance), g_id, s_id)  # same edges, other weights
-            flat = clear.reshape(-1)[kept]
-            floor = np.minimum(radius + clearance, np.concatenate([flat[:1], flat, flat[-1:]]) - diagonal)
-            wide = _pull(_points(kept, start_np[w], goal_np[w], xs, ys, W), clear, grid, radius, floor)
+            kept = cheapest_cells(edge_graph(clear, radius, frame, keep=clearance), g_id, s_id)  # other weights
+            assert kept is not None  # same edges as the shortest path's graph
+            floor = clearance_floor(kept, clear, frame, radius, clearance)
+            wide = pull(cell_points(kept, start_np[w], goal_np[w], frame), clear, frame, radius, floor)
             if len(wide) <= path_points:  # else the shortest path, which fits
                 pulled = wide
-                shortest[w] = min(shortest[w], _length(wide))  # greedy pulling is not exactly optimal
+                shortest[w] = min(shortest[w], polyline_length(wide))  # greedy pulling is not exactly optimal
         count[w] = len(pulled)
         paths[w, : len(pulled)] = pulled
-        length[w] = _length(pulled)
+        length[w] = polyline_length(pulled)
     return PlanResult(feasible, paths, count, length, shortest)
-
-
-def _cells(graph: csr_matrix, goal_id: int, start_id: int) -> np.ndarray | None:
-    """Cell ids of the cheapest grid path from the start cell to the goal cell, or None."""
-    dist, pred = dijkstra(graph, directed=False, indices=goal_id, return_predecessors=True)
-    if not np.isfinite(dist[start_id]):
-        return None
-    chain = [start_id]
-    while chain[-1] != goal_id:
-        chain.append(int(pred[chain[-1]]))
-    return np.array(chain)
-
-
-def _points(
-    cells: np.ndarray, start: np.ndarray, goal: np.ndarray, xs: np.ndarray, ys: np.ndarray, W: int
-) -> np.ndarray:
-    """The start, the cells' centres, the goal: (P, 2)."""
-    return np.concatenate([start[None], np.stack([xs[cells % W], ys[cells // W]], axis=1), goal[None]])
-
-
-def _length(points: np.ndarray) -> float:
-    return float(np.linalg.norm(np.diff(points, axis=0), axis=1).sum())

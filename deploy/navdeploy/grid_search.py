@@ -1,0 +1,154 @@
+"""Cheapest paths on a clearance grid: the search both planners run (numpy + scipy).
+
+Two planners share this module: the world generator's (``navsim.grid_planner``), which certifies
+that a training world is feasible and records the path the policy follows, and the robot's
+(:mod:`navdeploy.scan_map`), which plans on a map of its own scans when no global path is given.
+
+A grid holds, at each cell centre, the clearance ``c``: the distance to the nearest surface
+(capped). :func:`edge_graph` joins two neighbouring centres (8-connected) when both clearances
+exceed ``radius + l / 2``, ``l`` the edge's length. Clearance is 1-Lipschitz, so every point of
+such an edge keeps more than ``radius`` from every surface. With ``keep`` > 0 an edge's weight
+grows where it runs within ``radius + keep`` of a surface, by
+``1 + CLEARANCE_WEIGHT * (1 - (c - radius) / keep)^2``: the path keeps away from surfaces where
+the world leaves room, as a costmap's inflation layer makes a global planner do.
+:func:`cheapest_cells` runs Dijkstra (scipy) from the goal cell; :func:`pull` shortens the cell
+path greedily, accepting a shortcut only when :func:`sees` finds that it keeps its clearance
+(a sound test on the grid).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.sparse import coo_matrix, csr_matrix
+from scipy.sparse.csgraph import dijkstra
+
+CLEARANCE_WEIGHT = 4.0
+"""Extra cost per metre of an edge at zero clearance beyond the radius."""
+
+PULL_STRIDE = 3
+"""String pulling tries every third grid waypoint (and the last)."""
+
+_OFFSETS = ((0, 1), (1, 0), (1, 1), (1, -1))  # (dy, dx): each undirected neighbour pair once
+
+
+@dataclass(frozen=True)
+class GridFrame:
+    """Where a grid's cells lie: cell (iy, ix) spans ``[x0 + ix*sx, x0 + (ix+1)*sx)`` in x (same in y)."""
+
+    x0: float
+    y0: float
+    sx: float
+    sy: float
+    shape: tuple[int, int]  # (H, W)
+
+    def centres(self) -> tuple[np.ndarray, np.ndarray]:
+        """Cell-centre coordinates along x (W,) and y (H,)."""
+        H, W = self.shape
+        return self.x0 + (np.arange(W) + 0.5) * self.sx, self.y0 + (np.arange(H) + 0.5) * self.sy
+
+    def cell(self, p: np.ndarray) -> tuple[int, int]:
+        """The (iy, ix) of the cell holding point ``p`` (clipped to the grid)."""
+        H, W = self.shape
+        ix = int(np.clip((float(p[0]) - self.x0) // self.sx, 0, W - 1))
+        iy = int(np.clip((float(p[1]) - self.y0) // self.sy, 0, H - 1))
+        return iy, ix
+
+
+def edge_graph(clear: np.ndarray, radius: float, frame: GridFrame, keep: float = 0.0) -> csr_matrix:
+    """Edges between neighbouring cell centres whose clearances both exceed the radius plus half the
+    edge's length, weighted by length (and with ``keep`` > 0 by how far inside ``radius + keep`` of a
+    surface the edge runs)."""
+    H, W = clear.shape
+    ids = np.arange(H * W).reshape(H, W)
+    rows, cols, weights = [], [], []
+    for dy, dx in _OFFSETS:
+        length = math.hypot(dx * frame.sx, dy * frame.sy)
+        ys, yd = slice(0, H - dy), slice(dy, H)
+        x0, x1 = max(0, -dx), W - max(0, dx)
+        xs, xd = slice(x0, x1), slice(x0 + dx, x1 + dx)
+        free = clear > radius + length / 2
+        both = free[ys, xs] & free[yd, xd]
+        rows.append(ids[ys, xs][both])
+        cols.append(ids[yd, xd][both])
+        weight = np.full(int(both.sum()), length)
+        if keep > 0:
+            near = np.minimum(clear[ys, xs][both], clear[yd, xd][both])
+            inside = np.clip(1.0 - (near - radius) / keep, 0.0, 1.0)
+            weight = weight * (1.0 + CLEARANCE_WEIGHT * inside * inside)
+        weights.append(weight)
+    r, c, w = np.concatenate(rows), np.concatenate(cols), np.concatenate(weights)
+    return coo_matrix((w, (r, c)), shape=(H * W, H * W)).tocsr()
+
+
+def cheapest_cells(graph: csr_matrix, goal_id: int, start_id: int) -> np.ndarray | None:
+    """Flat cell ids of the cheapest grid path from the start cell to the goal cell, or None."""
+    dist, pred = dijkstra(graph, directed=False, indices=goal_id, return_predecessors=True)
+    if not np.isfinite(dist[start_id]):
+        return None
+    chain = [start_id]
+    while chain[-1] != goal_id:
+        chain.append(int(pred[chain[-1]]))
+    return np.array(chain)
+
+
+def cell_points(cells: np.ndarray, start: np.ndarray, goal: np.ndarray, frame: GridFrame) -> np.ndarray:
+    """The start, the cells' centres, the goal: (P, 2)."""
+    xs, ys = frame.centres()
+    W = frame.shape[1]
+    return np.concatenate([start[None], np.stack([xs[cells % W], ys[cells // W]], axis=1), goal[None]])
+
+
+def sees(a: np.ndarray, b: np.ndarray, clear: np.ndarray, frame: GridFrame, radius: float | np.ndarray) -> np.ndarray:
+    """For one point ``a`` (2,) and many ends ``b`` (J, 2): does each segment keep more than
+    ``radius`` (a scalar, or one per end) from every surface (sound on the grid)?"""
+    H, W = clear.shape
+    sx, sy = frame.sx, frame.sy
+    spacing = 0.5 * min(sx, sy)
+    length = np.linalg.norm(b - a, axis=1)
+    m = max(2, int(math.ceil(length.max() / spacing)) + 1)
+    t = np.linspace(0.0, 1.0, m)
+    pts = a[None, None, :] + t[None, :, None] * (b - a)[:, None, :]  # (J, m, 2)
+    ix = np.clip(np.floor((pts[..., 0] - frame.x0) / sx).astype(np.int64), 0, W - 1)
+    iy = np.clip(np.floor((pts[..., 1] - frame.y0) / sy).astype(np.int64), 0, H - 1)
+    cx = frame.x0 + (ix + 0.5) * sx
+    cy = frame.y0 + (iy + 0.5) * sy
+    off = np.hypot(pts[..., 0] - cx, pts[..., 1] - cy)
+    gap = (length / (m - 1))[:, None] / 2
+    ok = clear[iy, ix] - off - gap > np.reshape(radius, (-1, 1))
+    return ok.all(axis=1)
+
+
+def pull(
+    points: np.ndarray, clear: np.ndarray, frame: GridFrame, radius: float, floor: np.ndarray | None = None
+) -> np.ndarray:
+    """Greedy string pulling over ``points`` (P, 2), the first and last kept. With ``floor`` (P,),
+    a shortcut from point i to point j must keep the smallest floor of points i..j (at least the
+    radius) from every surface."""
+    out = [points[0]]
+    i, last = 0, len(points) - 1
+    while i < last:
+        cand = np.unique(np.concatenate([np.arange(i + 1, last + 1, PULL_STRIDE), [i + 1, last]]))
+        need: float | np.ndarray = radius
+        if floor is not None:
+            need = np.maximum(radius, np.minimum.accumulate(floor[i:])[cand - i])
+        ok = sees(points[i], points[cand], clear, frame, need)
+        j = int(cand[ok].max()) if ok.any() else i + 1
+        out.append(points[j])
+        i = j
+    return np.asarray(out)
+
+
+def clearance_floor(cells: np.ndarray, clear: np.ndarray, frame: GridFrame, radius: float, keep: float) -> np.ndarray:
+    """Per point of :func:`cell_points` (start, cells, goal): the clearance a shortcut over it must
+    keep, ``radius + keep`` at most, the cell's own clearance less a cell's diagonal where that is less."""
+    flat = clear.reshape(-1)[cells]
+    diagonal = math.hypot(frame.sx, frame.sy)
+    return np.minimum(radius + keep, np.concatenate([flat[:1], flat, flat[-1:]]) - diagonal)
+
+
+def polyline_length(points: np.ndarray) -> float:
+    """Length of a polyline (P, 2)."""
+    return float(np.linalg.norm(np.diff(points, axis=0), axis=1).sum())
