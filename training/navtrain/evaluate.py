@@ -58,6 +58,19 @@ def add_policy_source(p: argparse.ArgumentParser) -> None:
     src.add_argument("--bundle", help="exported bundle folder: a robot-side controller (see --controller)")
     p.add_argument("--controller", choices=["policy", "dwa"], default="policy", help="with --bundle")
     p.add_argument("--dwa-params", default=None, help="DWA parameters YAML (default: navdeploy/dwa.yaml)")
+    p.add_argument(
+        "--scan-map",
+        action="store_true",
+        help="with --bundle --controller policy: goal-mode worlds drive along a path planned on the robot's "
+        "own scans (navdeploy.scan_map, the node's scan_map parameter)",
+    )
+    p.add_argument(
+        "--map-beams",
+        type=int,
+        default=720,
+        help="with --scan-map: beams of the lidar the map is built from (evenly over 360 degrees; "
+        "0: the policy's own sector readings)",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         env_cfg = prepare(args)
+        scan_map_cfg(args)  # --scan-map checked before any env is built
         if args.suite:
             return suite_main(args)
     except CliError as err:
@@ -109,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
             num_envs=args.num_envs,
             overrides=args.overrides,
             dwa_params=args.dwa_params,
+            scan_map=scan_map_cfg(args),
+            map_beams=args.map_beams,
         )
     print(json.dumps(asdict(result), indent=2))
     if args.json:
@@ -143,6 +159,19 @@ def suite_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def scan_map_cfg(args: argparse.Namespace):
+    """The node's default scan map when ``--scan-map`` is given (checked: a bundle's policy only)."""
+    if not getattr(args, "scan_map", False):
+        return None
+    if args.checkpoint or args.controller != "policy":
+        raise CliError("--scan-map goes with --bundle and --controller policy")
+    if args.map_beams < 0:
+        raise CliError(f"--map-beams must be >= 0, got {args.map_beams}")
+    from navdeploy.scan_map import ScanMapCfg
+
+    return ScanMapCfg()
+
+
 def suite_evaluator(args: argparse.Namespace):
     """The evaluator a suite runs: the checkpoint's torch actor, or a bundle's robot-side controller."""
     from navtrain.evaluation import bundle_evaluator, checkpoint_evaluator
@@ -151,8 +180,11 @@ def suite_evaluator(args: argparse.Namespace):
         evaluator = checkpoint_evaluator(args.checkpoint, args.overrides, args.device)
         evaluator.label = args.label or Path(args.checkpoint).name
     else:
-        evaluator = bundle_evaluator(args.bundle, args.controller, args.overrides, args.dwa_params)
-        evaluator.label = args.label or f"{Path(args.bundle).name} ({args.controller}, robot runtime)"
+        evaluator = bundle_evaluator(
+            args.bundle, args.controller, args.overrides, args.dwa_params, scan_map_cfg(args), args.map_beams
+        )
+        map_note = " + scan map" if args.scan_map else ""
+        evaluator.label = args.label or f"{Path(args.bundle).name} ({args.controller}{map_note}, robot runtime)"
     return evaluator
 
 

@@ -38,8 +38,11 @@ import torch
 from tensordict import TensorDict
 
 from navdeploy.action import action_to_command
+from navdeploy.scan_map import ScanMapCfg, ScanPlanner
+from navdeploy.subgoal import LookaheadRule
 from navsim.config import EnvCfg, NavConfig, apply_override, config_from_data, to_dict
 from navsim.env import NavEnv
+from navsim.lidar import BatchedLidar
 from navsim.outcomes import OUTCOMES, Outcome
 from navsim.robot import slot_sizes
 from navsim.rooms import RoomBatch
@@ -109,7 +112,9 @@ class RobotSideActor:
     (``NavEnv.observed_pose`` / ``observed_twist``).
     """
 
-    def __init__(self, env: NavEnv, make: Callable[[], Any]) -> None:
+    def __init__(
+        self, env: NavEnv, make: Callable[[], Any], scan_map: ScanMapCfg | None = None, map_beams: int = 0
+    ) -> None:
         from navdeploy.scan import ScanInput, ScanUnusable
 
         self.env, self.ScanInput, self.ScanUnusable = env, ScanInput, ScanUnusable
@@ -118,20 +123,52 @@ class RobotSideActor:
         self.num_beams, self.max_range = int(c.num_beams), float(c.max_range)
         self.scale = np.array([c.v_max, c.v_max, c.omega_max], dtype=np.float64)
         self.calls, self.seconds = 0, 0.0
+        self.planners: list[ScanPlanner] | None = None
+        if scan_map is not None:  # goal-mode worlds: the node's own map and its path (navdeploy.scan_map)
+            if c.robot_radius is None:
+                raise ValueError("planning on scans needs the contract's robot.radius (bundle exported before it)")
+            rule = c.path_following.rule if c.path_following is not None else LookaheadRule()
+            self.planners = [ScanPlanner(scan_map, float(c.robot_radius), rule) for _ in range(env.num_envs)]
+        # The map's scan: the policy's sector minima, or (map_beams > 0) a denser lidar of that many
+        # evenly spaced beams over 360 degrees, as a robot's own scanner gives the node.
+        self.map_lidar: BatchedLidar | None = None
+        self.map_beams = int(map_beams)
+        if self.planners is not None and self.map_beams > 0:
+            robot_body = env.mj_model.body("base").id
+            self.map_lidar = BatchedLidar(
+                env.mj_model, env.m, env.d, env.num_envs, self.map_beams, self.max_range, robot_body, env.device
+            )
+            self.map_noise = torch.Generator(device=env.device)
+            self.map_noise.manual_seed(int(env.seed) + 7)
+        self.ticks = 0
 
     def reset(self) -> None:
         for ctrl in self.controllers:
             ctrl.reset()
+        for planner in self.planners or []:
+            planner.reset()
+        self.ticks = 0
 
     def __call__(self, obs: TensorDict, live: torch.Tensor) -> torch.Tensor:
         env = self.env
         scan = env.scan_readings.cpu().numpy().astype(np.float64)
         pose, twist = env.observed_pose.cpu().numpy(), env.observed_twist.cpu().numpy()
-        goal = env.policy_goal.cpu().numpy()  # the goal, or its sub-goal along the path (navdeploy.subgoal)
+        goal = env.policy_goal.cpu().numpy().copy()  # the goal, or its sub-goal along the path (navdeploy.subgoal)
+        final = env.rooms.goal.cpu().numpy()
+        follow = env.follow.cpu().numpy()
         action = np.zeros((env.num_envs, 3))
+        now = self.ticks * env.env_cfg.control_period
+        self.ticks += 1
+        dense = self._map_scan()
         t0 = time.perf_counter()
         for i in np.flatnonzero(live.cpu().numpy()):
             s = self.ScanInput.training_beams(scan[i], self.num_beams, self.max_range)
+            if self.planners is not None and not follow[i]:
+                seen = s if dense is None else self.ScanInput.training_beams(dense[i], self.map_beams, self.max_range)
+                self.planners[i].observe(seen, pose[i])
+                sub = self.planners[i].subgoal(pose[i], (float(final[i, 0]), float(final[i, 1])), now)
+                if sub is not None:
+                    goal[i] = sub
             try:
                 cmd = self.controllers[i].step(s, pose=pose[i], twist=twist[i], goal=goal[i])
             except self.ScanUnusable:
@@ -140,6 +177,17 @@ class RobotSideActor:
             self.calls += 1
         self.seconds += time.perf_counter() - t0
         return torch.as_tensor(action, dtype=torch.float32, device=env.device)
+
+    def _map_scan(self) -> np.ndarray | None:
+        """The dense scan of every world from its observed pose, with the lidar's noise (or None)."""
+        if self.map_lidar is None:
+            return None
+        env = self.env
+        ranges = self.map_lidar.scan(env.observed_pose)
+        noise = env.env_cfg.lidar.noise_std
+        if noise > 0:
+            ranges = ranges + noise * torch.randn(ranges.shape, generator=self.map_noise, device=env.device)
+        return ranges.clamp(0.0, self.max_range).cpu().numpy().astype(np.float64)
 
     @property
     def ms_per_call(self) -> float | None:
@@ -306,11 +354,13 @@ def evaluate_controller(
     overrides: list[str] | None = None,
     plot_rooms: int = 6,
     dwa_params: str | Path | None = None,
+    scan_map: ScanMapCfg | None = None,
+    map_beams: int = 0,
 ) -> tuple[EvalResult, EpisodeTrace | None]:
     """A robot-side controller built from ``bundle`` (``policy``: its ONNX policy through the
     runtime; ``dwa``: the dynamic-window baseline from its contract) on ``episodes`` unseen rooms of
     the bundle's training config (plus ``overrides``), on the CPU, world by world."""
-    return bundle_evaluator(bundle, controller, overrides, dwa_params).run(
+    return bundle_evaluator(bundle, controller, overrides, dwa_params, scan_map, map_beams).run(
         episodes=episodes, seed=seed, num_envs=num_envs, plot_rooms=plot_rooms
     )
 
@@ -320,8 +370,12 @@ def bundle_evaluator(
     controller: str = "policy",
     overrides: Sequence[str] | None = None,
     dwa_params: str | Path | None = None,
+    scan_map: ScanMapCfg | None = None,
+    map_beams: int = 0,
 ) -> Evaluator:
-    """A robot-side controller from ``bundle`` (see :func:`evaluate_controller`), on the CPU."""
+    """A robot-side controller from ``bundle`` (see :func:`evaluate_controller`), on the CPU; with
+    ``scan_map``, worlds in goal mode drive along a path planned on the robot's own scans
+    (:mod:`navdeploy.scan_map`, as the node does with ``scan_map`` on)."""
     from navdeploy.dwa import DwaParams, DwaPlanner
     from navdeploy.runtime import PolicyRuntime
 
@@ -344,7 +398,9 @@ def bundle_evaluator(
         def make() -> Any:
             return DwaPlanner(runtime.contract, params)
 
-    return Evaluator(cfg, label, "cpu", lambda env: RobotSideActor(env, make))
+    if scan_map is not None:
+        label += " + scan map"
+    return Evaluator(cfg, label, "cpu", lambda env: RobotSideActor(env, make, scan_map, map_beams))
 
 
 def with_overrides(cfg: NavConfig, overrides: Sequence[str] | None) -> NavConfig:

@@ -1,0 +1,337 @@
+"""Planning on a map of the robot's own scans, for a goal given without a global path.
+
+The policy has no memory: given only a goal behind a wall of clutter it can drive into a pocket,
+turn, and drive back in. A robot with no global planner still sees the world; this module keeps
+what it saw and plans around it, as a costmap with an obstacle layer and a global planner do.
+
+:class:`ScanMap` is an occupancy grid in the odometry frame (log-odds per cell). Each scan marks
+the cell of every return within ``mark_range`` (``hit``) and clears the cells its beams passed
+through before their return, or up to the scanner's range without one (``miss``), each cell at most
+once per scan. Dropped beams (NaN) and returns below the scan's ``range_min`` change nothing. A cell
+is occupied while its log-odds is above zero. The map is a square window of ``size`` metres; when
+the robot comes within ``recentre_margin`` of its edge, the window is moved to centre on the robot
+(what falls outside is forgotten).
+
+:class:`ScanPlanner` plans from the robot to the goal on that map with the grid search the world
+generator uses (:mod:`navdeploy.grid_search`): clearance from the exact distance transform of
+the occupied cells (less half a cell's diagonal, where a return may lie in its cell), unknown cells
+free, edges that keep ``radius - tolerance`` from the mapped surfaces (the policy and the guard do
+the last centimetres; the map only has to say which way round), weighted to keep ``keep`` metres
+beyond that where there is room. Planning is limited to the box around robot and goal plus
+``box_margin``. The path is planned again every ``replan_period`` seconds, and at once when a newly
+mapped surface blocks the path ahead. The policy's sub-goal then comes from the path as for a
+global path (:func:`navdeploy.subgoal.follow_path`). When no path exists on the map (the goal in a
+mapped obstacle, the robot boxed in), :meth:`ScanPlanner.subgoal` returns None and the caller
+drives to the goal itself.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+from scipy.ndimage import distance_transform_edt
+
+from navdeploy.grid_search import (
+    GridFrame,
+    cell_points,
+    cheapest_cells,
+    clearance_floor,
+    edge_graph,
+    polyline_length,
+    pull,
+    sees,
+)
+from navdeploy.subgoal import LookaheadRule, follow_path
+
+LOGODDS_MIN, LOGODDS_MAX = -2.0, 3.5
+"""Log-odds clamps: a cell seen occupied many times is freed after a few clear views again."""
+
+
+@dataclass(frozen=True)
+class ScanMapCfg:
+    """Settings of the robot's own map and its planner (node parameters ``scan_map_*``)."""
+
+    resolution: float = 0.05  # [m] cell side
+    size: float = 30.0  # [m] side of the square window kept
+    mark_range: float = 4.0  # [m] returns further away are not marked (angular error grows with range)
+    hit: float = 1.2  # log-odds added to a cell with a return
+    miss: float = 0.4  # log-odds taken from a cell a beam passed through
+    tolerance: float = 0.03  # [m] the path keeps radius - tolerance from mapped surfaces
+    keep: float = 0.25  # [m] and this much more where there is room
+    replan_period: float = 1.0  # [s] between plans (sooner when the path ahead is blocked)
+    box_margin: float = 2.0  # [m] planning box beyond robot and goal
+    recentre_margin: float = 7.0  # [m] the window moves when the robot is this close to its edge
+    start_search: float = 0.4  # [m] a robot inside the clearance starts from the nearest free cell this close
+    switch_gain: float = 0.5  # [m] a new plan replaces the current path only when this much shorter
+    clear_ahead: float = 0.3  # [m] the blocked check starts this far ahead of the robot's progress
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if not (isinstance(v, int | float) and math.isfinite(v)):
+                raise ValueError(f"scan map: {f.name} must be a finite number, got {v!r}")
+        positive = ("resolution", "size", "mark_range", "hit", "miss", "keep", "box_margin", "recentre_margin")
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise ValueError(f"scan map: {name} must be > 0, got {getattr(self, name)}")
+        for name in ("tolerance", "replan_period", "start_search", "switch_gain", "clear_ahead"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"scan map: {name} must be >= 0, got {getattr(self, name)}")
+        if self.size < 4 * self.resolution or self.size / self.resolution > 4000:
+            raise ValueError(
+                f"scan map: size {self.size} m at resolution {self.resolution} m: between 4 and 4000 cells a side"
+            )
+        if 2 * self.recentre_margin >= self.size:
+            raise ValueError(f"scan map: recentre_margin {self.recentre_margin} m must be under half the size")
+
+
+class ScanMap:
+    """Occupancy log-odds on a square window in the odometry frame (module doc)."""
+
+    def __init__(self, cfg: ScanMapCfg) -> None:
+        self.cfg = cfg
+        self.n = int(round(cfg.size / cfg.resolution))
+        self.h = cfg.size / self.n
+        self.logodds = np.zeros((self.n, self.n), dtype=np.float32)
+        self.hit_xy = np.zeros((self.n, self.n, 2), dtype=np.float32)  # the cell's last return (odometry frame)
+        self.x0: float | None = None  # window corner (odometry frame); None before the first scan
+        self.y0 = 0.0
+        self.scans = 0
+
+    def reset(self) -> None:
+        self.logodds[:] = 0.0
+        self.x0, self.scans = None, 0
+
+    @property
+    def frame(self) -> GridFrame:
+        if self.x0 is None:
+            raise RuntimeError("the scan map has no scan yet")
+        return GridFrame(self.x0, self.y0, self.h, self.h, (self.n, self.n))
+
+    def occupied(self) -> np.ndarray:
+        return self.logodds > 0.0
+
+    def _place(self, x: float, y: float) -> None:
+        """Centre the window on (x, y) (whole cells), keeping what overlaps."""
+        half = self.n * self.h / 2
+        nx0 = math.floor((x - half) / self.h) * self.h
+        ny0 = math.floor((y - half) / self.h) * self.h
+        if self.x0 is not None:
+            dx = int(round((nx0 - self.x0) / self.h))
+            dy = int(round((ny0 - self.y0) / self.h))
+            n = self.n
+            for name in ("logodds", "hit_xy"):
+                old = getattr(self, name)
+                moved = np.zeros_like(old)
+                if abs(dx) < n and abs(dy) < n:
+                    src = old[max(dy, 0) : n + min(dy, 0), max(dx, 0) : n + min(dx, 0)]
+                    moved[max(-dy, 0) : n + min(-dy, 0), max(-dx, 0) : n + min(-dx, 0)] = src
+                setattr(self, name, moved)
+        self.x0, self.y0 = nx0, ny0
+
+    def update(
+        self, ranges: np.ndarray, angles: np.ndarray, pose: np.ndarray, range_min: float, range_max: float
+    ) -> None:
+        """Fold one scan: ``ranges`` (B,) at body-frame ``angles`` (B,), taken at ``pose`` (x, y, yaw)."""
+        x, y, yaw = (float(v) for v in pose[:3])
+        if self.x0 is None:
+            self._place(x, y)
+        else:
+            lo = self.cfg.recentre_margin
+            far = self.n * self.h - lo
+            if not (lo <= x - self.x0 <= far and lo <= y - self.y0 <= far):
+                self._place(x, y)
+        r = np.asarray(ranges, dtype=np.float64)
+        a = np.asarray(angles, dtype=np.float64) + yaw
+        keep = np.isfinite(r) & (r >= range_min)
+        r, a = r[keep], a[keep]
+        top = float(range_max) if math.isfinite(range_max) else self.cfg.mark_range
+        hit = r < top
+        reach = np.minimum(r, top)
+        step = self.h / 2
+        # Cells passed through: samples every half cell up to one cell short of the return.
+        m = int(math.ceil(top / step))
+        t = np.arange(m) * step
+        along = t[None, :] < (reach - self.h)[:, None]
+        px = x + t[None, :] * np.cos(a)[:, None]
+        py = y + t[None, :] * np.sin(a)[:, None]
+        miss = self._flat(px[along], py[along])
+        hx = x + r[hit] * np.cos(a[hit])
+        hy = y + r[hit] * np.sin(a[hit])
+        near = r[hit] <= self.cfg.mark_range
+        hx, hy = hx[near], hy[near]
+        hits, inside = self._flat(hx, hy, with_mask=True)
+        self.hit_xy.reshape(-1, 2)[hits] = np.stack([hx[inside], hy[inside]], axis=1)
+        flat = self.logodds.reshape(-1)
+        missed = np.zeros(flat.shape, dtype=bool)
+        missed[miss] = True
+        hitm = np.zeros(flat.shape, dtype=bool)
+        hitm[hits] = True
+        missed &= ~hitm
+        flat[missed] -= self.cfg.miss
+        flat[hitm] += self.cfg.hit
+        np.clip(flat, LOGODDS_MIN, LOGODDS_MAX, out=flat)
+        self.scans += 1
+
+    def _flat(self, px: np.ndarray, py: np.ndarray, with_mask: bool = False) -> Any:
+        """Flat indices of the cells holding the points inside the window (and which points those are)."""
+        ix = np.floor((px - self.x0) / self.h).astype(np.int64)
+        iy = np.floor((py - self.y0) / self.h).astype(np.int64)
+        inside = (ix >= 0) & (ix < self.n) & (iy >= 0) & (iy < self.n)
+        flat = iy[inside] * self.n + ix[inside]
+        return (flat, inside) if with_mask else flat
+
+
+class ScanPlanner:
+    """The robot's map, its path to the goal and the sub-goal along it (module doc)."""
+
+    def __init__(self, cfg: ScanMapCfg, radius: float, rule: LookaheadRule | None = None) -> None:
+        if not (math.isfinite(radius) and radius > 0):
+            raise ValueError(f"scan map: robot radius must be > 0, got {radius}")
+        self.cfg, self.radius = cfg, float(radius)
+        self.rule = rule if rule is not None else LookaheadRule()
+        self.map = ScanMap(cfg)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the map and the path (a new goal keeps the map: see :meth:`new_goal`)."""
+        self.map.reset()
+        self.new_goal()
+
+    @property
+    def plan_radius(self) -> float:
+        return max(self.radius - self.cfg.tolerance, 0.0)
+
+    def observe(self, scan: Any, pose: np.ndarray) -> None:
+        """Fold a :class:`navdeploy.scan.ScanInput` taken at ``pose`` (odometry frame)."""
+        ranges = np.asarray(scan.ranges, dtype=np.float64).reshape(-1)
+        angles = float(scan.angle_min) + float(scan.angle_increment) * np.arange(len(ranges))
+        self.map.update(
+            ranges, angles, np.asarray(pose, dtype=np.float64), float(scan.range_min), float(scan.range_max)
+        )
+
+    def subgoal(self, pose: np.ndarray, goal: tuple[float, float], now: float) -> tuple[float, float] | None:
+        """This tick's sub-goal toward ``goal``, or None when the map gives no path (drive to the goal)."""
+        if self.map.x0 is None:
+            return None
+        p = np.asarray(pose[:2], dtype=np.float64)
+        blocked = self.path is not None and self._blocked()
+        due = self.planned_at is None or not (0.0 <= now - self.planned_at < self.cfg.replan_period)
+        if due or blocked:
+            self._replan(p, np.asarray(goal, dtype=np.float64), blocked, now)
+        if self.path is None:
+            return None
+        sub, progress, remaining = follow_path(
+            self.path[None].astype(np.float32),
+            np.array([len(self.path)]),
+            p[None].astype(np.float32),
+            np.array([self.progress], dtype=np.float32),
+            self.rule,
+        )
+        self.progress, self.remaining = float(progress[0]), float(remaining[0])
+        return float(sub[0, 0]), float(sub[0, 1])
+
+    def _replan(self, p: np.ndarray, goal: np.ndarray, blocked: bool, now: float) -> None:
+        """Plan again; a new path replaces a usable current one only when it is ``switch_gain``
+        shorter than what is left of it (two routes of about the same length do not alternate)."""
+        new = self.plan(p, goal)
+        self.planned_at, self.plans = now, self.plans + 1
+        self.failed = new is None
+        if new is None:
+            if blocked or self.path is None:
+                self.path = None
+            return
+        if self.path is None or blocked or polyline_length(new) < self.remaining - self.cfg.switch_gain:
+            self.path, self.progress = new, 0.0
+            self.remaining = polyline_length(new)
+
+    def _blocked(self) -> bool:
+        """Does a mapped surface now lie on the path ahead of the robot's progress (beyond
+        ``clear_ahead`` of it), where the path kept the planning radius when it was planned?"""
+        path = self.path
+        if path is None or len(path) < 2:
+            return False
+        arc = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(path, axis=0), axis=1))])
+        s0 = self.progress + self.cfg.clear_ahead
+        if s0 >= arc[-1]:
+            return False
+        k = int(np.searchsorted(arc, s0, side="right"))  # first waypoint beyond s0
+        t = (s0 - arc[k - 1]) / max(arc[k] - arc[k - 1], 1e-9)
+        ahead = np.vstack([path[k - 1] + t * (path[k] - path[k - 1]), path[k:]])
+        frame, clear = self._clearance(ahead)
+        for a, b in zip(ahead[:-1], ahead[1:], strict=True):
+            if not sees(a, b[None], clear, frame, self.plan_radius * 0.999)[0]:
+                return True
+        return False
+
+    def _clearance(self, points: np.ndarray) -> tuple[GridFrame, np.ndarray]:
+        """The clearance grid (cell-centre distance to the nearest occupied cell, less half a cell's
+        diagonal) on the box around ``points`` plus the planning margin, inside the window."""
+        m = self.map
+        frame = m.frame
+        lo = points.min(axis=0) - self.cfg.box_margin
+        hi = points.max(axis=0) + self.cfg.box_margin
+        ix0 = int(np.clip(math.floor((lo[0] - frame.x0) / m.h), 0, m.n - 1))
+        ix1 = int(np.clip(math.ceil((hi[0] - frame.x0) / m.h), ix0 + 1, m.n))
+        iy0 = int(np.clip(math.floor((lo[1] - frame.y0) / m.h), 0, m.n - 1))
+        iy1 = int(np.clip(math.ceil((hi[1] - frame.y0) / m.h), iy0 + 1, m.n))
+        # The distance transform sees obstacles up to the cap beyond the box.
+        pad = int(math.ceil((self.radius + self.cfg.keep) / m.h)) + 1
+        ox0, oy0 = max(ix0 - pad, 0), max(iy0 - pad, 0)
+        ox1, oy1 = min(ix1 + pad, m.n), min(iy1 + pad, m.n)
+        occ = m.occupied()[oy0:oy1, ox0:ox1]
+        cap = self.radius + self.cfg.keep + m.h
+        if occ.any():
+            # Distance from each cell centre to the return kept in the nearest occupied cell.
+            _, (ny, nx) = distance_transform_edt(~occ, return_indices=True)
+            ny, nx = ny[iy0 - oy0 : iy1 - oy0, ix0 - ox0 : ix1 - ox0], nx[iy0 - oy0 : iy1 - oy0, ix0 - ox0 : ix1 - ox0]
+            hit = m.hit_xy[ny + oy0, nx + ox0]
+            xs = frame.x0 + (np.arange(ix0, ix1) + 0.5) * m.h
+            ys = frame.y0 + (np.arange(iy0, iy1) + 0.5) * m.h
+            dist = np.hypot(xs[None, :] - hit[..., 0], ys[:, None] - hit[..., 1])
+        else:
+            dist = np.full((iy1 - iy0, ix1 - ix0), cap)
+        clear = np.minimum(dist, cap)
+        sub = GridFrame(frame.x0 + ix0 * m.h, frame.y0 + iy0 * m.h, m.h, m.h, clear.shape)
+        return sub, clear
+
+    def plan(self, start: np.ndarray, goal: np.ndarray) -> np.ndarray | None:
+        """A path (P, 2) from ``start`` to ``goal`` on the map (the goal clipped into the window), or None."""
+        m = self.map
+        frame = m.frame
+        edge = m.n * m.h
+        goal = np.clip(goal, [frame.x0 + m.h, frame.y0 + m.h], [frame.x0 + edge - m.h, frame.y0 + edge - m.h])
+        sub, clear = self._clearance(np.vstack([start, goal]))
+        radius = self.plan_radius
+        free = clear > radius + m.h / 2  # a cell that joins at least its axis neighbours
+        s_cell = self._free_cell(start, free, sub)
+        g_cell = self._free_cell(goal, free, sub)
+        if s_cell is None or g_cell is None:
+            return None
+        W = sub.shape[1]
+        graph = edge_graph(clear, radius, sub, keep=self.cfg.keep)
+        cells = cheapest_cells(graph, g_cell[0] * W + g_cell[1], s_cell[0] * W + s_cell[1])
+        if cells is None:
+            return None
+        floor = clearance_floor(cells, clear, sub, radius, self.cfg.keep)
+        return pull(cell_points(cells, start, goal, sub), clear, sub, radius, floor).astype(np.float64)
+
+    def _free_cell(self, p: np.ndarray, free: np.ndarray, frame: GridFrame) -> tuple[int, int] | None:
+        """The cell of ``p`` when free, else the nearest free cell within ``start_search``."""
+        iy, ix = frame.cell(p)
+        if free[iy, ix]:
+            return iy, ix
+        k = int(math.ceil(self.cfg.start_search / frame.sx))
+        y0, y1 = max(iy - k, 0), min(iy + k + 1, free.shape[0])
+        x0, x1 = max(ix - k, 0), min(ix + k + 1, free.shape[1])
+        ys, xs = np.nonzero(free[y0:y1, x0:x1])
+        if len(ys) == 0:
+            return None
+        d = (ys + y0 - iy) ** 2 + (xs + x0 - ix) ** 2
+        j = int(np.argmin(d))
+        if math.sqrt(float(d[j])) * frame.sx > self.cfg.start_search:
+            return None
+        return int(ys[j] + y0), int(xs[j] + x0)
