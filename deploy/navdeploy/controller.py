@@ -53,6 +53,7 @@ from navdeploy.scan import (
     ScanReport,
     ScanUnusable,
 )
+from navdeploy.scan_map import ScanMapCfg, ScanPlanner
 from navdeploy.smoother import AccelLimits, VelocitySmoother
 from navdeploy.subgoal import LookaheadRule, follow_path, path_length
 
@@ -162,6 +163,9 @@ class ControllerSettings:
     guard: GuardRule | None = None  # the collision guard on driving commands (navdeploy.guard); None: off
     max_range: float = math.inf  # [m] the contract's lidar max_range: a beam at it is no return (the guard)
     guard_source: str = ""  # one line: the guard in use, or why there is none
+    scan_map: ScanMapCfg | None = None  # goal without a path: plan on the robot's own scans; None: off
+    robot_radius: float | None = None  # [m] the contract's robot.radius (the scan map plans for it)
+    scan_map_source: str = ""  # one line: the scan map in use, or why there is none
 
 
 def check_number(name: str, value: Any, lo: float, hi: float = math.inf, *, lo_open: bool = False) -> float:
@@ -200,6 +204,7 @@ def resolve_settings(
     path_lookahead: float = 0.0,
     path_search_window: float = 0.0,
     guard: bool = True,
+    scan_map: bool = True,
 ) -> tuple[ControllerSettings, list[str]]:
     """The node's parameters over the bundle's contract: 0 takes the contract's value; for each limit
     the smaller of the node's and the contract's wins. Every number must be finite and in range.
@@ -209,6 +214,8 @@ def resolve_settings(
     ``path_search_window`` set the path-following rule (:class:`navdeploy.subgoal.LookaheadRule`;
     :func:`resolve_path_rule`): 0 takes the bundle's trained value, a value > 0 replaces it.
     ``guard``: apply the bundle's collision guard (:func:`resolve_guard`; none without the section).
+    ``scan_map``: with a goal and no path, plan on a map of the robot's own scans
+    (:mod:`navdeploy.scan_map`; off, with a warning, for a bundle that does not state its robot radius).
     Returns the settings and warnings to log; raises ValueError naming the parameter when one is
     unusable (the node refuses to start with that one line)."""
     warnings: list[str] = []
@@ -274,6 +281,19 @@ def resolve_settings(
             f"deceleration {guard_rule.decel:g} m/s^2: the robot cannot stop where the guard plans to "
             "(use a bundle trained with a lower env.guard.decel)"
         )
+    radius = getattr(contract, "robot_radius", None)
+    map_cfg: ScanMapCfg | None = None
+    if not scan_map:
+        map_source = "scan map off (parameter scan_map false): a goal without a path is driven to directly"
+    elif radius is None:
+        map_source = "scan map off: the bundle does not state robot.radius"
+        warnings.append(map_source)
+    else:
+        map_cfg = ScanMapCfg()
+        map_source = (
+            f"scan map on (goal without a path: {map_cfg.resolution:g} m cells, replan every "
+            f"{map_cfg.replan_period:g} s, radius {float(radius):g} m less {map_cfg.tolerance:g} m)"
+        )
     settings = ControllerSettings(
         period,
         tol,
@@ -290,6 +310,9 @@ def resolve_settings(
         guard=guard_rule,
         max_range=float(contract.max_range) if guard_rule is not None else math.inf,
         guard_source=guard_source,
+        scan_map=map_cfg,
+        robot_radius=None if radius is None else float(radius),
+        scan_map_source=map_source,
     )
     return settings, warnings
 
@@ -511,6 +534,7 @@ class PolicyController:
     path_rule: LookaheadRule = field(default_factory=LookaheadRule)  # sub-goal of a path
     guard: GuardRule | None = None  # collision guard on driving commands (navdeploy.guard); None: off
     max_range: float = math.inf  # [m] the contract's lidar max_range, for the guard
+    scan_planner: ScanPlanner | None = None  # goal without a path: sub-goal on the robot's own map
 
     @classmethod
     def from_settings(cls, runtime: Any, settings: ControllerSettings) -> PolicyController:
@@ -537,6 +561,11 @@ class PolicyController:
             path_rule=settings.path_rule,
             guard=settings.guard,
             max_range=settings.max_range,
+            scan_planner=(
+                ScanPlanner(settings.scan_map, settings.robot_radius, settings.path_rule)
+                if settings.scan_map is not None and settings.robot_radius is not None
+                else None
+            ),
         )
 
     def __post_init__(self) -> None:
@@ -553,6 +582,7 @@ class PolicyController:
         self.reached = False
         self.last_inference_ms: float | None = None
         self._need_reset = True
+        self._mapped_stamp: float | None = None  # the last scan folded into the scan map
 
     # ---------------------------------------------------------------- inputs
     def set_scan(self, scan: Any, stamp: float) -> None:
@@ -613,6 +643,8 @@ class PolicyController:
         self.goal = (float(gx), float(gy))
         self.reached = False
         self._need_reset = True
+        if self.scan_planner is not None:
+            self.scan_planner.new_goal()  # the map stays: what was seen is still there
         return True, f"new goal ({gx:.2f}, {gy:.2f}) in '{self.odom_frame}'"
 
     def set_path(self, points: Any, frame_id: str) -> tuple[bool, str]:
@@ -806,6 +838,8 @@ class PolicyController:
         near_end = True
         if self.path is not None:
             target, near_end = self._follow(pose)
+        elif self.scan_planner is not None:
+            target = self._mapped(pose, final, now)
         if self.reached or (distance < self.goal_tolerance and near_end):
             self.reached = True
             return self._zero(
@@ -846,6 +880,22 @@ class PolicyController:
             raise RuntimeError("the guard has no scan: the runtime keeps no last_scan_report")
         guarded, scale = apply_guard(report.ranges, cmd, rule, self.max_range)
         return guarded, float(scale)
+
+    def _mapped(self, pose: np.ndarray, final: tuple[float, float], now: float) -> tuple[float, float]:
+        """Goal without a path: fold a new scan into the robot's map and take the sub-goal along the
+        path planned on it (:mod:`navdeploy.scan_map`), or the goal itself when the map has none."""
+        planner = self.scan_planner
+        if planner is None or self.scan is None:
+            return final
+        if self._mapped_stamp != self.scan.stamp:
+            planner.observe(self.scan.value, pose)
+            self._mapped_stamp = self.scan.stamp
+        sub = planner.subgoal(pose, final, now)
+        if sub is None:
+            return final
+        self._subgoal = sub
+        self._path_remaining = planner.remaining
+        return sub
 
     def _follow(self, pose: np.ndarray) -> tuple[tuple[float, float], bool]:
         """Advance along the path from ``pose``: (this tick's sub-goal, whether the robot's progress is

@@ -201,6 +201,15 @@ class ScanPlanner:
         self.map.reset()
         self.new_goal()
 
+    def new_goal(self) -> None:
+        """Drop the path; the map stays (what was seen is still there)."""
+        self.path: np.ndarray | None = None
+        self.progress = 0.0  # [m] arc length of the path reached
+        self.remaining = 0.0  # [m] path still to go
+        self.planned_at: float | None = None
+        self.plans = 0
+        self.failed = False  # the last plan found no path
+
     @property
     def plan_radius(self) -> float:
         return max(self.radius - self.cfg.tolerance, 0.0)

@@ -105,6 +105,7 @@ class PolicyNode(Node):
         path_lookahead = declare_number(self, "path_lookahead", 0.0, 0.0, 100.0)  # 0: the bundle's
         path_search_window = declare_number(self, "path_search_window", 0.0, 0.0, 100.0)  # 0: the bundle's
         guard = declare_bool(self, "guard", True)  # the bundle's collision guard (none without the section)
+        scan_map = declare_bool(self, "scan_map", True)  # goal without a path: plan on the robot's own scans
         self.odom_frame = p("odom_frame", "odom").value
         self.base_frame = p("base_frame", "base_link").value
         goal_frames_text = p("static_goal_frames", "").value
@@ -154,6 +155,7 @@ class PolicyNode(Node):
                 path_lookahead=path_lookahead,
                 path_search_window=path_search_window,
                 guard=guard,
+                scan_map=scan_map,
             )
         except ValueError as exc:
             raise StartupError(str(exc)) from exc
@@ -208,7 +210,7 @@ class PolicyNode(Node):
             + (f" {so.fill_value} m" if so.fill == "constant" else "")
             + f", min_valid_share {so.min_valid_share}, min_coverage {so.min_coverage} of the trained "
             f"{math.degrees(getattr(c, 'trained_fov', 2 * math.pi)):.0f} deg, max_fill_gap {so.max_fill_gap}; "
-            f"path following {settings.path_source}; {settings.guard_source}; "
+            f"path following {settings.path_source}; {settings.guard_source}; {settings.scan_map_source}; "
             f"{' + '.join(x.topic_name for x in subs)} -> {self.cmd_pub.topic_name}, {self.policy_scan_pub.topic_name}"
         )
 
