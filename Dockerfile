@@ -1,6 +1,6 @@
 # nav_policy on ROS 2 Kilted (official image, Ubuntu 24.04, Python 3.12). Two targets:
 #
-#   robot  ROS 2 base + numpy + pyyaml + onnxruntime + navdeploy (deploy/) + the nav_policy package,
+#   robot  ROS 2 base + numpy + scipy + pyyaml + onnxruntime + navdeploy (deploy/) + the nav_policy package,
 #          which installs the trained default bundle (share/nav_policy/default_bundle).
 #          No torch, no MuJoCo, no training code. Runs robot.launch.py against the robot's topics.
 #   sim    robot + CPU torch, MuJoCo and the training side (training/, conf/) + the nav_policy_sim
@@ -48,10 +48,10 @@ ENTRYPOINT ["/nav_policy_entrypoint.sh"]
 # ------------------------------------------------------------------------------------------------
 FROM base AS robot
 
-# The robot runtime's dependencies only (nav-policy-deploy: numpy, pyyaml, onnxruntime), at the pins.
+# The robot runtime's dependencies only (nav-policy-deploy: numpy, scipy, pyyaml, onnxruntime), at the pins.
 COPY requirements.txt /ws/requirements.txt
-RUN grep -E '^(numpy|pyyaml|onnxruntime)==' requirements.txt > /tmp/robot-requirements.txt \
-    && test "$(wc -l < /tmp/robot-requirements.txt)" -eq 3 \
+RUN grep -E '^(numpy|scipy|pyyaml|onnxruntime)==' requirements.txt > /tmp/robot-requirements.txt \
+    && test "$(wc -l < /tmp/robot-requirements.txt)" -eq 4 \
     && pip3 install -r /tmp/robot-requirements.txt
 
 # navdeploy: contract, scan rule, action scaling, safety controller, ONNX runtime.

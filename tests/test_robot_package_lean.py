@@ -3,7 +3,7 @@
 What runs on the robot: the ``navdeploy`` runtime (deploy/) and the ``nav_policy`` ROS package
 (ros2_ws/src/nav_policy). Three checks, from cheapest to most real:
 
-1. every import statement in those sources names the standard library, numpy, pyyaml,
+1. every import statement in those sources names the standard library, numpy, scipy, pyyaml,
    onnxruntime, ROS 2 client/message packages or the robot side itself;
 2. a fresh interpreter that refuses to import torch, mujoco, warp or any training/tool package
    imports every robot module and steps the runtime on the fixture bundle;
@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 ROBOT_SOURCES = [REPO / "deploy" / "navdeploy", REPO / "ros2_ws" / "src" / "nav_policy"]
 FORBIDDEN = ("torch", "mujoco", "mujoco_warp", "warp", "rsl_rl", "tensordict", "onnx", "matplotlib")
 FORBIDDEN += ("navsim", "navtrain", "navbags", "nav_policy_sim", "rosbags")
-ROBOT_THIRD_PARTY = {"numpy", "yaml", "onnxruntime", "rclpy", "ament_index_python", "launch", "launch_ros"}
+ROBOT_THIRD_PARTY = {"numpy", "scipy", "yaml", "onnxruntime", "rclpy", "ament_index_python", "launch", "launch_ros"}
 ROBOT_THIRD_PARTY |= {"geometry_msgs", "nav_msgs", "sensor_msgs", "std_msgs", "rcl_interfaces", "builtin_interfaces"}
 ROBOT_OWN = {"navdeploy", "nav_policy"}
 # The robot's PyPI distributions: the runtime's declared dependencies plus the ROS 2 client wheels.

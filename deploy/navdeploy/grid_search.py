@@ -52,8 +52,8 @@ class GridFrame:
     def cell(self, p: np.ndarray) -> tuple[int, int]:
         """The (iy, ix) of the cell holding point ``p`` (clipped to the grid)."""
         H, W = self.shape
-        ix = int(np.clip((float(p[0]) - self.x0) // self.sx, 0, W - 1))
-        iy = int(np.clip((float(p[1]) - self.y0) // self.sy, 0, H - 1))
+        ix = int(np.clip(math.floor((float(p[0]) - self.x0) / self.sx), 0, W - 1))
+        iy = int(np.clip(math.floor((float(p[1]) - self.y0) / self.sy), 0, H - 1))
         return iy, ix
 
 
