@@ -215,7 +215,7 @@ def resolve_settings(
     :func:`resolve_path_rule`): 0 takes the bundle's trained value, a value > 0 replaces it.
     ``guard``: apply the bundle's collision guard (:func:`resolve_guard`; none without the section).
     ``scan_map``: with a goal and no path, plan on a map of the robot's own scans
-    (:mod:`navdeploy.scan_map`; off, with a warning, for a bundle that does not state its robot radius).
+    (:mod:`navdeploy.scan_map`; off for a bundle that does not state its robot radius).
     Returns the settings and warnings to log; raises ValueError naming the parameter when one is
     unusable (the node refuses to start with that one line)."""
     warnings: list[str] = []
@@ -286,8 +286,7 @@ def resolve_settings(
     if not scan_map:
         map_source = "scan map off (parameter scan_map false): a goal without a path is driven to directly"
     elif radius is None:
-        map_source = "scan map off: the bundle does not state robot.radius"
-        warnings.append(map_source)
+        map_source = "scan map off: the bundle does not state robot.radius (exported before it)"
     else:
         map_cfg = ScanMapCfg()
         map_source = (
