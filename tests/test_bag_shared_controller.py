@@ -24,13 +24,14 @@ import numpy as np
 import pytest
 
 from navbags.bagio import CMD, STATUS, decode, json_of, read_bag
-from navbags.reference import ReferenceNode, compute_reference, load_runtime
+from navbags.reference import NodeParams, ReferenceNode, compute_reference, load_runtime
 from navbags.replay import replay_bag
 from navdeploy.controller import PolicyController
 
 REPO = Path(__file__).resolve().parents[1]
 BAG = REPO / "tests" / "fixtures" / "bags" / "faults_seed42"
 BUNDLE = REPO / "tests" / "fixtures" / "bundle"
+RECORDED = NodeParams(scan_map=False)  # the fixture was recorded before the node had a scan map
 
 # The deliberate rule change, for this process (the reference) and for the node's process.
 RULE_CHANGE = "lambda self, item, now: None"  # PolicyController._age_problem: nothing is ever stale
@@ -75,12 +76,12 @@ def test_reference_drives_the_controller_the_node_runs(runtime) -> None:
 
 def test_reference_matches_the_recording_exactly_and_a_changed_rule_does_not(bag, runtime, monkeypatch) -> None:
     messages, cmds, states = bag
-    ref = compute_reference(messages, runtime)
+    ref = compute_reference(messages, runtime, RECORDED)
     assert [t.state for t in ref.ticks] == states
     assert np.array_equal(np.array([t.cmd for t in ref.ticks]), cmds)  # bit for bit
 
     _change_rule(monkeypatch)
-    changed = compute_reference(messages, load_runtime(BUNDLE))
+    changed = compute_reference(messages, load_runtime(BUNDLE), RECORDED)
     got = [t.state for t in changed.ticks]
     stale = [k for k, s in enumerate(states) if s.startswith("stale_")]
     assert stale and all(got[k] == "driving" for k in stale), [(k, got[k]) for k in stale]

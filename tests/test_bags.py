@@ -41,6 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 BAGS = REPO / "tests" / "fixtures" / "bags"
 BUNDLE = REPO / "tests" / "fixtures" / "bundle"
 FIXTURES = ["nominal_seed0", "nominal_seed3", "faults_seed42"]
+RECORDED = NodeParams(scan_map=False)  # the fixtures were recorded before the node had a scan map
 RERECORD = "re-record with nav-bag-record (commands in docs/bags.md)"
 
 
@@ -123,7 +124,7 @@ def test_bags_decode_identically_with_rclpy():
 @pytest.mark.parametrize("name", FIXTURES)
 def test_offline_reference_reproduces_the_recording(name, runtime):
     messages, _ = read_bag(_bag(name))
-    ref = compute_reference(messages, runtime)
+    ref = compute_reference(messages, runtime, RECORDED)
     recorded = np.array(
         [[decode(m).linear.x, decode(m).linear.y, decode(m).angular.z] for m in messages if m.topic == CMD]
     )
@@ -153,7 +154,7 @@ def test_offline_reference_catches_a_tampered_command(runtime, tmp_path):
         rows.append((m.topic, m.log_time, raw))
     bag = write_bag(tmp_path / "tampered", rows, custom)
     tampered, _ = read_bag(bag)
-    ref = compute_reference(tampered, runtime)
+    ref = compute_reference(tampered, runtime, RECORDED)
     recorded = np.array(
         [[decode(m).linear.x, decode(m).linear.y, decode(m).angular.z] for m in tampered if m.topic == CMD]
     )
@@ -173,8 +174,8 @@ def test_ambiguous_ticks_are_detected(runtime, tmp_path):
         if m.index == dup.index:
             rows.append((m.topic, m.log_time, m.raw))
     doubled, _ = read_bag(write_bag(tmp_path / "doubled", rows, custom))
-    assert ambiguities(messages, compute_reference(messages, runtime)) == []
-    found = ambiguities(doubled, compute_reference(doubled, runtime))
+    assert ambiguities(messages, compute_reference(messages, runtime, RECORDED)) == []
+    found = ambiguities(doubled, compute_reference(doubled, runtime, RECORDED))
     assert len(found) == 1 and ODOM in found[0]
 
 

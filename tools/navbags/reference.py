@@ -39,6 +39,7 @@ class NodeParams:
     v_max: float = 0.0  # 0: the bundle's (never above it)
     omega_max: float = 0.0
     static_goal_frames: str = ""  # "frame x y yaw; ...": poses of other goal frames in odom_frame
+    scan_map: bool = True  # a goal without a path: plan on the robot's own scans (navdeploy.scan_map)
 
     def ros_params(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -46,6 +47,7 @@ class NodeParams:
             "odom_frame": self.odom_frame,
             "control_period": self.control_period,
             "goal_tolerance": self.goal_tolerance,
+            "scan_map": self.scan_map,
         }
         if self.v_max:
             out["v_max"] = self.v_max
@@ -65,6 +67,7 @@ class NodeParams:
             "stale_timeout": self.stale_timeout,
             "odom_frame": self.odom_frame,
             "static_goal_frames": self.static_goal_frames,
+            "scan_map": self.scan_map,
         }
 
 

@@ -146,6 +146,10 @@ def _nav_policy(contents: BagContents, params: NodeParams, inputs: InputMap, bun
                 f"(fingerprint {fp}) != {have[:16]}... of --bundle {bundle}; "
                 "replay it with the bundle it was recorded with"
             )
+    recorded_params = info.get("node_params")
+    if isinstance(recorded_params, dict) and "scan_map" not in recorded_params and params.scan_map:
+        # Recorded before the node had a scan map: its node drove a goal without a path directly.
+        params = replace(params, scan_map=False)
     msgs = contents.messages
     return Timeline(
         bag=path,
