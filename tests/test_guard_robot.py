@@ -105,6 +105,7 @@ def wall_scan(direction: float, distance: float, half_width: float = math.radian
 
 def controller(bundle: Path, **params) -> tuple[PolicyController, list[str]]:
     runtime = PolicyRuntime.load(bundle)
+    params.setdefault("scan_map", False)  # the guard alone: the goal stays the policy's goal
     settings, warnings = resolve_settings(runtime.contract, **params)
     return PolicyController.from_settings(runtime, settings), warnings
 
@@ -267,7 +268,8 @@ def test_the_node_slows_its_cmd_vel_before_a_wall(tmp_path: Path) -> None:
     scale = float(guard_scale(ranges, np.array([1.5, 0.0, 0.0]), RULE, MAX_RANGE))
     assert 0.2 < scale < 0.8
     lease = h.DomainLease()
-    cmd = [str(h.entry_point_script("policy_node")), *h.ros_args({"bundle_path": str(bundle)})]
+    # The guard alone: no scan map (it would plan round the wall and move the goal).
+    cmd = [str(h.entry_point_script("policy_node")), *h.ros_args({"bundle_path": str(bundle), "scan_map": False})]
     proc = h.NodeProc(cmd, lease.domain_id, tmp_path / "policy_node.log")
     tn = h.RosSide(lease.domain_id, "guard_node_test")
     try:
