@@ -886,10 +886,9 @@ class PolicyController:
         planner = self.scan_planner
         if planner is None or self.scan is None:
             return final
-        if self._mapped_stamp != self.scan.stamp:
-            planner.observe(self.scan.value, pose)
-            self._mapped_stamp = self.scan.stamp
-        sub = planner.subgoal(pose, final, now)
+        fresh = self._mapped_stamp != self.scan.stamp
+        self._mapped_stamp = self.scan.stamp
+        sub = planner.step(self.scan.value if fresh else None, pose, final, now)
         if sub is None:
             return final
         self._subgoal = sub

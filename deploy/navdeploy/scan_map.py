@@ -19,7 +19,8 @@ free, edges that keep ``radius - tolerance`` from the mapped surfaces (the polic
 the last centimetres; the map only has to say which way round), weighted to keep ``keep`` metres
 beyond that where there is room. Planning is limited to the box around robot and goal plus
 ``box_margin``. The path is planned again every ``replan_period`` seconds, and at once when a newly
-mapped surface blocks the path ahead. The policy's sub-goal then comes from the path as for a
+mapped surface blocks the path ahead (beyond ``clear_ahead``); a new plan replaces a usable path
+only when it is ``switch_gain`` shorter than what is left of it. The policy's sub-goal then comes from the path as for a
 global path (:func:`navdeploy.subgoal.follow_path`). When no path exists on the map (the goal in a
 mapped obstacle, the robot boxed in), :meth:`ScanPlanner.subgoal` returns None and the caller
 drives to the goal itself.
@@ -99,11 +100,10 @@ class ScanMap:
         self.hit_xy = np.zeros((self.n, self.n, 2), dtype=np.float32)  # the cell's last return (odometry frame)
         self.x0: float | None = None  # window corner (odometry frame); None before the first scan
         self.y0 = 0.0
-        self.scans = 0
 
     def reset(self) -> None:
         self.logodds[:] = 0.0
-        self.x0, self.scans = None, 0
+        self.x0 = None
 
     @property
     def frame(self) -> GridFrame:
@@ -174,7 +174,6 @@ class ScanMap:
         flat[missed] -= self.cfg.miss
         flat[hitm] += self.cfg.hit
         np.clip(flat, LOGODDS_MIN, LOGODDS_MAX, out=flat)
-        self.scans += 1
 
     def _flat(self, px: np.ndarray, py: np.ndarray, with_mask: bool = False) -> Any:
         """Flat indices of the cells holding the points inside the window (and which points those are)."""
@@ -221,6 +220,15 @@ class ScanPlanner:
         self.map.update(
             ranges, angles, np.asarray(pose, dtype=np.float64), float(scan.range_min), float(scan.range_max)
         )
+
+    def step(
+        self, scan: Any | None, pose: np.ndarray, goal: tuple[float, float], now: float
+    ) -> tuple[float, float] | None:
+        """One control tick, as the node and the evaluation run it: fold ``scan`` (None: no new scan
+        since the last tick) and return the sub-goal (None: drive to the goal itself)."""
+        if scan is not None:
+            self.observe(scan, pose)
+        return self.subgoal(pose, goal, now)
 
     def subgoal(self, pose: np.ndarray, goal: tuple[float, float], now: float) -> tuple[float, float] | None:
         """This tick's sub-goal toward ``goal``, or None when the map gives no path (drive to the goal)."""

@@ -165,8 +165,7 @@ class RobotSideActor:
             s = self.ScanInput.training_beams(scan[i], self.num_beams, self.max_range)
             if self.planners is not None and not follow[i]:
                 seen = s if dense is None else self.ScanInput.training_beams(dense[i], self.map_beams, self.max_range)
-                self.planners[i].observe(seen, pose[i])
-                sub = self.planners[i].subgoal(pose[i], (float(final[i, 0]), float(final[i, 1])), now)
+                sub = self.planners[i].step(seen, pose[i], (float(final[i, 0]), float(final[i, 1])), now)
                 if sub is not None:
                     goal[i] = sub
             try:
