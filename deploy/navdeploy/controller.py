@@ -291,7 +291,8 @@ def resolve_settings(
         map_cfg = ScanMapCfg()
         map_source = (
             f"scan map on (goal without a path: {map_cfg.resolution:g} m cells, replan every "
-            f"{map_cfg.replan_period:g} s, radius {float(radius):g} m less {map_cfg.tolerance:g} m)"
+            f"{map_cfg.replan_period:g} s, radius {float(radius):g} m plus {map_cfg.margin:g} m, "
+            f"{map_cfg.squeeze:g} m less as the last resort)"
         )
     settings = ControllerSettings(
         period,

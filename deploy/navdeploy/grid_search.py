@@ -7,13 +7,15 @@ that a training world is feasible and records the path the policy follows, and t
 A grid holds, at each cell centre, the clearance ``c``: the distance to the nearest surface
 (capped). :func:`edge_graph` joins two neighbouring centres (8-connected) when both clearances
 exceed ``radius + l / 2``, ``l`` the edge's length. Clearance is 1-Lipschitz, so every point of
-such an edge keeps more than ``radius`` from every surface. With ``keep`` > 0 an edge's weight
+such an edge keeps more than ``radius`` from every surface (the world generator's certificate;
+the robot's planner, whose clearance is an estimate from its scans anyway, passes
+``certify=False`` and asks both clearances to exceed the radius alone). With ``keep`` > 0 an edge's weight
 grows where it runs within ``radius + keep`` of a surface, by
 ``1 + CLEARANCE_WEIGHT * (1 - (c - radius) / keep)^2``: the path keeps away from surfaces where
 the world leaves room, as a costmap's inflation layer makes a global planner do.
 :func:`cheapest_cells` runs Dijkstra (scipy) from the goal cell; :func:`pull` shortens the cell
 path greedily, accepting a shortcut only when :func:`sees` finds that it keeps its clearance
-(a sound test on the grid).
+(a sound test on the grid, or with ``certify=False`` the same estimate as the edges).
 """
 
 from __future__ import annotations
@@ -57,10 +59,16 @@ class GridFrame:
         return iy, ix
 
 
-def edge_graph(clear: np.ndarray, radius: float, frame: GridFrame, keep: float = 0.0) -> csr_matrix:
+def edge_graph(
+    clear: np.ndarray,
+    radius: float,
+    frame: GridFrame,
+    keep: float = 0.0,
+    certify: bool = True,
+) -> csr_matrix:
     """Edges between neighbouring cell centres whose clearances both exceed the radius plus half the
-    edge's length, weighted by length (and with ``keep`` > 0 by how far inside ``radius + keep`` of a
-    surface the edge runs)."""
+    edge's length (``certify``; else the radius alone), weighted by length (and with ``keep`` > 0 by
+    how far inside ``radius + keep`` of a surface the edge runs)."""
     H, W = clear.shape
     ids = np.arange(H * W).reshape(H, W)
     rows, cols, weights = [], [], []
@@ -69,7 +77,7 @@ def edge_graph(clear: np.ndarray, radius: float, frame: GridFrame, keep: float =
         ys, yd = slice(0, H - dy), slice(dy, H)
         x0, x1 = max(0, -dx), W - max(0, dx)
         xs, xd = slice(x0, x1), slice(x0 + dx, x1 + dx)
-        free = clear > radius + length / 2
+        free = clear > radius + (length / 2 if certify else 0.0)
         both = free[ys, xs] & free[yd, xd]
         rows.append(ids[ys, xs][both])
         cols.append(ids[yd, xd][both])
@@ -101,9 +109,18 @@ def cell_points(cells: np.ndarray, start: np.ndarray, goal: np.ndarray, frame: G
     return np.concatenate([start[None], np.stack([xs[cells % W], ys[cells // W]], axis=1), goal[None]])
 
 
-def sees(a: np.ndarray, b: np.ndarray, clear: np.ndarray, frame: GridFrame, radius: float | np.ndarray) -> np.ndarray:
+def sees(
+    a: np.ndarray,
+    b: np.ndarray,
+    clear: np.ndarray,
+    frame: GridFrame,
+    radius: float | np.ndarray,
+    certify: bool = True,
+) -> np.ndarray:
     """For one point ``a`` (2,) and many ends ``b`` (J, 2): does each segment keep more than
-    ``radius`` (a scalar, or one per end) from every surface (sound on the grid)?"""
+    ``radius`` (a scalar, or one per end) from every surface? ``certify``: a sound bound on the grid
+    (each sample's cell clearance less the sample's offset from the centre and half the spacing);
+    else the estimate: every sample's cell clearance exceeds the radius."""
     H, W = clear.shape
     sx, sy = frame.sx, frame.sy
     spacing = 0.5 * min(sx, sy)
@@ -113,6 +130,8 @@ def sees(a: np.ndarray, b: np.ndarray, clear: np.ndarray, frame: GridFrame, radi
     pts = a[None, None, :] + t[None, :, None] * (b - a)[:, None, :]  # (J, m, 2)
     ix = np.clip(np.floor((pts[..., 0] - frame.x0) / sx).astype(np.int64), 0, W - 1)
     iy = np.clip(np.floor((pts[..., 1] - frame.y0) / sy).astype(np.int64), 0, H - 1)
+    if not certify:
+        return (clear[iy, ix] > np.reshape(radius, (-1, 1))).all(axis=1)
     cx = frame.x0 + (ix + 0.5) * sx
     cy = frame.y0 + (iy + 0.5) * sy
     off = np.hypot(pts[..., 0] - cx, pts[..., 1] - cy)
@@ -122,11 +141,16 @@ def sees(a: np.ndarray, b: np.ndarray, clear: np.ndarray, frame: GridFrame, radi
 
 
 def pull(
-    points: np.ndarray, clear: np.ndarray, frame: GridFrame, radius: float, floor: np.ndarray | None = None
+    points: np.ndarray,
+    clear: np.ndarray,
+    frame: GridFrame,
+    radius: float,
+    floor: np.ndarray | None = None,
+    certify: bool = True,
 ) -> np.ndarray:
     """Greedy string pulling over ``points`` (P, 2), the first and last kept. With ``floor`` (P,),
     a shortcut from point i to point j must keep the smallest floor of points i..j (at least the
-    radius) from every surface."""
+    radius) from every surface; ``certify`` as for :func:`sees`."""
     out = [points[0]]
     i, last = 0, len(points) - 1
     while i < last:
@@ -134,7 +158,7 @@ def pull(
         need: float | np.ndarray = radius
         if floor is not None:
             need = np.maximum(radius, np.minimum.accumulate(floor[i:])[cand - i])
-        ok = sees(points[i], points[cand], clear, frame, need)
+        ok = sees(points[i], points[cand], clear, frame, need, certify)
         j = int(cand[ok].max()) if ok.any() else i + 1
         out.append(points[j])
         i = j

@@ -13,17 +13,24 @@ the robot comes within ``recentre_margin`` of its edge, the window is moved to c
 (what falls outside is forgotten).
 
 :class:`ScanPlanner` plans from the robot to the goal on that map with the grid search the world
-generator uses (:mod:`navdeploy.grid_search`): clearance from the exact distance transform of
-the occupied cells (less half a cell's diagonal, where a return may lie in its cell), unknown cells
-free, edges that keep ``radius - tolerance`` from the mapped surfaces (the policy and the guard do
-the last centimetres; the map only has to say which way round), weighted to keep ``keep`` metres
-beyond that where there is room. Planning is limited to the box around robot and goal plus
-``box_margin``. The path is planned again every ``replan_period`` seconds, and at once when a newly
-mapped surface blocks the path ahead (beyond ``clear_ahead``); a new plan replaces a usable path
-only when it is ``switch_gain`` shorter than what is left of it. The policy's sub-goal then comes from the path as for a
-global path (:func:`navdeploy.subgoal.follow_path`). When no path exists on the map (the goal in a
-mapped obstacle, the robot boxed in), :meth:`ScanPlanner.subgoal` returns None and the caller
-drives to the goal itself.
+generator uses (:mod:`navdeploy.grid_search`). A cell's clearance is the distance from its centre
+to the return kept in the nearest occupied cell (the distance transform of the occupied cells
+finds that cell); unknown cells are free. The world generator certifies its paths on the grid,
+which costs up to half an edge's length of clearance; the robot's clearance is an estimate from
+its scans anyway, so its planner judges clearance at the cell centres alone (``certify=False``):
+the path keeps ``radius + margin`` from mapped returns, and only where no such path exists one
+that keeps ``radius - squeeze`` (a gap the robot fits only just is the last resort, not a short
+cut). Edges are weighted to keep ``keep`` metres more where there is room. Planning is limited
+to the box around robot and goal plus ``box_margin``. The path is planned again every
+``replan_period`` seconds, and at once when a newly mapped return blocks the path ahead (beyond
+``clear_ahead``, and ``block_margin`` inside the clearance the path was planned with, so that
+the lidar's noise on a return does not flip the route every tick); a new plan replaces a usable
+path only when it is ``switch_gain`` shorter than what is left of it. The policy's sub-goal then
+comes from the path as for a global path (:func:`navdeploy.subgoal.follow_path`); with
+``line_of_sight`` a sub-goal round a corner that the straight line from the robot would cut into
+a mapped return (keeping the robot's radius) is pulled back along the path to the furthest point
+the robot reaches straight. When no path exists on the map (the goal in a mapped obstacle, the
+robot boxed in), :meth:`ScanPlanner.subgoal` returns None and the caller drives to the goal itself.
 """
 
 from __future__ import annotations
@@ -53,14 +60,15 @@ LOGODDS_MIN, LOGODDS_MAX = -2.0, 3.5
 
 @dataclass(frozen=True)
 class ScanMapCfg:
-    """Settings of the robot's own map and its planner (node parameters ``scan_map_*``)."""
+    """Settings of the robot's own map and its planner (the node's ``scan_map`` turns it on)."""
 
     resolution: float = 0.05  # [m] cell side
     size: float = 30.0  # [m] side of the square window kept
     mark_range: float = 4.0  # [m] returns further away are not marked (angular error grows with range)
     hit: float = 1.2  # log-odds added to a cell with a return
     miss: float = 0.4  # log-odds taken from a cell a beam passed through
-    tolerance: float = 0.03  # [m] the path keeps radius - tolerance from mapped surfaces
+    margin: float = 0.015  # [m] the path keeps radius + margin from mapped returns (judged at cell centres)
+    squeeze: float = 0.01  # [m] where no such path exists, one keeping radius - squeeze is taken (-margin: none)
     keep: float = 0.25  # [m] and this much more where there is room
     replan_period: float = 1.0  # [s] between plans (sooner when the path ahead is blocked)
     box_margin: float = 2.0  # [m] planning box beyond robot and goal
@@ -68,19 +76,27 @@ class ScanMapCfg:
     start_search: float = 0.4  # [m] a robot inside the clearance starts from the nearest free cell this close
     switch_gain: float = 0.5  # [m] a new plan replaces the current path only when this much shorter
     clear_ahead: float = 0.3  # [m] the blocked check starts this far ahead of the robot's progress
+    block_margin: float = 0.02  # [m] and counts a return only this much inside the clearance the path was planned with
+    line_of_sight: bool = True  # a sub-goal round a corner is pulled back to where the robot reaches it straight
 
     def __post_init__(self) -> None:
         for f in fields(self):
             v = getattr(self, f.name)
-            if not (isinstance(v, int | float) and math.isfinite(v)):
+            if f.type in (bool, "bool"):
+                if not isinstance(v, bool):
+                    raise ValueError(f"scan map: {f.name} must be true or false, got {v!r}")
+            elif isinstance(v, bool) or not (isinstance(v, int | float) and math.isfinite(v)):
                 raise ValueError(f"scan map: {f.name} must be a finite number, got {v!r}")
         positive = ("resolution", "size", "mark_range", "hit", "miss", "keep", "box_margin", "recentre_margin")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"scan map: {name} must be > 0, got {getattr(self, name)}")
-        for name in ("tolerance", "replan_period", "start_search", "switch_gain", "clear_ahead"):
+        non_negative = ("replan_period", "start_search", "switch_gain", "clear_ahead", "block_margin")
+        for name in non_negative:
             if getattr(self, name) < 0:
                 raise ValueError(f"scan map: {name} must be >= 0, got {getattr(self, name)}")
+        if self.squeeze < -self.margin:  # squeeze = -margin: no last resort
+            raise ValueError(f"scan map: squeeze {self.squeeze} m must be >= -margin ({-self.margin} m)")
         if self.size < 4 * self.resolution or self.size / self.resolution > 4000:
             raise ValueError(
                 f"scan map: size {self.size} m at resolution {self.resolution} m: between 4 and 4000 cells a side"
@@ -208,10 +224,13 @@ class ScanPlanner:
         self.planned_at: float | None = None
         self.plans = 0
         self.failed = False  # the last plan found no path
+        self.path_radius = self.plan_radii[0]  # the clearance the path in use was planned with
+        self.planned_radius = self.plan_radii[0]  # the clearance of the last plan found
 
     @property
-    def plan_radius(self) -> float:
-        return max(self.radius - self.cfg.tolerance, 0.0)
+    def plan_radii(self) -> tuple[float, float]:
+        """The clearance a path keeps from mapped returns: what it keeps where it can, and at the least."""
+        return self.radius + self.cfg.margin, max(self.radius - self.cfg.squeeze, 0.0)
 
     def observe(self, scan: Any, pose: np.ndarray) -> None:
         """Fold a :class:`navdeploy.scan.ScanInput` taken at ``pose`` (odometry frame)."""
@@ -249,7 +268,29 @@ class ScanPlanner:
             self.rule,
         )
         self.progress, self.remaining = float(progress[0]), float(remaining[0])
+        if self.cfg.line_of_sight:
+            return self._visible(p, np.asarray(sub[0], dtype=np.float64))
         return float(sub[0, 0]), float(sub[0, 1])
+
+    def _visible(self, p: np.ndarray, sub: np.ndarray) -> tuple[float, float]:
+        """The sub-goal, or where it cuts a corner into a mapped surface, the furthest point of the
+        path before it that the robot reaches in a straight line keeping its radius."""
+        path = self.path
+        assert path is not None
+        arc = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(path, axis=0), axis=1))])
+        s_end = min(self.progress + self.rule.lookahead, float(arc[-1]))
+        s = np.arange(s_end, self.progress - 1e-9, -self.map.h)
+        if len(s) == 0:
+            return float(sub[0]), float(sub[1])
+        k = np.clip(np.searchsorted(arc, s, side="right"), 1, len(path) - 1)
+        t = ((s - arc[k - 1]) / np.maximum(arc[k] - arc[k - 1], 1e-9))[:, None]
+        pts = path[k - 1] + t * (path[k] - path[k - 1])
+        frame, clear = self._clearance(np.vstack([p[None], pts]), margin=self.radius + self.cfg.keep + 2 * self.map.h)
+        ok = sees(p, pts, clear, frame, self.radius, certify=False)
+        if not ok.any() or ok[0]:
+            return float(sub[0]), float(sub[1])
+        q = pts[int(np.argmax(ok))]
+        return float(q[0]), float(q[1])
 
     def _replan(self, p: np.ndarray, goal: np.ndarray, blocked: bool, now: float) -> None:
         """Plan again; a new path replaces a usable current one only when it is ``switch_gain``
@@ -263,6 +304,7 @@ class ScanPlanner:
             return
         if self.path is None or blocked or polyline_length(new) < self.remaining - self.cfg.switch_gain:
             self.path, self.progress = new, 0.0
+            self.path_radius = self.planned_radius
             self.remaining = polyline_length(new)
 
     def _blocked(self) -> bool:
@@ -280,17 +322,18 @@ class ScanPlanner:
         ahead = np.vstack([path[k - 1] + t * (path[k] - path[k - 1]), path[k:]])
         frame, clear = self._clearance(ahead)
         for a, b in zip(ahead[:-1], ahead[1:], strict=True):
-            if not sees(a, b[None], clear, frame, self.plan_radius * 0.999)[0]:
+            if not sees(a, b[None], clear, frame, self.path_radius * 0.999 - self.cfg.block_margin, certify=False)[0]:
                 return True
         return False
 
-    def _clearance(self, points: np.ndarray) -> tuple[GridFrame, np.ndarray]:
-        """The clearance grid (cell-centre distance to the nearest occupied cell, less half a cell's
-        diagonal) on the box around ``points`` plus the planning margin, inside the window."""
+    def _clearance(self, points: np.ndarray, margin: float | None = None) -> tuple[GridFrame, np.ndarray]:
+        """The clearance grid (cell centre to the return kept in the nearest occupied cell) on the box
+        around ``points`` plus ``margin`` (default: the planning margin), inside the window."""
         m = self.map
         frame = m.frame
-        lo = points.min(axis=0) - self.cfg.box_margin
-        hi = points.max(axis=0) + self.cfg.box_margin
+        margin = self.cfg.box_margin if margin is None else margin
+        lo = points.min(axis=0) - margin
+        hi = points.max(axis=0) + margin
         ix0 = int(np.clip(math.floor((lo[0] - frame.x0) / m.h), 0, m.n - 1))
         ix1 = int(np.clip(math.ceil((hi[0] - frame.x0) / m.h), ix0 + 1, m.n))
         iy0 = int(np.clip(math.floor((lo[1] - frame.y0) / m.h), 0, m.n - 1))
@@ -322,19 +365,29 @@ class ScanPlanner:
         edge = m.n * m.h
         goal = np.clip(goal, [frame.x0 + m.h, frame.y0 + m.h], [frame.x0 + edge - m.h, frame.y0 + edge - m.h])
         sub, clear = self._clearance(np.vstack([start, goal]))
-        radius = self.plan_radius
-        free = clear > radius + m.h / 2  # a cell that joins at least its axis neighbours
+        for radius in self.plan_radii:
+            path = self._plan_at(start, goal, sub, clear, radius)
+            if path is not None:
+                self.planned_radius = radius
+                return path
+        return None
+
+    def _plan_at(
+        self, start: np.ndarray, goal: np.ndarray, sub: GridFrame, clear: np.ndarray, radius: float
+    ) -> np.ndarray | None:
+        """The cheapest path keeping ``radius`` from mapped returns at cell centres, pulled tight, or None."""
+        free = clear > radius  # a cell the path may start or end in
         s_cell = self._free_cell(start, free, sub)
         g_cell = self._free_cell(goal, free, sub)
         if s_cell is None or g_cell is None:
             return None
         W = sub.shape[1]
-        graph = edge_graph(clear, radius, sub, keep=self.cfg.keep)
+        graph = edge_graph(clear, radius, sub, keep=self.cfg.keep, certify=False)
         cells = cheapest_cells(graph, g_cell[0] * W + g_cell[1], s_cell[0] * W + s_cell[1])
         if cells is None:
             return None
         floor = clearance_floor(cells, clear, sub, radius, self.cfg.keep)
-        return pull(cell_points(cells, start, goal, sub), clear, sub, radius, floor).astype(np.float64)
+        return pull(cell_points(cells, start, goal, sub), clear, sub, radius, floor, certify=False).astype(np.float64)
 
     def _free_cell(self, p: np.ndarray, free: np.ndarray, frame: GridFrame) -> tuple[int, int] | None:
         """The cell of ``p`` when free, else the nearest free cell within ``start_search``."""
