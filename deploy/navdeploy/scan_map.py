@@ -308,8 +308,8 @@ class ScanPlanner:
             self.remaining = polyline_length(new)
 
     def _blocked(self) -> bool:
-        """Does a mapped surface now lie on the path ahead of the robot's progress (beyond
-        ``clear_ahead`` of it), where the path kept the planning radius when it was planned?"""
+        """Has a mapped return come ``block_margin`` inside the clearance the path was planned with,
+        on the path ahead of the robot's progress (beyond ``clear_ahead`` of it)?"""
         path = self.path
         if path is None or len(path) < 2:
             return False
