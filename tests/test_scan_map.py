@@ -94,6 +94,49 @@ def test_the_plan_goes_round_a_wall_it_has_seen_and_keeps_the_radius() -> None:
     assert sub is not None and abs(sub[1]) > 0.1  # not straight at the goal
 
 
+def test_no_path_on_the_map_gives_none() -> None:
+    p = ScanPlanner(ScanMapCfg(), RADIUS)
+    ring = [
+        ((math.cos(a), math.sin(a)), (math.cos(b), math.sin(b)))
+        for a, b in zip(*[np.linspace(0, 2 * math.pi, 41)[k:] for k in (0, 1)], strict=False)
+    ]
+    pose = np.array([0.0, 0.0, 0.0])
+    p.observe(cast(pose, ring), pose)
+    assert p.subgoal(pose, (4.0, 0.0), now=0.0) is None and p.failed
+
+
+def drive(use_map: bool, steps: int = 400) -> tuple[np.ndarray, ScanPlanner]:
+    """A holonomic disc that drives at 0.5 m/s straight at its target, sliding along walls it touches."""
+    planner = ScanPlanner(ScanMapCfg(), RADIUS, LookaheadRule(lookahead=0.3))
+    body = RADIUS - 0.05  # a disc a little smaller than the one planned for: this driver cuts corners
+    pose = np.array([1.0, 0.0, 0.0])
+    goal = (4.0, 0.0)
+    for k in range(steps):
+        target = goal
+        if use_map:
+            planner.observe(cast(pose, POCKET), pose)
+            target = planner.subgoal(pose, goal, now=0.1 * k) or goal
+        step = np.asarray(target) - pose[:2]
+        dist = float(np.linalg.norm(step))
+        if math.hypot(goal[0] - pose[0], goal[1] - pose[1]) < 0.3:
+            break
+        move = step / max(dist, 1e-9) * min(0.05, dist)
+        for m in (move, np.array([move[0], 0.0]), np.array([0.0, move[1]])):  # blocked: slide along
+            nxt = pose[:2] + m
+            if seg_distance(nxt, POCKET) > body:
+                pose = np.array([nxt[0], nxt[1], 0.0])
+                break
+    return pose, planner
+
+
+def test_a_memoryless_driver_leaves_a_pocket_only_with_the_map() -> None:
+    stuck, _ = drive(use_map=False)
+    assert stuck[0] < 2.0 - RADIUS + 0.06 and abs(stuck[1]) < 0.1  # against the pocket's back wall
+    out, planner = drive(use_map=True)
+    assert math.hypot(out[0] - 4.0, out[1]) < 0.3, out
+    assert planner.plans >= 2  # planned again as the pocket was seen
+
+
 def gap_wall(gap: float, half_length: float) -> list[tuple[tuple[float, float], tuple[float, float]]]:
     """A wall across the way at x = 2.025 with a gap of ``gap`` metres centred on y = 0.025 (a row
     and a column of cell centres: the clearance in the gap is then half the gap, to the beam spacing)."""
