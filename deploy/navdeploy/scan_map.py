@@ -200,6 +200,18 @@ class ScanMap:
         return (flat, inside) if with_mask else flat
 
 
+def arc_lengths(path: np.ndarray) -> np.ndarray:
+    """Arc length at each waypoint of ``path`` (P, 2), starting at 0."""
+    return np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(path, axis=0), axis=1))])
+
+
+def points_at(path: np.ndarray, arc: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """The points (S, 2) of ``path`` at arc lengths ``s`` (S,) within [0, arc[-1]]."""
+    k = np.clip(np.searchsorted(arc, s, side="right"), 1, len(path) - 1)
+    t = ((s - arc[k - 1]) / np.maximum(arc[k] - arc[k - 1], 1e-9))[:, None]
+    return path[k - 1] + t * (path[k] - path[k - 1])
+
+
 class ScanPlanner:
     """The robot's map, its path to the goal and the sub-goal along it (module doc)."""
 
@@ -277,14 +289,9 @@ class ScanPlanner:
         path before it that the robot reaches in a straight line keeping its radius."""
         path = self.path
         assert path is not None
-        arc = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(path, axis=0), axis=1))])
+        arc = arc_lengths(path)
         s_end = min(self.progress + self.rule.lookahead, float(arc[-1]))
-        s = np.arange(s_end, self.progress - 1e-9, -self.map.h)
-        if len(s) == 0:
-            return float(sub[0]), float(sub[1])
-        k = np.clip(np.searchsorted(arc, s, side="right"), 1, len(path) - 1)
-        t = ((s - arc[k - 1]) / np.maximum(arc[k] - arc[k - 1], 1e-9))[:, None]
-        pts = path[k - 1] + t * (path[k] - path[k - 1])
+        pts = points_at(path, arc, np.arange(s_end, self.progress - 1e-9, -self.map.h))  # sub-goal first
         frame, clear = self._clearance(np.vstack([p[None], pts]), margin=self.radius + self.cfg.keep + 2 * self.map.h)
         ok = sees(p, pts, clear, frame, self.radius, certify=False)
         if not ok.any() or ok[0]:
@@ -313,13 +320,12 @@ class ScanPlanner:
         path = self.path
         if path is None or len(path) < 2:
             return False
-        arc = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(path, axis=0), axis=1))])
+        arc = arc_lengths(path)
         s0 = self.progress + self.cfg.clear_ahead
         if s0 >= arc[-1]:
             return False
         k = int(np.searchsorted(arc, s0, side="right"))  # first waypoint beyond s0
-        t = (s0 - arc[k - 1]) / max(arc[k] - arc[k - 1], 1e-9)
-        ahead = np.vstack([path[k - 1] + t * (path[k] - path[k - 1]), path[k:]])
+        ahead = np.vstack([points_at(path, arc, np.array([s0])), path[k:]])
         frame, clear = self._clearance(ahead)
         for a, b in zip(ahead[:-1], ahead[1:], strict=True):
             if not sees(a, b[None], clear, frame, self.path_radius * 0.999 - self.cfg.block_margin, certify=False)[0]:
