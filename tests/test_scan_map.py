@@ -168,6 +168,22 @@ def test_a_gap_the_robot_fits_only_just_is_the_last_resort_and_a_narrower_one_is
     assert plan_through(gap_wall(2 * RADIUS, 4.0), strict) is None
 
 
+def test_a_squeezed_path_gives_way_to_one_with_the_full_clearance_as_soon_as_there_is_one() -> None:
+    """The map first shows only a gap the robot fits just (the last resort); when later scans show
+    it wider, the next plan keeps radius + margin and replaces the squeezed path, though it is no
+    shorter (a squeezed path kept for its length wedged the robot in passages under its diameter)."""
+    p = ScanPlanner(ScanMapCfg(), RADIUS)
+    pose = np.array([0.8, 0.025, 0.0])
+    goal = (4.0, 0.025)
+    p.step(cast(pose, gap_wall(2 * RADIUS, 4.0)), pose, goal, now=0.0)
+    assert p.path is not None and p.path_radius < RADIUS  # squeezed
+    wider = gap_wall(2 * RADIUS + 0.1, 4.0)
+    for k in range(1, 31):  # 3 s of scans: the old returns in the gap are cleared, plans once a second
+        p.step(cast(pose, wider), pose, goal, now=0.1 * k)
+    assert p.path is not None and p.path_radius == pytest.approx(RADIUS + p.cfg.margin)
+    assert np.abs(p.path[:, 1] - 0.025).max() < 0.05  # through the same gap, now with room
+
+
 CORNER = [((1.0, -2.0), (1.0, 0.5)), ((-0.5, 0.95), (2.5, 0.95))]  # a wall's end under a ceiling
 
 

@@ -25,7 +25,9 @@ to the box around robot and goal plus ``box_margin``. The path is planned again 
 ``replan_period`` seconds, and at once when a newly mapped return blocks the path ahead (beyond
 ``clear_ahead``, and ``block_margin`` inside the clearance the path was planned with, so that
 the lidar's noise on a return does not flip the route every tick); a new plan replaces a usable
-path only when it is ``switch_gain`` shorter than what is left of it. The policy's sub-goal then
+path only when it is ``switch_gain`` shorter than what is left of it, or when the path in use is a
+squeezed one and the new plan keeps the full clearance (a squeezed path kept for its length led the
+robot into passages narrower than itself, where it stood wedged). The policy's sub-goal then
 comes from the path as for a global path (:func:`navdeploy.subgoal.follow_path`); with
 ``line_of_sight`` a sub-goal round a corner that the straight line from the robot would cut into
 a mapped return (keeping the robot's radius) is pulled back along the path to the furthest point
@@ -301,7 +303,8 @@ class ScanPlanner:
 
     def _replan(self, p: np.ndarray, goal: np.ndarray, blocked: bool, now: float) -> None:
         """Plan again; a new path replaces a usable current one only when it is ``switch_gain``
-        shorter than what is left of it (two routes of about the same length do not alternate)."""
+        shorter than what is left of it (two routes of about the same length do not alternate), or
+        wider: one keeping the full clearance replaces a squeezed one whatever its length."""
         new = self.plan(p, goal)
         self.planned_at, self.plans = now, self.plans + 1
         self.failed = new is None
@@ -309,7 +312,8 @@ class ScanPlanner:
             if blocked or self.path is None:
                 self.path = None
             return
-        if self.path is None or blocked or polyline_length(new) < self.remaining - self.cfg.switch_gain:
+        safer = self.planned_radius > self.path_radius  # a path with the full clearance replaces a squeezed one
+        if self.path is None or blocked or safer or polyline_length(new) < self.remaining - self.cfg.switch_gain:
             self.path, self.progress = new, 0.0
             self.path_radius = self.planned_radius
             self.remaining = polyline_length(new)
