@@ -271,3 +271,19 @@ def test_unusable_settings_are_refused_by_name() -> None:
         ScanMapCfg(resolution=float("nan"))
     with pytest.raises(ValueError, match="recentre_margin"):
         ScanMapCfg(size=10.0, recentre_margin=6.0)
+
+
+def test_a_robot_at_the_path_s_end_gets_its_end_as_the_sub_goal() -> None:
+    """Progress comes back in float32 and can lie a hair beyond the path's float64 length; the
+    line-of-sight check then has no point left to test and must hand back the path's end."""
+    start = np.array([0.8, 0.025])
+    f32 = np.float32
+    # A straight run whose float32 length rounds up past its float64 length.
+    x = next(v for v in 2.3 + 0.001 * np.arange(1000) if float(f32(f32(v) - f32(start[0]))) > v - start[0] + 1e-8)
+    p = ScanPlanner(ScanMapCfg(), RADIUS)
+    pose = np.array([start[0], start[1], 0.0])
+    p.step(cast(pose, []), pose, (x, start[1]), now=0.0)
+    assert p.path is not None and len(p.path) == 2  # straight in the open
+    end = p.path[-1]
+    sub = p.step(None, np.array([end[0], end[1], 0.0]), (x, start[1]), now=0.1)
+    assert sub is not None and np.allclose(sub, end, atol=1e-5)

@@ -294,6 +294,8 @@ class ScanPlanner:
         arc = arc_lengths(path)
         s_end = min(self.progress + self.rule.lookahead, float(arc[-1]))
         pts = points_at(path, arc, np.arange(s_end, self.progress - 1e-9, -self.map.h))  # sub-goal first
+        if not len(pts):  # progress at the path's end (within float32 rounding): the sub-goal is its end
+            return float(sub[0]), float(sub[1])
         frame, clear = self._clearance(np.vstack([p[None], pts]), margin=self.radius + self.cfg.keep + 2 * self.map.h)
         ok = sees(p, pts, clear, frame, self.radius, certify=False)
         if not ok.any() or ok[0]:
