@@ -158,6 +158,57 @@ def test_recording_keeps_world_extents_path_and_sub_goals() -> None:
     plt.close(fig)
 
 
+def test_scan_map_episodes_show_the_path_planned_on_the_robot_s_scans(tmp_path: Path, capsys) -> None:
+    """--scan-map drives goal-mode worlds along the node's own map path: the recording keeps that
+    path as it changed and the sub-goal handed to the policy, and the panel draws both."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from navdeploy.scan_map import ScanMapCfg
+    from navtrain.evaluation import bundle_evaluator, eval_env
+    from navtrain.play import Panel, record
+
+    overrides = [NO_RANDOMIZATION, "env.worlds.families={clutter: 1.0}", "env.worlds.path_following=0.0"]
+    evaluator = bundle_evaluator(FIXTURE_BUNDLE, "policy", overrides, None, ScanMapCfg(), 720)
+    env, seed = eval_env(evaluator.cfg, 2, None, None, evaluator.device)
+    act = evaluator.make_act(env)
+    rooms = env.new_rooms(2, torch.Generator().manual_seed(seed))
+    rec = record(env, act, rooms, max_steps=12)
+    assert rec.mapped.all() and not rec.follow.any()
+    for i in range(2):
+        assert rec.map_paths[i] and rec.map_paths[i][0][0] == 1  # planned at the first step
+        first = rec.map_paths[i][0][1]
+        assert first is not None and np.allclose(first[-1], rec.rooms.goal[i].numpy(), atol=0.1)
+        # 10-12 m to the goal: the policy was handed the map's sub-goal, not the goal
+        assert np.linalg.norm(rec.goals[1, i] - rec.rooms.goal[i].numpy()) > 5.0
+    angles = np.linspace(-np.pi, np.pi, rec.scans.shape[-1], endpoint=False)
+    fig, ax = plt.subplots()
+    panel = Panel(ax, rec, 0, evaluator.cfg.env, angles)
+    panel.update(5)
+    dashed = [ln for ln in ax.lines if ln.get_linestyle() == "--"]
+    assert len(dashed) == 1 and len(dashed[0].get_xdata()) >= 2
+    plt.close(fig)
+    out = tmp_path / "map.gif"
+    code, stdout, _ = play(
+        capsys,
+        "--bundle",
+        str(FIXTURE_BUNDLE),
+        "--scan-map",
+        "--family",
+        "clutter",
+        "--episodes",
+        "1",
+        "--max-steps",
+        "3",
+        "--out",
+        str(out),
+        NO_RANDOMIZATION,
+    )
+    assert code == 0 and "+ scan map" in stdout and out.exists()
+
+
 def test_family_flags_name_the_known_families() -> None:
     from navsim.families import FAMILIES as KNOWN
 
@@ -189,6 +240,7 @@ def test_bad_input_is_one_line_before_any_world(tmp_path: Path, capsys) -> None:
     assert_one_line(*refused(capsys, *bundle, "--out", str(tmp_path / "dir.gif")), "is a folder")
     assert_one_line(*refused(capsys, *bundle, "--out", gif, "env.room.sizee=3"), "unknown key 'env.room.sizee'")
     assert_one_line(*refused(capsys, *bundle, "--out", gif, "--episodes", "17"), "at most 16")
+    assert_one_line(*refused(capsys, *bundle, "--controller", "dwa", "--scan-map", "--out", gif), "--scan-map")
     assert_one_line(
         *refused(capsys, *bundle, "--out", gif, "--family", "kitchens"), "--family kitchens", "unknown world family"
     )

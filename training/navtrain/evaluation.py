@@ -141,6 +141,7 @@ class RobotSideActor:
             self.map_noise = torch.Generator(device=env.device)
             self.map_noise.manual_seed(int(env.seed) + 7)
         self.ticks = 0
+        self.last_goals = np.full((env.num_envs, 2), np.nan)  # what each controller was last handed as its goal
 
     def reset(self) -> None:
         for ctrl in self.controllers:
@@ -175,6 +176,7 @@ class RobotSideActor:
             action[i] = np.asarray(cmd, dtype=np.float64) / self.scale
             self.calls += 1
         self.seconds += time.perf_counter() - t0
+        self.last_goals = goal
         return torch.as_tensor(action, dtype=torch.float32, device=env.device)
 
     def _map_scan(self) -> np.ndarray | None:

@@ -17,6 +17,9 @@ saw (its beams as rays, the returns as dots), drawn from the robot's true pose: 
 randomisation (latency, yaw offset, noise) the dots may miss the obstacles, as the policy's did.
 A planned world (``env.worlds``) also shows the planner's path, faintly, and an episode that
 follows it the sub-goal the policy is steering for (``NavEnv.policy_goal``) as a small diamond.
+``--scan-map`` (a bundle's policy) plans goal-mode episodes on the robot's own scans as the node
+does (``navdeploy.scan_map``): the path planned on that map is drawn dashed, as it was at each
+frame, and the diamond is the sub-goal taken along it.
 Each panel spans its own world's extents in their proportions (a 13 x 4 m clutter field is a
 wide, low panel; a mix of families shows each panel's family in its title). A panel's title gets the episode's outcome when it ends; a finished panel holds its
 last frame, and the animation ends when every episode has ended (or at --max-steps).
@@ -81,6 +84,8 @@ class Recording:
     scans: np.ndarray  # (F, n, B) the policy's scan [m], body-frame beams
     goals: np.ndarray  # (F, n, 2) the goal the policy saw: the goal, or its sub-goal along the path
     follow: np.ndarray  # (n,) bool: the episode follows the planner's path
+    mapped: np.ndarray  # (n,) bool: a goal-mode episode steered along a path planned on its own scans
+    map_paths: list[list[tuple[int, np.ndarray | None]]]  # per world: (first frame, that map path) as it changed
     steps: np.ndarray  # (n,) control steps each episode ran (all F - 1 when cut by max_steps)
     outcomes: list[Outcome | None]  # None: still running when the recording stopped
     control_period: float
@@ -108,8 +113,12 @@ def record(env: NavEnv, act: ActFn, rooms: RoomBatch, max_steps: int, every: int
     steps = torch.zeros(n, dtype=torch.long, device=env.device)
     poses, scans, goals = [env.pose()], [env.scan.clone()], [env.policy_goal.clone()]
     obs = env.get_observations()
+    planners = None
     if isinstance(act, RobotSideActor):
         act.reset()
+        planners = act.planners
+    mapped = np.zeros(n, dtype=bool) if planners is None else ~env.follow.cpu().numpy()
+    map_paths: list[list[tuple[int, np.ndarray | None]]] = [[] for _ in range(n)]
     limit = min(max_steps, env.max_episode_length)
     for t in range(1, limit + 1):
         live = ~finished
@@ -118,7 +127,15 @@ def record(env: NavEnv, act: ActFn, rooms: RoomBatch, max_steps: int, every: int
         info = env.last_info
         poses.append(torch.where(live[:, None], env.pose(), poses[-1]))
         scans.append(torch.where(live[:, None], env.scan, scans[-1]))
-        goals.append(torch.where(live[:, None], env.policy_goal, goals[-1]))
+        seen = env.policy_goal
+        if planners is not None:  # the sub-goal the map gave (the goal where it had no path)
+            handed = torch.as_tensor(act.last_goals, dtype=seen.dtype, device=seen.device)
+            seen = torch.where(torch.as_tensor(mapped, device=seen.device)[:, None], handed, seen)
+            for i in np.flatnonzero(mapped & live.cpu().numpy()):
+                path = planners[i].path
+                if not map_paths[i] or map_paths[i][-1][1] is not path:
+                    map_paths[i].append((t, path))
+        goals.append(torch.where(live[:, None], seen, goals[-1]))
         steps += live.long()
         reason = torch.stack([getattr(info, str(o)) for o in OUTCOMES], dim=-1)
         code = torch.argmax(reason.long(), dim=-1)  # the first set flag: the highest priority
@@ -136,6 +153,8 @@ def record(env: NavEnv, act: ActFn, rooms: RoomBatch, max_steps: int, every: int
         scans=torch.stack(scans).cpu().numpy(),
         goals=torch.stack(goals).cpu().numpy(),
         follow=env.follow.cpu().numpy().copy(),
+        mapped=mapped,
+        map_paths=map_paths,
         steps=steps.cpu().numpy(),
         outcomes=[OUTCOMES[int(c)] if c >= 0 else None for c in codes],
         control_period=float(env.env_cfg.control_period),
@@ -151,7 +170,7 @@ OUTCOME_COLOURS = {
 }
 WALL, OBSTACLE, RAY, RETURN = "0.3", "0.55", "mistyrose", "tab:red"
 PATH, BODY, HEADING, GOAL, TOLERANCE = "tab:blue", "lightsteelblue", "navy", "gold", "goldenrod"
-PLAN, SUBGOAL = "0.75", "tab:cyan"
+PLAN, SUBGOAL, MAP_PLAN = "0.75", "tab:cyan", "tab:purple"
 DRAWN = (
     WALL,
     OBSTACLE,
@@ -164,6 +183,7 @@ DRAWN = (
     TOLERANCE,
     PLAN,
     SUBGOAL,
+    MAP_PLAN,
     "black",
     "white",
     *OUTCOME_COLOURS.values(),
@@ -206,8 +226,11 @@ class Panel:
         ax.add_patch(self.body)
         (self.heading,) = ax.plot([], [], color=HEADING, lw=1.5, zorder=6)
         self.subgoal = None
-        if rec.follow[world]:
+        if rec.follow[world] or rec.mapped[world]:
             (self.subgoal,) = ax.plot([], [], "D", color=SUBGOAL, mec=HEADING, mew=0.5, ms=4, zorder=8)
+        self.map_plan = None
+        if rec.mapped[world]:
+            (self.map_plan,) = ax.plot([], [], "--", color=MAP_PLAN, lw=0.9, zorder=7)
 
     def update(self, frame: int) -> None:
         rec, i = self.rec, self.world
@@ -218,6 +241,10 @@ class Panel:
         self.heading.set_data([x, x + self.radius * math.cos(yaw)], [y, y + self.radius * math.sin(yaw)])
         if self.subgoal is not None:
             self.subgoal.set_data([rec.goals[frame, i, 0]], [rec.goals[frame, i, 1]])
+        if self.map_plan is not None:
+            now = [p for t, p in rec.map_paths[i] if t <= frame]
+            plan = now[-1] if now else None
+            self.map_plan.set_data(([], []) if plan is None else (plan[:, 0], plan[:, 1]))
         ranges = rec.scans[frame, i]
         world_angles = yaw + self.angles
         ends = np.stack([x + ranges * np.cos(world_angles), y + ranges * np.sin(world_angles)], axis=-1)
@@ -461,6 +488,9 @@ def check_inputs(args: argparse.Namespace) -> None:
     inputs = {"checkpoint": args.checkpoint, "bundle": args.bundle, "overrides": args.overrides}
     no_outputs = dict.fromkeys(("suite", "json", "plot", "baseline", "label", "rows", "out"))
     prepare(argparse.Namespace(**inputs, dwa_params=args.dwa_params, **no_outputs))
+    from navtrain.evaluate import scan_map_cfg
+
+    scan_map_cfg(args)  # --scan-map with a bundle's policy only, --map-beams >= 0
 
 
 def world_overrides(args: argparse.Namespace) -> list[str]:
@@ -505,8 +535,12 @@ def play(args: argparse.Namespace) -> int:
         evaluator = checkpoint_evaluator(args.checkpoint, args.overrides, args.device)
         name = Path(args.checkpoint).name
     else:
-        evaluator = bundle_evaluator(args.bundle, args.controller, args.overrides, args.dwa_params)
-        name = f"{Path(args.bundle).name} ({args.controller})"
+        from navtrain.evaluate import scan_map_cfg
+
+        evaluator = bundle_evaluator(
+            args.bundle, args.controller, args.overrides, args.dwa_params, scan_map_cfg(args), args.map_beams
+        )
+        name = f"{Path(args.bundle).name} ({args.controller}{' + scan map' if args.scan_map else ''})"
     cfg = copy.deepcopy(evaluator.cfg)
     env, seed = eval_env(cfg, args.episodes, args.seed, None, evaluator.device)
     act = evaluator.make_act(env)
