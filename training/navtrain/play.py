@@ -242,8 +242,8 @@ class Panel:
         if self.subgoal is not None:
             self.subgoal.set_data([rec.goals[frame, i, 0]], [rec.goals[frame, i, 1]])
         if self.map_plan is not None:
-            now = [p for t, p in rec.map_paths[i] if t <= frame]
-            plan = now[-1] if now else None
+            planned = [p for t, p in rec.map_paths[i] if t <= frame]  # the paths so far, in order
+            plan = planned[-1] if planned else None
             self.map_plan.set_data(([], []) if plan is None else (plan[:, 0], plan[:, 1]))
         ranges = rec.scans[frame, i]
         world_angles = yaw + self.angles
@@ -483,13 +483,11 @@ def check_inputs(args: argparse.Namespace) -> None:
 
         if not torch.cuda.is_available():
             raise CliError("--device cuda requested but torch sees no CUDA device")
-    from navtrain.evaluate import prepare
+    from navtrain.evaluate import prepare, scan_map_cfg
 
     inputs = {"checkpoint": args.checkpoint, "bundle": args.bundle, "overrides": args.overrides}
     no_outputs = dict.fromkeys(("suite", "json", "plot", "baseline", "label", "rows", "out"))
     prepare(argparse.Namespace(**inputs, dwa_params=args.dwa_params, **no_outputs))
-    from navtrain.evaluate import scan_map_cfg
-
     scan_map_cfg(args)  # --scan-map with a bundle's policy only, --map-beams >= 0
 
 
