@@ -8,7 +8,7 @@ import torch
 from conftest import nav_config
 from navsim.config import WorldsCfg
 from navtrain.evaluation import Evaluator, with_overrides
-from navtrain.families_suite import NOMINAL, ROWS, run_suite
+from navtrain.families_suite import NOMINAL, ROWS, markdown, run_suite
 
 TWINS = {"rooms16+path": "rooms16", "clutter+path": "clutter", "corridors+path": "corridors"}
 
@@ -48,3 +48,7 @@ def test_path_rows_follow_the_path_in_every_episode_and_goal_rows_in_none() -> N
     for row in payload["rows"]:
         result = row["results"]["standing still"]
         assert result["episodes"] == 4 and result["timeout_rate"] == 1.0  # standing still never arrives
+        low, high = result["success_interval"]  # 0 of 4: the Wilson interval 0-49 %
+        assert low == 0.0 and round(high, 3) == 0.490
+    table = markdown(payload)
+    assert "success, 95 % interval" in table and "| 0.0–49.0 % |" in table

@@ -75,7 +75,7 @@ def test_a_baseline_is_merged_row_by_row_and_labelled_apart():
     assert any("episodes 20" in n for n in notes) and any("y@high" in n for n in notes)
     md = table(ours)
     assert "success [1]" in md and "success [2]" in md and "[2] policy (baseline)" in md
-    assert "| nominal | randomisation off | 90.0 % | 10.0 % | 0.0 % | — |" in md
+    assert "| nominal | randomisation off | 90.0 % | — | 10.0 % | 0.0 % | — |" in md  # no interval in the input
     with pytest.raises(ValueError, match="not a robustness suite"):
         merge_baseline(ours, {"rows": []})
 
@@ -130,5 +130,5 @@ def test_checkpoint_and_bundle_suites_side_by_side(trained_checkpoint: Path, exp
     md = bundle_out.with_suffix(".md").read_text()
     lines = [ln for ln in md.splitlines() if ln.startswith("|")]
     assert len(lines) == 2 + len(ROWS.split(",")) and "[1] onnx, [2] torch" in md
-    assert {ln.count("|") for ln in lines} == {2 + 2 * 7 + 1}  # row, values, 7 metrics per policy
+    assert {ln.count("|") for ln in lines} == {2 + 2 * 8 + 1}  # row, values, 8 metrics per policy
     assert bundle_out.with_suffix(".png").stat().st_size > 5000

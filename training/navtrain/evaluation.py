@@ -13,6 +13,11 @@ SPL (success weighted by path length) uses the *straight-line* start-goal distan
 reference shortest path: SPL_i = S_i * l_i / max(p_i, l_i), with p_i the path the robot drove.
 The straight line ignores obstacles, so this SPL is a conservative (lower) estimate.
 
+Rates come with their 95 % Wilson score interval (``success_interval``, ``collision_interval``):
+the range of true rates that the counts of this many worlds do not rule out (500 worlds at 94 %
+give 91.6-95.8 %), so that two numbers are compared, and a bar is judged, by more than their
+point estimates.
+
 Command smoothness: the mean change of the body-frame command from one control tick to the next,
 over every tick of every live world (the first tick from rest included), in SI units: the planar
 (vx, vy) change in m/s and the yaw-rate change in rad/s.
@@ -29,7 +34,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +83,34 @@ class EvalResult:
     compute_ms_per_step: float | None = None  # robot-side controllers: mean time of one call
     command_change_linear: float = math.nan  # [m/s] mean |change of (vx, vy)| per control tick
     command_change_angular: float = math.nan  # [rad/s] mean |change of wz| per control tick
+    success_interval: list[float] = field(default_factory=list)  # 95 % Wilson score interval of success_rate
+    collision_interval: list[float] = field(default_factory=list)  # and of collision_rate
+
+
+def format_metric(value: Any, fmt: str, factor: float) -> str:
+    """One table cell: ``fmt`` of ``factor * value``, of each bound for an interval (a list), or "—"
+    when there is no value (None, NaN, an empty interval)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    if isinstance(value, list | tuple):
+        return fmt.format(*(factor * v for v in value)) if value else "—"
+    return fmt.format(factor * value)
+
+
+def wilson_interval(hits: int, n: int, z: float = 1.96) -> list[float]:
+    """The Wilson score interval [low, high] of a rate seen ``hits`` times in ``n`` trials (``z``:
+    1.96 for 95 %). Unlike the normal approximation it stays inside [0, 1] and is not empty at 0
+    or ``n`` hits; [0, 1] when there is no trial."""
+    if n <= 0:
+        return [0.0, 1.0]
+    if not 0 <= hits <= n:
+        raise ValueError(f"wilson_interval: {hits} hits in {n} trials")
+    p = hits / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    low = 0.0 if hits == 0 else max(0.0, centre - half)  # exactly the bound at 0 or n (no rounding)
+    high = 1.0 if hits == n else min(1.0, centre + half)
+    return [low, high]
 
 
 @dataclass
@@ -464,6 +497,8 @@ def run_rooms(
         controller=label,
         command_change_linear=float(allr["command_change_linear"].sum() / ticks),
         command_change_angular=float(allr["command_change_angular"].sum() / ticks),
+        success_interval=wilson_interval(int(succ.sum()), len(oc)),
+        collision_interval=wilson_interval(int((oc == COLLISION).sum()), len(oc)),
     )
     return result, trace
 

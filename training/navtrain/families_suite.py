@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from navsim.config import WorldsCfg
-from navtrain.evaluation import Evaluator, plot_trace, with_overrides
+from navtrain.evaluation import Evaluator, format_metric, plot_trace, with_overrides
 
 SUITE = "families"
 # Every policy is fed the same paths: the planner's, with the configured default clearance (a
@@ -93,6 +93,7 @@ ROWS = (
 
 METRICS = (
     ("success", "success_rate", "{:.1f} %", 100.0),
+    ("success, 95 % interval", "success_interval", "{:.1f}–{:.1f} %", 100.0),
     ("collision", "collision_rate", "{:.1f} %", 100.0),
     ("timeout", "timeout_rate", "{:.1f} %", 100.0),
     ("time to goal", "mean_time_to_goal_s", "{:.1f} s", 1.0),
@@ -121,7 +122,8 @@ def run_suite(
         t0 = time.perf_counter()
         result, trace = evaluator.run(cfg, episodes=episodes, seed=used_seed, num_envs=num_envs, plot_rooms=6)
         print(
-            f"[families] {k}/{len(chosen)} {row.name}: success {100 * result.success_rate:.1f} %, collision "
+            f"[families] {k}/{len(chosen)} {row.name}: success {100 * result.success_rate:.1f} % "
+            f"({format_metric(result.success_interval, '{:.1f}–{:.1f}', 100.0)}), collision "
             f"{100 * result.collision_rate:.1f} %, timeout {100 * result.timeout_rate:.1f} %, SPL {result.spl:.3f} "
             f"({result.episodes} episodes, {time.perf_counter() - t0:.0f} s)",
             flush=True,
@@ -156,8 +158,7 @@ def markdown(payload: dict[str, Any]) -> str:
         for p in policies:
             res = row["results"].get(p)
             for _, key, fmt, factor in METRICS:
-                v = None if res is None else res.get(key)
-                cells.append("—" if v is None or v != v else fmt.format(v * factor))
+                cells.append(format_metric(None if res is None else res.get(key), fmt, factor))
         lines.append(f"| {row['name']} | " + " | ".join(cells) + " |")
     lines += [
         "",
@@ -177,10 +178,13 @@ def plot(payload: dict[str, Any], path: str | Path) -> None:
     label = payload["policies"][0]
     names = [r["name"] for r in rows]
     succ = [100 * r["results"][label]["success_rate"] for r in rows]
+    # 95 % intervals as error bars (results written before they existed have none: no bar)
+    spans = [r["results"][label].get("success_interval") or [s / 100, s / 100] for r, s in zip(rows, succ, strict=True)]
+    err = np.array([[s - 100 * lo, 100 * hi - s] for s, (lo, hi) in zip(succ, spans, strict=True)]).T
     coll = [100 * r["results"][label]["collision_rate"] for r in rows]
     x = np.arange(len(rows))
     fig, ax = plt.subplots(figsize=(1.4 * len(rows) + 2, 4))
-    ax.bar(x - 0.2, succ, 0.4, label="success %", color="tab:green")
+    ax.bar(x - 0.2, succ, 0.4, yerr=err, capsize=3, label="success % (95 % interval)", color="tab:green")
     ax.bar(x + 0.2, coll, 0.4, label="collision %", color="tab:red")
     for xi, s in zip(x, succ, strict=True):
         ax.text(xi - 0.2, s + 1, f"{s:.1f}", ha="center", fontsize=8)

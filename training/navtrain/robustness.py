@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import copy
 import json
-import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -39,12 +38,13 @@ from typing import Any
 
 from navsim.config import NavConfig
 from navsim.randomization import DELAY_TERMS, RANDOMIZATION_TERMS, Range
-from navtrain.evaluation import Evaluator
+from navtrain.evaluation import Evaluator, format_metric
 
 SUITE = "robustness"
 SEVERE, BEYOND = 1.0, 2.0
 METRICS = (
     ("success", "success_rate", "{:.1f} %", 100.0),
+    ("success, 95 % interval", "success_interval", "{:.1f}–{:.1f} %", 100.0),
     ("collision", "collision_rate", "{:.1f} %", 100.0),
     ("timeout", "timeout_rate", "{:.1f} %", 100.0),
     ("time to goal", "mean_time_to_goal_s", "{:.2f} s", 1.0),
@@ -168,12 +168,7 @@ def merge_baseline(payload: dict[str, Any], baseline: dict[str, Any], name: str 
 
 
 def _cell(result: dict[str, Any] | None, key: str, fmt: str, factor: float) -> str:
-    if result is None:
-        return "—"
-    value = result.get(key)
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "—"
-    return fmt.format(factor * value)
+    return "—" if result is None else format_metric(result.get(key), fmt, factor)
 
 
 def _values(row: dict[str, Any]) -> str:
