@@ -186,8 +186,8 @@ def plot(payload: dict[str, Any], path: str | Path) -> None:
     fig, ax = plt.subplots(figsize=(1.4 * len(rows) + 2, 4))
     ax.bar(x - 0.2, succ, 0.4, yerr=err, capsize=3, label="success % (95 % interval)", color="tab:green")
     ax.bar(x + 0.2, coll, 0.4, label="collision %", color="tab:red")
-    for xi, s in zip(x, succ, strict=True):
-        ax.text(xi - 0.2, s + 1, f"{s:.1f}", ha="center", fontsize=8)
+    for xi, s, above in zip(x, succ, err[1], strict=True):
+        ax.text(xi - 0.2, s + above + 1, f"{s:.1f}", ha="center", fontsize=8)
     ax.axhline(95, color="0.5", ls=":", lw=1)
     ax.set_xticks(x, names, rotation=20)
     ax.set_ylim(0, 105)
