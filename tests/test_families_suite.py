@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import torch
 
 from conftest import nav_config
 from navsim.config import WorldsCfg
 from navtrain.evaluation import Evaluator, with_overrides
-from navtrain.families_suite import NOMINAL, ROWS, markdown, run_suite
+from navtrain.families_suite import NOMINAL, ROWS, run_suite, write_outputs
 
 TWINS = {"rooms16+path": "rooms16", "clutter+path": "clutter", "corridors+path": "corridors"}
 
@@ -28,7 +31,7 @@ def test_row_names_are_unique_and_every_path_row_has_a_goal_mode_twin() -> None:
         assert follow.env.worlds.path_clearance == WorldsCfg().path_clearance > 0  # the same paths for all
 
 
-def test_path_rows_follow_the_path_in_every_episode_and_goal_rows_in_none() -> None:
+def test_path_rows_follow_the_path_in_every_episode_and_goal_rows_in_none(tmp_path: Path) -> None:
     seen: dict[int, list[bool]] = {}
 
     def make_act(env):  # records which episodes follow the path; stands still
@@ -50,5 +53,8 @@ def test_path_rows_follow_the_path_in_every_episode_and_goal_rows_in_none() -> N
         assert result["episodes"] == 4 and result["timeout_rate"] == 1.0  # standing still never arrives
         low, high = result["success_interval"]  # 0 of 4: the Wilson interval 0-49 %
         assert low == 0.0 and round(high, 3) == 0.490
-    table = markdown(payload)
+    json_path, md_path, png_path = write_outputs(payload, tmp_path / "families")
+    table = md_path.read_text()
     assert "success, 95 % interval" in table and "| 0.0–49.0 % |" in table
+    assert json.loads(json_path.read_text())["rows"][0]["results"]["standing still"]["success_interval"][0] == 0.0
+    assert png_path.stat().st_size > 5000  # success bars with their intervals
