@@ -1,6 +1,6 @@
 # nav_policy on ROS 2 Kilted (official image, Ubuntu 24.04, Python 3.12). Two targets:
 #
-#   robot  ROS 2 base + numpy + scipy + pyyaml + onnxruntime + navdeploy (deploy/) + the nav_policy package,
+#   robot  ROS 2 base + numpy + scipy + pyyaml + onnxruntime + navcontract (contract/) + navdeploy (deploy/) + the nav_policy package,
 #          which installs the trained default bundle (share/nav_policy/default_bundle).
 #          No torch, no MuJoCo, no training code. Runs robot.launch.py against the robot's topics.
 #   sim    robot + CPU torch, MuJoCo and the training side (training/, conf/) + the nav_policy_sim
@@ -54,9 +54,10 @@ RUN grep -E '^(numpy|scipy|pyyaml|onnxruntime)==' requirements.txt > /tmp/robot-
     && test "$(wc -l < /tmp/robot-requirements.txt)" -eq 4 \
     && pip3 install -r /tmp/robot-requirements.txt
 
-# navdeploy: contract, scan rule, action scaling, safety controller, ONNX runtime.
+# navcontract (what a bundle promises) and navdeploy (ONNX runtime, command gate, scan map, DWA).
+COPY contract /ws/contract
 COPY deploy /ws/deploy
-RUN pip3 install --no-deps /ws/deploy
+RUN pip3 install --no-deps /ws/contract /ws/deploy
 
 # The robot ROS package (policy node, launch files, config, the trained default bundle), built with colcon.
 COPY ros2_ws/src/nav_policy /ws/ros2_ws/src/nav_policy

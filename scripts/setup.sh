@@ -10,14 +10,14 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.requirements.sha
-want=$(cat requirements.txt deploy/pyproject.toml training/pyproject.toml tools/pyproject.toml ros2_ws/src/*/setup.py 2>/dev/null | sha256sum | cut -d' ' -f1)
+want=$(cat requirements.txt contract/pyproject.toml deploy/pyproject.toml training/pyproject.toml bags/pyproject.toml ros2_ws/src/*/setup.py 2>/dev/null | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "[setup] installing pinned dependencies (CPU torch 2.13.0 first, so nothing pulls a CUDA build)"
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q torch==2.13.0
   .venv/bin/python -m pip install -q -r requirements.txt
-  # The project's own distributions, editable: robot runtime, training side, bag tools, ROS packages.
-  .venv/bin/python -m pip install -q --no-deps -e deploy -e training -e tools \
+  # The project's own distributions, editable: contract, robot runtime, training side, bag tools, ROS packages.
+  .venv/bin/python -m pip install -q --no-deps -e contract -e deploy -e training -e bags \
     -e ros2_ws/src/nav_policy -e ros2_ws/src/nav_policy_sim
   echo "$want" > "$stamp"
 fi

@@ -115,14 +115,14 @@ def write_goal_seeking_bundle(
 
     A linear layer reads goal_polar's sin/cos and outputs vx = 2 cos, vy = 2 sin (the runtime clips
     to [-1, 1] and scales), so the robot side can be tested without a trained network. With
-    ``response`` (a ``navdeploy.response.RobotResponse``) the contract carries that
+    ``response`` (a ``navcontract.response.RobotResponse``) the contract carries that
     ``robot_response`` section (format 2); without it, none (format 1). With ``path_following`` (a
-    ``navdeploy.subgoal.TrainedPathFollowing``) it carries that ``path_following`` section, with
-    ``guard`` (a ``navdeploy.guard.GuardRule``) that ``guard`` section and the contract's robot radius
+    ``navcontract.subgoal.TrainedPathFollowing``) it carries that ``path_following`` section, with
+    ``guard`` (a ``navcontract.guard.GuardRule``) that ``guard`` section and the contract's robot radius
     (the guard's). ``turn`` > 0 also turns toward the goal: wz = clip(turn sin(bearing)) omega_max.
     """
-    from navdeploy.action import ActionScaling
-    from navdeploy.bundle import make_contract
+    from navcontract.action import ActionScaling
+    from navcontract.bundle import make_contract
     from navdeploy.runtime import policy_spec_from_config
     from navsim.config import load_config, to_dict
     from navtrain.onnx_writer import MlpWeights, write_bundle

@@ -23,9 +23,9 @@ import pytest
 
 import ros_helpers as h
 from nav_policy.paths import BUNDLE_ENV, default_bundle_dir, resolve_bundle
-from navdeploy.bundle import read_contract
+from navcontract.bundle import read_contract
+from navcontract.scan import ScanInput
 from navdeploy.runtime import PolicyRuntime
-from navdeploy.scan import ScanInput
 
 PROVENANCE = "PROVENANCE.json"
 REQUIRED = (

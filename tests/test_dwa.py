@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from navdeploy.bundle import read_contract
+from navcontract.bundle import read_contract
+from navcontract.scan import ScanInput, ScanUnusable
 from navdeploy.dwa import DEFAULT_PARAMS_FILE, DwaConfigError, DwaParams, DwaPlanner
-from navdeploy.scan import ScanInput, ScanUnusable
 
 BUNDLE = Path(__file__).resolve().parent / "fixtures" / "bundle"
 EPS = 1e-9

@@ -21,11 +21,11 @@ import pytest
 import torch
 
 from conftest import REPO, TRAIN_OVERRIDES
-from navdeploy.bundle import CONTRACT_FILE, FINGERPRINT_KEY, METADATA_KEY, ONNX_FILE, BundleError, make_contract
+from navcontract.bundle import CONTRACT_FILE, FINGERPRINT_KEY, METADATA_KEY, ONNX_FILE, BundleError, make_contract
+from navcontract.response import robot_response
+from navcontract.subgoal import LookaheadRule, TrainedPathFollowing, path_following_section
 from navdeploy.controller import PolicyController, resolve_settings
-from navdeploy.response import robot_response
 from navdeploy.runtime import PolicyRuntime
-from navdeploy.subgoal import LookaheadRule, TrainedPathFollowing, path_following_section
 from navsim.config import load_config, to_dict
 from navtrain.checkpoint import CheckpointError, build_actor, config_from_checkpoint
 from navtrain.export_onnx import (

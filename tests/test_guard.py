@@ -1,4 +1,4 @@
-"""The collision guard (navdeploy.guard): its rule on hand-made scans, numpy and torch alike, and the
+"""The collision guard (navcontract.guard): its rule on hand-made scans, numpy and torch alike, and the
 simulator driving through it (the command the base gets, and a robot driven at a wall)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from conftest import NO_RANDOMIZATION, empty_rooms, place_obstacle
-from navdeploy.action import action_to_command
-from navdeploy.guard import GuardRule, apply_guard, guard_scale
+from navcontract.action import action_to_command
+from navcontract.guard import GuardRule, apply_guard, guard_scale
 
 B = 72
 R_MAX = 6.0
@@ -79,7 +79,7 @@ def test_slide_lets_a_robot_inside_the_margin_pass_a_post_but_not_close_in_fast(
     closer than 1 cm less than now is free, one straight at it is capped at SLIDE_EPS / headway."""
     from dataclasses import replace
 
-    from navdeploy.guard import SLIDE_EPS
+    from navcontract.guard import SLIDE_EPS
 
     slide = replace(RULE, slide=True)
     r = 0.225

@@ -1,5 +1,5 @@
 """The collision guard on the robot side: the contract's ``guard`` section, the safety controller
-and the node drive through the very guard the policy was trained with (navdeploy.guard).
+and the node drive through the very guard the policy was trained with (navcontract.guard).
 
 The contract carries the section (round trip, one-line refusals, optional: a bundle without it
 loads with ``guard`` None); the controller scales the clamped policy command by the guard on the
@@ -21,9 +21,9 @@ import torch
 
 import ros_helpers as h
 from conftest import FIXTURE_BUNDLE
-from navdeploy.bundle import CONTRACT_FILE, BundleError, make_contract, parse_contract
+from navcontract.bundle import CONTRACT_FILE, BundleError, make_contract, parse_contract
+from navcontract.guard import GUARD_SECTION, GuardRule, apply_guard, guard_scale
 from navdeploy.controller import PolicyController, State, resolve_settings
-from navdeploy.guard import GUARD_SECTION, GuardRule, apply_guard, guard_scale
 from navdeploy.runtime import PolicyRuntime, ScanInput
 from navdeploy.smoother import AccelLimits
 

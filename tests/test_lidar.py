@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from conftest import NO_RANDOMIZATION, empty_rooms, place_obstacle
-from navdeploy.scan import beam_angles
+from navcontract.scan import beam_angles
 from navsim.lidar import BatchedLidar
 from navsim.robot import OBSTACLE_HALF_HEIGHT
 from navsim.sectors import FovFill, SectorRays
@@ -56,7 +56,7 @@ def test_lidar_matches_c_mujoco_multiray_within_1mm(random_room_env):
 
 def test_beam_order_and_frame(obstacle_free_env):
     """Beam i points at -pi + i * 5 degrees in the body frame, counter-clockwise (0 = forward):
-    the robot side's layout (navdeploy.scan.BeamLayout) is the one the kernel casts."""
+    the robot side's layout (navcontract.scan.BeamLayout) is the one the kernel casts."""
     env = obstacle_free_env
     rays = env.lidar.rays
     k = rays.rays_per_beam
@@ -238,8 +238,8 @@ def test_exact_rule_equals_a_dense_rendering(make_env):
 
 @pytest.mark.parametrize(("fill", "value"), [("nearest", None), ("max_range", None), ("constant", 0.5)])
 def test_fov_fill_is_the_runtimes_fill(fill, value):
-    """The batched fill equals navdeploy.scan.resample_scan on the same scans, for each policy."""
-    from navdeploy.scan import ScanInput, resample_scan
+    """The batched fill equals navcontract.scan.resample_scan on the same scans, for each policy."""
+    from navcontract.scan import ScanInput, resample_scan
 
     rays = SectorRays(72, 5, fov_deg=240.0)
     ff = FovFill(rays.seen, 6.0, fill, value)

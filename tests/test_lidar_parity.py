@@ -4,7 +4,7 @@ An independent 2D ray caster (numpy, written here: ray-segment tests against the
 outlines, ray-circle tests against the posts; nothing from navsim's casters) renders the rooms
 of a NavEnv as real lidars publish them: 1440 beams from 0 rad, 1081 beams over 270 degrees with
 ``range_max`` 30 m, 360 beams counting clockwise from +pi, 720 beams with 5 % NaN and 5 % +inf,
-a 16-beam sparse scan. ``navdeploy.scan.resample_scan`` (what the robot runs) turns each into the
+a 16-beam sparse scan. ``navcontract.scan.resample_scan`` (what the robot runs) turns each into the
 72 training beams, and those are compared with the training lidar (the Warp kernel, NavEnv with
 the noise off) on the very same geometry and poses: >= 50 poses, among them 0.3 m from a wall
 and in corners, with posts and yawed boxes around.
@@ -32,7 +32,7 @@ import pytest
 import torch
 
 from conftest import NO_RANDOMIZATION, empty_rooms, place_obstacle
-from navdeploy.scan import BeamLayout, ScanInput, resample_scan
+from navcontract.scan import BeamLayout, ScanInput, resample_scan
 
 NUM_POSES = 64
 TOL = 0.02  # [m] per beam, dense formats that sample the sector edges

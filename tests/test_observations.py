@@ -11,8 +11,8 @@ import torch
 import yaml
 
 from conftest import empty_rooms, nav_config
-from navdeploy.spec import SpecError
-from navdeploy.terms import DEPLOYABLE, DEPLOYABLE_TERMS, SIM_ONLY, ObsContext, SensorDims
+from navcontract.spec import SpecError
+from navcontract.terms import DEPLOYABLE, DEPLOYABLE_TERMS, SIM_ONLY, ObsContext, SensorDims
 from navsim.config import DEFAULT_CONFIG, load_config
 from navsim.observations import (
     SIM_ONLY_TERMS,

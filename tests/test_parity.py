@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 from conftest import TRAIN_OVERRIDES
-from navdeploy.action import action_to_command
-from navdeploy.guard import guard_scale
+from navcontract.action import action_to_command
+from navcontract.guard import guard_scale
+from navcontract.scan import BeamLayout
 from navdeploy.runtime import PolicyRuntime, ScanInput, policy_spec_from_config
-from navdeploy.scan import BeamLayout
 from navsim.config import load_config, to_dict
 from navsim.env import NavEnv
 from navtrain.checkpoint import build_actor, load_checkpoint

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from conftest import NO_GUARD, empty_rooms, place_obstacle
-from navdeploy.scan import ScanInput, ScanOptions, resample_scan
+from navcontract.scan import ScanInput, ScanOptions, resample_scan
 from navsim.scan_faults import MissingFill
 from test_randomization import only
 

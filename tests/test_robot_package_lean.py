@@ -25,12 +25,16 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-ROBOT_SOURCES = [REPO / "deploy" / "navdeploy", REPO / "ros2_ws" / "src" / "nav_policy"]
+ROBOT_SOURCES = [
+    REPO / "contract" / "navcontract",
+    REPO / "deploy" / "navdeploy",
+    REPO / "ros2_ws" / "src" / "nav_policy",
+]
 FORBIDDEN = ("torch", "mujoco", "mujoco_warp", "warp", "rsl_rl", "tensordict", "onnx", "matplotlib")
 FORBIDDEN += ("navsim", "navtrain", "navbags", "nav_policy_sim", "rosbags")
 ROBOT_THIRD_PARTY = {"numpy", "scipy", "yaml", "onnxruntime", "rclpy", "ament_index_python", "launch", "launch_ros"}
 ROBOT_THIRD_PARTY |= {"geometry_msgs", "nav_msgs", "sensor_msgs", "std_msgs", "rcl_interfaces", "builtin_interfaces"}
-ROBOT_OWN = {"navdeploy", "nav_policy"}
+ROBOT_OWN = {"navcontract", "navdeploy", "nav_policy"}
 # The robot's PyPI distributions: the runtime's declared dependencies plus the ROS 2 client wheels.
 ROS_WHEELS = (
     "ros-rclpy",
@@ -81,14 +85,14 @@ class Refuse:
         return None
 
 sys.meta_path.insert(0, Refuse())
-import navdeploy, nav_policy
+import navcontract, navdeploy, nav_policy
 names = []
-for pkg in (navdeploy, nav_policy):
+for pkg in (navcontract, navdeploy, nav_policy):
     for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
         importlib.import_module(info.name)
         names.append(info.name)
 from navdeploy.runtime import PolicyRuntime
-from navdeploy.scan import ScanInput
+from navcontract.scan import ScanInput
 rt = PolicyRuntime.load({bundle!r})
 cmd = rt.step(ScanInput.training_beams([3.0] * rt.contract.num_beams, rt.contract.num_beams), pose=(0, 0, 0),
               twist=(0, 0, 0), goal=(2.0, 1.0))
@@ -102,7 +106,7 @@ def test_every_robot_module_imports_and_steps_with_the_training_side_refused() -
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd="/")
     assert out.returncode == 0, out.stderr[-3000:]
     modules = set(out.stdout.strip().splitlines()[-1].split(","))
-    assert {"navdeploy.runtime", "navdeploy.controller", "nav_policy.policy_node"} <= modules
+    assert {"navcontract.bundle", "navdeploy.runtime", "navdeploy.controller", "nav_policy.policy_node"} <= modules
 
 
 def robot_pins() -> list[str]:
@@ -115,6 +119,7 @@ def robot_pins() -> list[str]:
             pins[name.strip().lower()] = version.strip()
     deps = tomllib.loads((REPO / "deploy" / "pyproject.toml").read_text())["project"]["dependencies"]
     names = [d.split(";")[0].split(">")[0].split("<")[0].split("=")[0].strip().lower() for d in deps]
+    names = [n for n in names if not n.startswith("nav-policy-")]  # the project's own, installed from source
     missing = [n for n in (*names, *ROS_WHEELS) if n not in pins]
     assert not missing, f"requirements.txt pins no version for {missing}"
     return [f"{n}=={pins[n]}" for n in (*names, *ROS_WHEELS)]
@@ -133,10 +138,11 @@ def test_robot_package_installs_and_imports_in_a_venv_without_the_training_side(
 
     pip(*robot_pins())
     # Build from copies: setuptools writes build/ folders into the source it installs from.
-    sources = [tmp_path / "deploy", tmp_path / "nav_policy"]
-    shutil.copytree(REPO / "deploy", sources[0], ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    sources = [tmp_path / "contract", tmp_path / "deploy", tmp_path / "nav_policy"]
+    for src, dst in zip(("contract", "deploy"), sources, strict=False):
+        shutil.copytree(REPO / src, dst, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
     shutil.copytree(
-        REPO / "ros2_ws" / "src" / "nav_policy", sources[1], ignore=shutil.ignore_patterns("build", "*.egg-info")
+        REPO / "ros2_ws" / "src" / "nav_policy", sources[2], ignore=shutil.ignore_patterns("build", "*.egg-info")
     )
     pip("--no-deps", *map(str, sources))
     listed = subprocess.run([str(py), "-m", "pip", "list"], capture_output=True, text=True, env=env).stdout.lower()

@@ -18,7 +18,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import ros_helpers as h
-from navdeploy.bundle import CONTRACT_FILE, METADATA_KEY, ONNX_FILE, BundleError
+from navcontract.bundle import CONTRACT_FILE, METADATA_KEY, ONNX_FILE, BundleError
 from navdeploy.controller import resolve_settings
 from navdeploy.runtime import PolicyRuntime
 

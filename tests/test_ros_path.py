@@ -6,7 +6,7 @@ goal-seeking bundle) runs on wall time for the module. The bundle states the pat
 ``path_lookahead: 0``) and its search window from the parameter, and says so at start-up. The
 test process publishes scans and odometry of a robot standing still, then a ``nav_msgs/Path`` on
 the plan topic, and reads the status topic: the sub-goal the node reports must be the one
-``navdeploy.subgoal.follow_path`` gives with torch tensors (the training side) for the same path
+``navcontract.subgoal.follow_path`` gives with torch tensors (the training side) for the same path
 and pose. An empty path falls back to the goal pose, a new goal pose ends path following, a path
 in a foreign frame is refused.
 """
@@ -23,7 +23,7 @@ import pytest
 import torch
 
 import ros_helpers as h
-from navdeploy.subgoal import LookaheadRule, TrainedPathFollowing, follow_path
+from navcontract.subgoal import LookaheadRule, TrainedPathFollowing, follow_path
 
 pytestmark = pytest.mark.ros
 

@@ -1,6 +1,6 @@
 """Scan resampling rules, the beam layout, and the runtime's contract checks (numpy side only).
 
-Bundles here are written from random numpy weights by navdeploy.bundle, so these tests need no
+Bundles here are written from random numpy weights by navcontract.bundle, so these tests need no
 simulator and no torch; the real exported bundle is covered by test_export / test_parity, the
 committed one by the fixture tests at the end.
 """
@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 import yaml
 
-from navdeploy.action import ActionScaling, action_to_command
-from navdeploy.bundle import CONTRACT_FILE, BundleError, make_contract, parse_contract
+from navcontract.action import ActionScaling, action_to_command
+from navcontract.bundle import CONTRACT_FILE, BundleError, make_contract, parse_contract
+from navcontract.scan import BeamLayout, ScanOptions, beam_angles, resample_scan
+from navcontract.spec import build_policy_obs, make_policy_spec
+from navcontract.terms import ObsContext, SensorDims
 from navdeploy.runtime import ContractError, PolicyRuntime, ScanInput, ScanUnusable, policy_spec_from_config
-from navdeploy.scan import BeamLayout, ScanOptions, beam_angles, resample_scan
-from navdeploy.spec import build_policy_obs, make_policy_spec
-from navdeploy.terms import ObsContext, SensorDims
 from navtrain.onnx_writer import MlpWeights, write_bundle
 
 B = 72
@@ -298,7 +298,7 @@ def test_runtime_spec_mismatch_names_the_differing_term(tmp_path: Path) -> None:
 
 def _rewrite_contract(bdir: Path, edit) -> None:
     """Re-write a bundle whose contract is edited consistently (fingerprint recomputed)."""
-    from navdeploy.spec import spec_from_dict
+    from navcontract.spec import spec_from_dict
 
     contract = json.loads((bdir / CONTRACT_FILE).read_text())
     edit(contract)

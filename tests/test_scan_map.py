@@ -8,10 +8,10 @@ import math
 import numpy as np
 import pytest
 
+from navcontract.subgoal import LookaheadRule
 from navdeploy.controller import Limits, PolicyController, State
 from navdeploy.runtime import ScanInput, ScanUnusable
 from navdeploy.scan_map import ScanMap, ScanMapCfg, ScanPlanner
-from navdeploy.subgoal import LookaheadRule
 
 RADIUS = 0.2
 BEAMS = 720

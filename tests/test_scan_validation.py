@@ -12,8 +12,8 @@ import math
 import numpy as np
 import pytest
 
+from navcontract.scan import SCAN_FAULTS, ScanInput, ScanOptions, ScanUnusable, resample_scan
 from navdeploy.runtime import PolicyRuntime
-from navdeploy.scan import SCAN_FAULTS, ScanInput, ScanOptions, ScanUnusable, resample_scan
 
 B = 72
 R = 6.0

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from conftest import NO_GUARD, NO_RANDOMIZATION
-from navdeploy.scan import BeamLayout
+from navcontract.scan import BeamLayout
 from navsim.config import load_config
 from navsim.outcomes import OUTCOMES, Outcome
 from navsim.robot import body_to_world

@@ -1,4 +1,4 @@
-"""The path-following rule (navdeploy.subgoal) and the safety controller's path input.
+"""The path-following rule (navcontract.subgoal) and the safety controller's path input.
 
 The rule on hand-made paths (straight line, L-turn, a U-turn around a wall, padding, a single
 point, repeated points, the end of the path, progress that never goes back), then the same rule in
@@ -23,16 +23,8 @@ import torch
 import yaml
 
 from conftest import FIXTURE_BUNDLE, REPO
-from navdeploy.bundle import CONTRACT_FILE, BundleError, parse_contract, read_contract
-from navdeploy.controller import (
-    MAX_PATH_POINTS,
-    Limits,
-    PolicyController,
-    State,
-    parse_goal_frames,
-    resolve_settings,
-)
-from navdeploy.subgoal import (
+from navcontract.bundle import CONTRACT_FILE, BundleError, parse_contract, read_contract
+from navcontract.subgoal import (
     SECTION,
     LookaheadRule,
     PathFollowingError,
@@ -40,6 +32,14 @@ from navdeploy.subgoal import (
     follow_path,
     path_following_section,
     path_length,
+)
+from navdeploy.controller import (
+    MAX_PATH_POINTS,
+    Limits,
+    PolicyController,
+    State,
+    parse_goal_frames,
+    resolve_settings,
 )
 
 RULE = LookaheadRule(lookahead=1.0, search_window=2.0)

@@ -3,7 +3,7 @@
 The smoother (``navdeploy.smoother``) limits each axis of a driving command to ``accel * dt`` from
 the last sent command; the safety controller (``navdeploy.controller``) applies it to driving
 commands only, so a stop is always an immediate zero. Its default limits come from the bundle's
-``robot_response`` section, which ``navdeploy.response`` builds from the training config's
+``robot_response`` section, which ``navcontract.response`` builds from the training config's
 ``randomization`` section.
 """
 
@@ -18,15 +18,15 @@ import numpy as np
 import pytest
 
 import ros_helpers as h
-from navdeploy.bundle import (
+from navcontract.bundle import (
     FORMAT_VERSION,
     LEGACY_FORMAT_VERSION,
     BundleError,
     parse_contract,
     read_contract,
 )
+from navcontract.response import SECTION, ResponseError, RobotResponse, robot_response
 from navdeploy.controller import PolicyController, State, resolve_settings
-from navdeploy.response import SECTION, ResponseError, RobotResponse, robot_response
 from navdeploy.runtime import PolicyRuntime, ScanInput
 from navdeploy.smoother import MAX_DT_PERIODS, AccelLimits, VelocitySmoother
 

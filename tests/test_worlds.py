@@ -12,7 +12,7 @@ import pytest
 import torch
 from scipy import ndimage
 
-from navdeploy.subgoal import LookaheadRule, follow_path
+from navcontract.subgoal import LookaheadRule, follow_path
 from navsim.config import load_config
 from navsim.env import NavEnv
 from navsim.families import FAMILIES, FAMILY_INDEX, family_half_extent, generate_family

@@ -20,14 +20,14 @@ with :func:`resolve_settings`.
 
 Path following: with a path set (:meth:`PolicyController.set_path`), the final goal is the path's
 last point, and each tick the policy is given the sub-goal of the lookahead rule
-(:func:`navdeploy.subgoal.follow_path`, the same code training runs) instead of the goal pose.
+(:func:`navcontract.subgoal.follow_path`, the same code training runs) instead of the goal pose.
 A new goal pose, or an empty path, ends path following. The rule's lookahead and search window
 are the ones the policy was trained with (the contract's ``path_following`` section), unless the
 node's parameters set them (:func:`resolve_path_rule`).
 
 Collision guard: when the bundle carries a ``guard`` section (the guard the policy was trained
-driving through, :mod:`navdeploy.guard`), each driving command, once clamped to the limits and
-before the velocity smoother, has its planar part scaled by :func:`navdeploy.guard.apply_guard` on
+driving through, :mod:`navcontract.guard`), each driving command, once clamped to the limits and
+before the velocity smoother, has its planar part scaled by :func:`navcontract.guard.apply_guard` on
 the very ranges the runtime built this tick's observation from (``last_scan_report.ranges``: the
 contract's beams, metres) and the contract's max range, as training's ``step()`` does with the scan
 its policy observed. ``wz`` is never touched; the node's ``guard`` parameter turns it off.
@@ -43,8 +43,8 @@ from typing import Any
 
 import numpy as np
 
-from navdeploy.guard import GuardRule, apply_guard
-from navdeploy.scan import (
+from navcontract.guard import GuardRule, apply_guard
+from navcontract.scan import (
     DEFAULT_MAX_FILL_GAP,
     DEFAULT_MIN_COVERAGE,
     DEFAULT_MIN_VALID_SHARE,
@@ -53,9 +53,9 @@ from navdeploy.scan import (
     ScanReport,
     ScanUnusable,
 )
+from navcontract.subgoal import LookaheadRule, follow_path, path_length
 from navdeploy.scan_map import ScanMapCfg, ScanPlanner
 from navdeploy.smoother import AccelLimits, VelocitySmoother
-from navdeploy.subgoal import LookaheadRule, follow_path, path_length
 
 
 class State(StrEnum):
@@ -158,9 +158,9 @@ class ControllerSettings:
     clock_timeout: float = DEFAULT_CLOCK_TIMEOUT  # [s wall]
     limit_sources: tuple[str, ...] = ()  # one line per limit: its value and which side set it
     accel_limits: AccelLimits = field(default_factory=AccelLimits)  # the velocity smoother's; none: off
-    path_rule: LookaheadRule = field(default_factory=LookaheadRule)  # sub-goal of a path (navdeploy.subgoal)
+    path_rule: LookaheadRule = field(default_factory=LookaheadRule)  # sub-goal of a path (navcontract.subgoal)
     path_source: str = ""  # one line: the path rule's values and which side set each
-    guard: GuardRule | None = None  # the collision guard on driving commands (navdeploy.guard); None: off
+    guard: GuardRule | None = None  # the collision guard on driving commands (navcontract.guard); None: off
     max_range: float = math.inf  # [m] the contract's lidar max_range: a beam at it is no return (the guard)
     guard_source: str = ""  # one line: the guard in use, or why there is none
     scan_map: ScanMapCfg | None = None  # goal without a path: plan on the robot's own scans; None: off
@@ -211,7 +211,7 @@ def resolve_settings(
     The velocity smoother's acceleration limits: a node value > 0 replaces the contract's (warned
     when outside the trained range), 0 takes the contract's ``robot_response.accel_limit`` (none in
     a bundle without one); ``velocity_smoother`` false turns it off. ``path_lookahead`` and
-    ``path_search_window`` set the path-following rule (:class:`navdeploy.subgoal.LookaheadRule`;
+    ``path_search_window`` set the path-following rule (:class:`navcontract.subgoal.LookaheadRule`;
     :func:`resolve_path_rule`): 0 takes the bundle's trained value, a value > 0 replaces it.
     ``guard``: apply the bundle's collision guard (:func:`resolve_guard`; none without the section).
     ``scan_map``: with a goal and no path, plan on a map of the robot's own scans
@@ -532,7 +532,7 @@ class PolicyController:
     scan_errors: tuple[type[BaseException], ...] = ()
     smoother: VelocitySmoother | None = None  # acceleration limits on driving commands; None: off
     path_rule: LookaheadRule = field(default_factory=LookaheadRule)  # sub-goal of a path
-    guard: GuardRule | None = None  # collision guard on driving commands (navdeploy.guard); None: off
+    guard: GuardRule | None = None  # collision guard on driving commands (navcontract.guard); None: off
     max_range: float = math.inf  # [m] the contract's lidar max_range, for the guard
     scan_planner: ScanPlanner | None = None  # goal without a path: sub-goal on the robot's own map
 

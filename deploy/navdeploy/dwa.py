@@ -1,6 +1,6 @@
 """A classical baseline on the policy's interface: a dynamic-window planner for the holonomic base.
 
-Numpy only. :class:`DwaPlanner` is built from the same :class:`~navdeploy.bundle.Contract` as
+Numpy only. :class:`DwaPlanner` is built from the same :class:`~navcontract.bundle.Contract` as
 :class:`~navdeploy.runtime.PolicyRuntime` (limits, control period, goal tolerance, lidar beams and
 max range, robot radius when the contract carries it) and has the same call::
 
@@ -10,7 +10,7 @@ max range, robot radius when the contract carries it) and has the same call::
 
 One step:
 
-1. The scan goes through :func:`navdeploy.scan.resample_scan` (the runtime's rule and options),
+1. The scan goes through :func:`navcontract.scan.resample_scan` (the runtime's rule and options),
    then every sector that reads less than the max range becomes one obstacle point in the body
    frame, on the training beam angles of the contract. Points out of reach of every trajectory
    (further than the longest trajectory plus the clearance cap) are dropped.
@@ -35,7 +35,7 @@ One step:
    its window half-width. Within the goal tolerance the command brakes as well.
 
 The command is finally clamped to the contract's limits (per component, then the planar norm),
-like :func:`navdeploy.action.action_to_command` does for the policy.
+like :func:`navcontract.action.action_to_command` does for the policy.
 """
 
 from __future__ import annotations
@@ -48,9 +48,9 @@ from typing import Any
 
 import numpy as np
 
-from navdeploy.bundle import Contract
+from navcontract.bundle import Contract
+from navcontract.scan import ScanInput, ScanOptions, ScanUnusable
 from navdeploy.runtime import ContractScanReader, finite_vector
-from navdeploy.scan import ScanInput, ScanOptions, ScanUnusable
 
 __all__ = ["DEFAULT_PARAMS_FILE", "DwaConfigError", "DwaParams", "DwaPlanner", "ScanUnusable", "contract_radius"]
 

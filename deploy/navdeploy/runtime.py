@@ -5,11 +5,11 @@
     rt = PolicyRuntime.load(bundle_dir)      # checks the bundle's contract against our own spec
     cmd = rt.step(scan, pose, twist, goal)    # np.ndarray (3,) [vx, vy, wz], SI, body frame
 
-The observation is built by :func:`navdeploy.spec.build_policy_obs`, the very function training
-uses, from an :class:`~navdeploy.terms.ObsContext` of robot-side quantities: the scan resampled
-onto the training beams (:mod:`navdeploy.scan`), the odometry pose and body-frame twist, the goal
+The observation is built by :func:`navcontract.spec.build_policy_obs`, the very function training
+uses, from an :class:`~navcontract.terms.ObsContext` of robot-side quantities: the scan resampled
+onto the training beams (:mod:`navcontract.scan`), the odometry pose and body-frame twist, the goal
 in the odometry frame and the previous (clipped) action. The ONNX model returns the raw mean
-action; :func:`navdeploy.action.action_to_command` turns it into the command, exactly once.
+action; :func:`navcontract.action.action_to_command` turns it into the command, exactly once.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from navdeploy.action import action_to_command, clip_action
-from navdeploy.bundle import ONNX_FILE, BundleError, Contract, read_contract
-from navdeploy.scan import ScanInput, ScanOptions, ScanReport, ScanUnusable, resample_scan
-from navdeploy.spec import PolicySpec, build_policy_obs, compare_specs, make_policy_spec, policy_spec_from_config
-from navdeploy.terms import DEPLOYABLE_TERMS, ObsContext
+from navcontract.action import action_to_command, clip_action
+from navcontract.bundle import ONNX_FILE, BundleError, Contract, read_contract
+from navcontract.scan import ScanInput, ScanOptions, ScanReport, ScanUnusable, resample_scan
+from navcontract.spec import PolicySpec, build_policy_obs, compare_specs, make_policy_spec, policy_spec_from_config
+from navcontract.terms import DEPLOYABLE_TERMS, ObsContext
 
 __all__ = [
     "ContractError",
@@ -89,7 +89,7 @@ def check_session_io(session: Any, contract: Contract) -> None:
 
 class ContractScanReader:
     """Reads robot scans on a contract's training beams by the node's scan options (the one scan rule,
-    :func:`navdeploy.scan.resample_scan`, against the field of view the policy was trained with);
+    :func:`navcontract.scan.resample_scan`, against the field of view the policy was trained with);
     shared by every controller the node can drive (the policy runtime, the DWA baseline)."""
 
     contract: Contract

@@ -28,7 +28,7 @@ the lidar's noise on a return does not flip the route every tick); a new plan re
 path only when it is ``switch_gain`` shorter than what is left of it, or when the path in use is a
 squeezed one and the new plan keeps the full clearance (a squeezed path kept for its length led the
 robot into passages narrower than itself, where it stood wedged). The policy's sub-goal then
-comes from the path as for a global path (:func:`navdeploy.subgoal.follow_path`); with
+comes from the path as for a global path (:func:`navcontract.subgoal.follow_path`); with
 ``line_of_sight`` a sub-goal round a corner that the straight line from the robot would cut into
 a mapped return (keeping the robot's radius) is pulled back along the path to the furthest point
 the robot reaches straight. When no path exists on the map (the goal in a mapped obstacle, the
@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 from scipy.ndimage import distance_transform_edt
 
+from navcontract.subgoal import LookaheadRule, follow_path
 from navdeploy.grid_search import (
     GridFrame,
     cell_points,
@@ -54,7 +55,6 @@ from navdeploy.grid_search import (
     pull,
     sees,
 )
-from navdeploy.subgoal import LookaheadRule, follow_path
 
 LOGODDS_MIN, LOGODDS_MAX = -2.0, 3.5
 """Log-odds clamps: a cell seen occupied many times is freed after a few clear views again."""
@@ -247,7 +247,7 @@ class ScanPlanner:
         return self.radius + self.cfg.margin, max(self.radius - self.cfg.squeeze, 0.0)
 
     def observe(self, scan: Any, pose: np.ndarray) -> None:
-        """Fold a :class:`navdeploy.scan.ScanInput` taken at ``pose`` (odometry frame)."""
+        """Fold a :class:`navcontract.scan.ScanInput` taken at ``pose`` (odometry frame)."""
         ranges = np.asarray(scan.ranges, dtype=np.float64).reshape(-1)
         angles = float(scan.angle_min) + float(scan.angle_increment) * np.arange(len(ranges))
         self.map.update(

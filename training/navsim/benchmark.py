@@ -63,7 +63,7 @@ import numpy as np
 import torch
 from mujoco import rollout
 
-from navdeploy.action import action_to_command
+from navcontract.action import action_to_command
 from navsim.config import NavConfig, load_config
 from navsim.robot import body_to_world, geom_ids
 from navsim.sim_world import RayCaster, Room, compile_world_model, place_room, slot_frames

@@ -18,11 +18,11 @@ from typing import Any
 
 import yaml
 
-from navdeploy.action import ActionScaling
-from navdeploy.guard import GuardRule
-from navdeploy.scan import ScanOptions
-from navdeploy.spec import PolicySpec, policy_spec_from_config
-from navdeploy.terms import SensorDims
+from navcontract.action import ActionScaling
+from navcontract.guard import GuardRule
+from navcontract.scan import ScanOptions
+from navcontract.spec import PolicySpec, policy_spec_from_config
+from navcontract.terms import SensorDims
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = REPO_ROOT / "conf" / "nav.yaml"
@@ -52,14 +52,14 @@ class LidarCfg:
     num_beams: int = 72
     max_range: float = 6.0
     noise_std: float = 0.01  # Gaussian range noise in training [m]; truth_scan_clean has none
-    # Each beam is the minimum over its sector (the robot's rule, navdeploy.scan.resample_scan):
+    # Each beam is the minimum over its sector (the robot's rule, navcontract.scan.resample_scan):
     # 0 = exact (analytic: edge rays + each geom's closest point, navsim.sectors); K >= 1 = K
     # sub-rays from sector edge to edge, 1 = the sector centre only (the readings before the
     # sector-minimum rule). Cost and error: nav-benchmark-sim --rays-per-beam (docs/simulator.md).
     rays_per_beam: int = 0
     # Field of view centred on forward [deg]; sectors outside it are filled by the runtime's rule.
     fov_deg: float = 360.0
-    fov_fill: str = "nearest"  # navdeploy.scan fill policy for unseen sectors: nearest, max_range, constant
+    fov_fill: str = "nearest"  # navcontract.scan fill policy for unseen sectors: nearest, max_range, constant
     fov_fill_value: float | None = None  # [m], for fov_fill: constant
 
 
@@ -73,7 +73,7 @@ class RobotCfg:
 
 @dataclass
 class GuardCfg:
-    """The collision guard (navdeploy.guard) between the policy's command and the base; the radius
+    """The collision guard (navcontract.guard) between the policy's command and the base; the radius
     is the robot's. Off: step() is the simulator without it, bit for bit."""
 
     enabled: bool = True
@@ -144,8 +144,8 @@ class WorldsCfg:
     families: dict[str, float] = field(default_factory=lambda: {"rooms": 1.0})  # family -> share of worlds
     curriculum: CurriculumCfg = field(default_factory=CurriculumCfg)
     path_following: float = 0.0  # share of episodes whose policy goal is a sub-goal along the planned path
-    lookahead: float = 1.0  # [m] navdeploy.subgoal: the sub-goal's distance along the path
-    search_window: float = 2.0  # [m] navdeploy.subgoal: how far ahead the projection may jump
+    lookahead: float = 1.0  # [m] navcontract.subgoal: the sub-goal's distance along the path
+    search_window: float = 2.0  # [m] navcontract.subgoal: how far ahead the projection may jump
     pool_size: int = 128  # pre-planned worlds per family and level
     refresh_interval: int = 32  # steps between pool refreshes (one family and level at a time)
     refresh_size: int = 8  # worlds re-drawn per refresh

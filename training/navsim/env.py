@@ -38,10 +38,10 @@ import warp as wp
 from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
-from navdeploy.action import action_to_command, clip_action
-from navdeploy.guard import apply_guard
-from navdeploy.subgoal import LookaheadRule, follow_path
-from navdeploy.terms import ObsContext, goal_in_body
+from navcontract.action import action_to_command, clip_action
+from navcontract.guard import apply_guard
+from navcontract.subgoal import LookaheadRule, follow_path
+from navcontract.terms import ObsContext, goal_in_body
 from navsim.actuation import BaseDynamics
 from navsim.config import NavConfig, to_dict
 from navsim.families import FAMILIES, generate_family

@@ -2,9 +2,9 @@
 
 Beam ``i`` points at ``angle_min + i * increment`` in the body frame (0 = forward, counter-
 clockwise positive), ``angle_min = -pi`` and ``increment = 2 pi / num_beams``: a 360 degree scan
-as a ROS LaserScan describes it. The robot side owns that layout (``navdeploy.scan.BeamLayout``);
+as a ROS LaserScan describes it. The robot side owns that layout (``navcontract.scan.BeamLayout``);
 the simulator takes its beams from there. Each beam reads the robot's scan rule
-(``navdeploy.scan.resample_scan``): the *minimum* over its sector, rendered with
+(``navcontract.scan.resample_scan``): the *minimum* over its sector, rendered with
 ``env.lidar.rays_per_beam`` sub-rays per sector (``navsim.sectors``: 1 = the sector centre only,
 the lidar's readings before the sector-minimum rule; K >= 2 = K rays from edge to edge). Sectors outside
 ``env.lidar.fov_deg`` are filled by the runtime's fill rule (``navsim.sectors.FovFill``). Rays
@@ -32,7 +32,7 @@ import numpy as np
 import torch
 import warp as wp
 
-from navdeploy.scan import BeamLayout
+from navcontract.scan import BeamLayout
 from navsim.robot import LIDAR_HEIGHT
 from navsim.sectors import FovFill, SectorRays
 

@@ -1,7 +1,7 @@
 """Observation registry: DEPLOYABLE terms (shared with the robot) and SIM_ONLY terms.
 
 Provenance is enforced by the function signature: DEPLOYABLE terms are ``fn(ctx, params)`` and
-come from ``navdeploy.terms`` (the very code the robot runs); SIM_ONLY terms are
+come from ``navcontract.terms`` (the very code the robot runs); SIM_ONLY terms are
 ``fn(ctx, truth, params)`` and live here, next to the simulator. YAML may switch terms on/off and
 change their params; it cannot move a term to another group. Widths are declared before any data
 exists; every group output is checked against them; before the first step the groups are zeros.
@@ -15,8 +15,8 @@ from typing import Any
 
 import torch
 
-from navdeploy.spec import PolicySpec, SpecError, build_policy_obs, policy_spec_from_terms
-from navdeploy.terms import DEPLOYABLE_TERMS, SIM_ONLY, ObsContext, SensorDims
+from navcontract.spec import PolicySpec, SpecError, build_policy_obs, policy_spec_from_terms
+from navcontract.terms import DEPLOYABLE_TERMS, SIM_ONLY, ObsContext, SensorDims
 
 POLICY_GROUP = "policy"
 PRIVILEGED_GROUP = "privileged"

@@ -16,8 +16,8 @@ Two scans come out. The *readings* (``NavEnv.scan_readings``) hold NaN where a r
 out: a LaserScan on the training beams as a driver would publish it, which robot-side controllers
 get (``navtrain.evaluation.RobotSideActor``) and resample with their own rule. The *policy scan*
 (``NavEnv.scan``) is those readings with the dropped sectors filled by :class:`MissingFill`, the
-robot's rule 5 for a sector without a valid reading (``navdeploy.scan``), checked against
-``navdeploy.scan.resample_scan`` when built. The two paths see the same scan, except that the
+robot's rule 5 for a sector without a valid reading (``navcontract.scan``), checked against
+``navcontract.scan.resample_scan`` when built. The two paths see the same scan, except that the
 robot path may also refuse a scan by the runtime's doubt rules (rule 7: too few valid readings,
 a blind run in front), and then stops, as on the robot.
 """
@@ -29,12 +29,12 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from navdeploy.scan import ScanInput, ScanOptions, resample_scan
+from navcontract.scan import ScanInput, ScanOptions, resample_scan
 from navsim.randomization import RandomizationManager
 
 
 class MissingFill:
-    """``navdeploy.scan``'s fill of sectors without a valid reading, for batched torch scans whose
+    """``navcontract.scan``'s fill of sectors without a valid reading, for batched torch scans whose
     missing sectors change every scan.
 
     ``nearest``: the value of the angularly nearest sector with a reading (circular; a tie takes
@@ -88,7 +88,7 @@ class MissingFill:
                 theirs = resample_scan(scan, b, self.max_range, options=self.options)
                 if not np.allclose(ours[row].cpu().numpy(), theirs, atol=1e-6, rtol=0.0):
                     raise RuntimeError(
-                        f"navdeploy.scan's fill rule {self.options.fill!r} for missing sectors differs from "
+                        f"navcontract.scan's fill rule {self.options.fill!r} for missing sectors differs from "
                         "navsim.scan_faults.MissingFill: update MissingFill to follow it"
                     )
 

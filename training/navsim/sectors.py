@@ -1,8 +1,8 @@
 """The training lidar's scan rule as geometry: sub-rays per sector, field of view, fill map (numpy).
 
-The robot reduces a dense scan to the training beams by :func:`navdeploy.scan.resample_scan`:
+The robot reduces a dense scan to the training beams by :func:`navcontract.scan.resample_scan`:
 training beam ``j`` is the *minimum* over its sector (``d = 2pi/num_beams`` wide, centred on the
-beam of :class:`navdeploy.scan.BeamLayout`) of every reading whose arc overlaps it. As a lidar
+beam of :class:`navcontract.scan.BeamLayout`) of every reading whose arc overlaps it. As a lidar
 gets denser, the readings that count in sector ``j`` converge to the *closed* sector
 ``[theta_j - d/2, theta_j + d/2]``: a reading centred on a sector edge covers both neighbours
 (the half-open ``[.., ..)`` of the docstring is the rule for single points). The simulator
@@ -19,7 +19,7 @@ sector and taking their minimum:
 **Field of view** (``fov_deg``, centred on forward, default 360): a sub-ray counts only inside
 ``[-fov/2, +fov/2]``; a sector none of whose sub-rays is inside is *unseen*, as a sector that a
 scanner of that field of view leaves without readings. Unseen sectors are filled as the robot
-fills them: :class:`FovFill` takes the fill from :func:`navdeploy.scan.resample_scan` itself
+fills them: :class:`FovFill` takes the fill from :func:`navcontract.scan.resample_scan` itself
 (the runtime's function, with the runtime's fill policy), see there.
 
 **Exact** (``K = 0``): no sampling at all. Every collidable geom is convex (a vertical cylinder
@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from navdeploy.scan import BeamLayout, ScanInput, ScanOptions, resample_scan
+from navcontract.scan import BeamLayout, ScanInput, ScanOptions, resample_scan
 
 FOV_TOL = 1e-9
 """Angular tolerance (rad) for a sub-ray on the edge of the field of view (counts as inside)."""
@@ -219,7 +219,7 @@ class SectorRays:
 class FovFill:
     """The runtime's fill of unseen sectors, for a fixed set of unseen sectors, in closed form.
 
-    Built by probing :func:`navdeploy.scan.resample_scan` (a scan on the training beams whose
+    Built by probing :func:`navcontract.scan.resample_scan` (a scan on the training beams whose
     unseen sectors hold NaN, i.e. no valid reading, exactly what a scanner of that field of view
     leaves them) and checked against it on random scans: for every unseen sector the fill is the
     minimum over a fixed set of seen sectors (``"nearest"``: the angularly nearest, ties taking
@@ -272,7 +272,7 @@ class FovFill:
             ours = self.apply(np.where(seen, scan, 0.0)[None])[0]
             if not np.array_equal(ours, self._resample(scan)):
                 raise RuntimeError(
-                    f"navdeploy.scan's fill rule {self.fill!r} is not a minimum over fixed sectors or a "
+                    f"navcontract.scan's fill rule {self.fill!r} is not a minimum over fixed sectors or a "
                     "constant any more: update navsim.sectors.FovFill to follow it"
                 )
 

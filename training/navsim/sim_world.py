@@ -17,7 +17,7 @@ the lidar and physics tests compare NavEnv against these.
   ``physics_substeps`` physics steps per control period, rotated by the current yaw into the
   world-frame ``vx``/``vy`` actuators before each substep (``navsim.robot.body_to_world``).
 - The lidar follows the training lidar's rule (``navsim.sectors``): each training beam
-  (``navdeploy.scan.BeamLayout``) is the minimum over its sector's ``env.lidar.rays_per_beam``
+  (``navcontract.scan.BeamLayout``) is the minimum over its sector's ``env.lidar.rays_per_beam``
   sub-rays, cast from the robot centre with ``mj_multiRay``; no return reads ``max_range``;
   Gaussian noise as in training, clipped to [0, max_range]; sectors outside ``env.lidar.fov_deg``
   filled by the runtime's rule after the noise.
@@ -32,7 +32,7 @@ import mujoco
 import numpy as np
 import torch
 
-from navdeploy.scan import BeamLayout
+from navcontract.scan import BeamLayout
 from navsim.config import EnvCfg, NavConfig
 from navsim.outcomes import Outcome, judge
 from navsim.robot import LIDAR_HEIGHT, OBSTACLE_HALF_HEIGHT, PARK_Z, body_to_world, build_mjcf, geom_ids, slot_sizes

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 
-from navdeploy.spec import PolicySpec, compare_specs
+from navcontract.spec import PolicySpec, compare_specs
 from navsim.config import ConfigError, NavConfig, config_from_data, load_config
 from navsim.observations import POLICY_GROUP
 from navtrain.ppo_config import ACTOR_OBS_GROUPS, actor_cfg
@@ -76,7 +76,7 @@ def _load_failure(err: Exception) -> str:
 
 
 def spec_differences(checkpoint: PolicySpec, config: PolicySpec) -> list[str]:
-    """:func:`navdeploy.spec.compare_specs` of a checkpoint's spec and a config's, labelled so."""
+    """:func:`navcontract.spec.compare_specs` of a checkpoint's spec and a config's, labelled so."""
     return [
         d.replace(": bundle ", ": checkpoint ").replace(" vs runtime ", " vs config ")
         for d in compare_specs(checkpoint, config)

@@ -29,10 +29,10 @@ from typing import Any
 import numpy as np
 import yaml
 
-from navdeploy.action import ActionScaling
-from navdeploy.bundle import Contract, make_contract, parse_contract
+from navcontract.action import ActionScaling
+from navcontract.bundle import Contract, make_contract, parse_contract
+from navcontract.scan import ScanInput
 from navdeploy.dwa import DwaParams, DwaPlanner
-from navdeploy.scan import ScanInput
 from navsim.config import NavConfig, load_config, to_dict
 from navsim.sim_world import SimWorld
 from navtrain.export_onnx import policy_spec_for

@@ -278,7 +278,7 @@ def prepare(args: argparse.Namespace):
             raise CliError(f"cannot read {contract_path}: {err.strerror or err}") from None
     if args.dwa_params is not None and not Path(args.dwa_params).is_file():
         raise CliError(f"--dwa-params {args.dwa_params}: no such file")
-    from navdeploy.bundle import BundleError
+    from navcontract.bundle import BundleError
     from navdeploy.runtime import PolicyRuntime
 
     try:
@@ -291,7 +291,7 @@ def prepare(args: argparse.Namespace):
 
 def bundle_config(bundle: str | Path):
     """The training config a bundle records (contract ``source.nav_config``)."""
-    from navdeploy.bundle import read_contract
+    from navcontract.bundle import read_contract
     from navsim.config import config_from_data
 
     return config_from_data(read_contract(bundle).raw["source"]["nav_config"], where=f"{bundle} contract")

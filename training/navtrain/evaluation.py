@@ -42,9 +42,9 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
-from navdeploy.action import action_to_command
+from navcontract.action import action_to_command
+from navcontract.subgoal import LookaheadRule
 from navdeploy.scan_map import ScanMapCfg, ScanPlanner
-from navdeploy.subgoal import LookaheadRule
 from navsim.config import EnvCfg, NavConfig, apply_override, config_from_data, to_dict
 from navsim.env import NavEnv
 from navsim.lidar import BatchedLidar
@@ -148,7 +148,7 @@ class RobotSideActor:
     def __init__(
         self, env: NavEnv, make: Callable[[], Any], scan_map: ScanMapCfg | None = None, map_beams: int = 0
     ) -> None:
-        from navdeploy.scan import ScanInput, ScanUnusable
+        from navcontract.scan import ScanInput, ScanUnusable
 
         self.env, self.ScanInput, self.ScanUnusable = env, ScanInput, ScanUnusable
         self.controllers = [make() for _ in range(env.num_envs)]
@@ -187,7 +187,7 @@ class RobotSideActor:
         env = self.env
         scan = env.scan_readings.cpu().numpy().astype(np.float64)
         pose, twist = env.observed_pose.cpu().numpy(), env.observed_twist.cpu().numpy()
-        goal = env.policy_goal.cpu().numpy().copy()  # the goal, or its sub-goal along the path (navdeploy.subgoal)
+        goal = env.policy_goal.cpu().numpy().copy()  # the goal, or its sub-goal along the path (navcontract.subgoal)
         final = env.rooms.goal.cpu().numpy()
         follow = env.follow.cpu().numpy()
         action = np.zeros((env.num_envs, 3))

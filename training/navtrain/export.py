@@ -41,9 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--force", action="store_true", help="replace a different bundle already in --out")
     args = p.parse_args(argv)
 
-    from navdeploy.guard import GUARD_SECTION, GuardRule
-    from navdeploy.response import RobotResponse
-    from navdeploy.subgoal import TrainedPathFollowing
+    from navcontract.guard import GUARD_SECTION, GuardRule
+    from navcontract.response import RobotResponse
+    from navcontract.subgoal import TrainedPathFollowing
     from navtrain.export_onnx import CHECK_FILE, ExportCheckError, ExportError, export_bundle
 
     def on_sigterm(signum: int, frame: object) -> None:

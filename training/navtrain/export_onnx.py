@@ -3,9 +3,9 @@
 The torch side of the export. :func:`export_bundle` loads the checkpoint, its config and its actor
 through :mod:`navtrain.checkpoint` (``infos["nav_config"]``; ``config`` is the fallback), builds the
 contract from that config's own contract objects (policy spec, action scaling, robot radius, the
-``robot_response`` section that :mod:`navdeploy.response` makes from its ``randomization``, and the
-``path_following`` section that :mod:`navdeploy.subgoal` makes from its ``env.worlds``), writes
-the ONNX graph (normaliser + MLP, raw mean action out) through :mod:`navdeploy.bundle`, and then
+``robot_response`` section that :mod:`navcontract.response` makes from its ``randomization``, and the
+``path_following`` section that :mod:`navcontract.subgoal` makes from its ``env.worlds``), writes
+the ONNX graph (normaliser + MLP, raw mean action out) through :mod:`navcontract.bundle`, and then
 checks itself:
 
 - ``onnx.checker`` on the written file (full check);
@@ -36,10 +36,10 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
-from navdeploy.bundle import CONTRACT_FILE, ONNX_FILE, make_contract
-from navdeploy.response import ResponseError, RobotResponse
-from navdeploy.spec import PolicySpec
-from navdeploy.subgoal import PathFollowingError, TrainedPathFollowing
+from navcontract.bundle import CONTRACT_FILE, ONNX_FILE, make_contract
+from navcontract.response import ResponseError, RobotResponse
+from navcontract.spec import PolicySpec
+from navcontract.subgoal import PathFollowingError, TrainedPathFollowing
 from navsim.config import ConfigError, NavConfig, to_dict
 from navsim.observations import POLICY_GROUP
 from navtrain.checkpoint import CheckpointError, build_actor, config_from_checkpoint, load_checkpoint

@@ -12,7 +12,7 @@ the followed paths keep the default ``env.worlds.path_clearance`` whatever the p
 * ``clutter``, ``arenas``: planned worlds of that family, the policy driving to the goal;
 * ``corridors``: corridors with dead ends, driving to the goal;
 * ``rooms16+path``, ``clutter+path``, ``corridors+path``: the family of the row without
-  ``+path``, the policy fed a sub-goal along the planner's path (``navdeploy.subgoal``, the
+  ``+path``, the policy fed a sub-goal along the planner's path (``navcontract.subgoal``, the
   node's rule). Clutter and corridors are the very same worlds; ``rooms16+path`` draws planned
   rooms (a path needs the planner), so its worlds are the same kind, not the same ones.
 

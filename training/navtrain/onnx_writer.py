@@ -1,7 +1,7 @@
 """Writing a deployment bundle: the normalised actor MLP as one ONNX graph, plus ``contract.json``.
 
 The training side's half of the bundle format (it needs the ``onnx`` package); the robot side only
-reads bundles (:mod:`navdeploy.bundle`, onnxruntime). The graph is raw observation -> normaliser
+reads bundles (:mod:`navcontract.bundle`, onnxruntime). The graph is raw observation -> normaliser
 (``(obs - mean) / (std + eps)``, as the training normaliser computes it) -> MLP -> raw mean action,
 with the contract in the model metadata.
 """
@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from navdeploy.bundle import (
+from navcontract.bundle import (
     ACTIVATIONS,
     CONTRACT_FILE,
     FINGERPRINT_KEY,

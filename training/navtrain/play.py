@@ -340,7 +340,7 @@ def render_gif(rec: Recording, env_cfg: EnvCfg, out: Path, fps: int, dpi: int, c
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from navdeploy.scan import BeamLayout
+    from navcontract.scan import BeamLayout
 
     n = rec.poses.shape[1]
     t = env_cfg.room.wall_thickness

@@ -1,7 +1,7 @@
 """ROS 2 policy node: /scan + /odom + goal (or a path) -> exported policy (deploy runtime) -> /cmd_vel.
 
 A ``nav_msgs/Path`` on the plan topic switches to path following: the policy drives to a sub-goal
-``path_lookahead`` metres along the path ahead of the robot (``navdeploy.subgoal``, the rule
+``path_lookahead`` metres along the path ahead of the robot (``navcontract.subgoal``, the rule
 training uses; by default with the lookahead and search window the bundle's policy was trained
 with), and the goal is the path's last point. A new goal pose or an empty path ends it.
 
@@ -14,7 +14,7 @@ installed with this package (``nav_policy/default_bundle``); the log names which
 The velocity smoother (``navdeploy.smoother``, parameters ``velocity_smoother``,
 ``max_accel_linear``, ``max_accel_angular``) limits the acceleration of driving commands to what the
 bundle's policy was trained with; it never delays a stop. Before it, the collision guard
-(``navdeploy.guard``, parameter ``guard``) slows the planar command toward returns of the policy's
+(``navcontract.guard``, parameter ``guard``) slows the planar command toward returns of the policy's
 own scan, as in training, when the bundle carries the guard its policy was trained with.
 
 Publishes on a timer at the control period (default from the bundle's contract), never from a
@@ -57,6 +57,7 @@ from nav_policy.ros_common import (
     declare_number,
     run_node,
 )
+from navcontract.scan import DEFAULT_MAX_FILL_GAP, DEFAULT_MIN_COVERAGE, DEFAULT_MIN_VALID_SHARE
 from navdeploy.controller import (
     DEFAULT_CLOCK_TIMEOUT,
     FAULT_STATES,
@@ -68,7 +69,6 @@ from navdeploy.controller import (
 )
 from navdeploy.dwa import DwaParams, DwaPlanner
 from navdeploy.runtime import PolicyRuntime
-from navdeploy.scan import DEFAULT_MAX_FILL_GAP, DEFAULT_MIN_COVERAGE, DEFAULT_MIN_VALID_SHARE
 from navdeploy.smoother import AccelLimits
 
 CONTROLLERS = ("policy", "dwa")

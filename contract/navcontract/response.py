@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from navdeploy.terms import config_value
+from navcontract.terms import config_value
 
 SECTION = "robot_response"
 """The contract key of this section."""

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from navdeploy.terms import DEFAULT_POLICY_TERMS_ENABLED, DEPLOYABLE_TERMS, ObsContext, SensorDims
-from navdeploy.xp import ops_for
+from navcontract.terms import DEFAULT_POLICY_TERMS_ENABLED, DEPLOYABLE_TERMS, ObsContext, SensorDims
+from navcontract.xp import ops_for
 
 
 class SpecError(ValueError):
@@ -90,7 +90,7 @@ def policy_spec_from_terms(policy: Mapping[str, Any] | None, dims: SensorDims) -
     """The spec that a config's ``observations.policy`` section (plain data) declares.
 
     Terms in registry order; a term the section does not name takes its registry default
-    (:data:`~navdeploy.terms.DEFAULT_POLICY_TERMS_ENABLED`, default params); a named term is on
+    (:data:`~navcontract.terms.DEFAULT_POLICY_TERMS_ENABLED`, default params); a named term is on
     unless ``enabled: false``, with its ``params`` over the defaults. Training's
     ObservationManager and the robot's config check both build their spec here.
     """

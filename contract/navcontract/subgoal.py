@@ -3,7 +3,7 @@
 The policy is trained to drive to a goal point. To follow a path (a global planner's plan), the
 robot hands the policy a sub-goal that slides along the path ahead of it: the point
 ``lookahead`` metres of arc length beyond the robot's projection onto the path. This module is the
-one implementation of that rule, written against the array namespace of :mod:`navdeploy.xp`, so
+one implementation of that rule, written against the array namespace of :mod:`navcontract.xp`, so
 that training (torch tensors, batched over N worlds) and the robot (numpy arrays, N = 1) run the
 very same code.
 
@@ -41,7 +41,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from navdeploy.xp import ops_for
+from navcontract.xp import ops_for
 
 SECTION = "path_following"
 """The contract key of the trained rule (:class:`TrainedPathFollowing`)."""
@@ -142,7 +142,7 @@ class TrainedPathFollowing:
             "lookahead": self.rule.lookahead,
             "search_window": self.rule.search_window,
             "trained_share": self.trained_share,
-            "rule": "navdeploy.subgoal.follow_path: the sub-goal is lookahead m of arc length beyond the "
+            "rule": "navcontract.subgoal.follow_path: the sub-goal is lookahead m of arc length beyond the "
             "robot's projection onto the path; the projection moves at most search_window m ahead of its progress",
         }
 

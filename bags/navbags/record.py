@@ -148,7 +148,7 @@ def record_episodes(
         last_t[0] = t
         rows.append((topic, t, bytes(raw)))
 
-    from navdeploy.bundle import read_contract
+    from navcontract.bundle import read_contract
 
     contract = read_contract(bundle)
     period = float(contract.control_period)

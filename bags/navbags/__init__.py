@@ -1,4 +1,4 @@
-"""Rosbag2 recording and replay for the nav_policy node (distribution nav-policy-bags, tools/).
+"""Rosbag2 recording and replay for the nav_policy node (distribution nav-policy-bags, bags/).
 
 Command-line tools (console scripts, or ``python -m``): ``nav-bag-record`` (:mod:`navbags.record_cli`),
 ``nav-bag-replay`` (:mod:`navbags.replay_cli`), ``nav-benchmark-latency`` (:mod:`navbags.latency`).

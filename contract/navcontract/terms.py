@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from navdeploy.xp import ops_for
+from navcontract.xp import ops_for
 
 DEPLOYABLE = "DEPLOYABLE"
 SIM_ONLY = "SIM_ONLY"

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from navdeploy.terms import config_value
-from navdeploy.xp import ops_for
+from navcontract.terms import config_value
+from navcontract.xp import ops_for
 
 ACTION_ORDER = ("linear.x", "linear.y", "angular.z")
 

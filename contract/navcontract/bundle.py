@@ -8,24 +8,24 @@ buffers, then the MLP. The contract (JSON) travels twice: in the ONNX metadata u
 agree; :func:`read_contract` checks it. Writing lives on the training side (``navtrain.onnx_writer``,
 which needs the ``onnx`` package); the metadata is read here through onnxruntime.
 
-Format versions: 2 carries the ``robot_response`` section (:mod:`navdeploy.response`: the
+Format versions: 2 carries the ``robot_response`` section (:mod:`navcontract.response`: the
 acceleration limits, latency budget and actuator time constants the policy was trained with); 1 is
 the layout before it, still read (``Contract.response`` is then None: no acceleration limit unless
 the node sets one). The fingerprint covers the observation spec only (what the policy reads); the
 ``robot_response`` section, like the limits and the period, is protected by the two copies of the
 contract having to agree and by its own consistency checks, not by the fingerprint.
 
-The ``path_following`` section (:class:`navdeploy.subgoal.TrainedPathFollowing`: the lookahead,
+The ``path_following`` section (:class:`navcontract.subgoal.TrainedPathFollowing`: the lookahead,
 search window and share of path-following episodes the policy was trained with) is optional and
 did not bump the format: it adds nothing the policy reads and changes nothing an older reader
 relies on (readers ignore keys they do not know, so an older runtime still loads a new bundle and
 follows paths with its own parameters). Every export writes it; a bundle without it (every one
 exported before, of either format) loads with ``Contract.path_following`` None, and the robot then
-follows paths with :class:`navdeploy.subgoal.LookaheadRule`'s defaults. When present it is checked
+follows paths with :class:`navcontract.subgoal.LookaheadRule`'s defaults. When present it is checked
 (finite numbers, lookahead >= 0, search window > 0, share in [0, 1]) and, like
 ``robot_response``, protected by the two copies having to agree.
 
-The ``guard`` section (:class:`navdeploy.guard.GuardRule`: the collision guard the policy was
+The ``guard`` section (:class:`navcontract.guard.GuardRule`: the collision guard the policy was
 trained driving through) follows the same pattern: optional, no format bump, outside the
 fingerprint. Every export of a policy trained with the guard writes it; without it
 (``Contract.guard`` None: bundles exported before it, or trained with ``env.guard.enabled`` false)
@@ -41,14 +41,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from navdeploy.action import ACTION_ORDER, ActionScaling
-from navdeploy.guard import GUARD_SECTION, GuardRule
-from navdeploy.response import SECTION as RESPONSE_SECTION
-from navdeploy.response import ResponseError, RobotResponse
-from navdeploy.scan import BeamLayout
-from navdeploy.spec import PolicySpec, spec_from_dict
-from navdeploy.subgoal import SECTION as PATH_SECTION
-from navdeploy.subgoal import PathFollowingError, TrainedPathFollowing
+from navcontract.action import ACTION_ORDER, ActionScaling
+from navcontract.guard import GUARD_SECTION, GuardRule
+from navcontract.response import SECTION as RESPONSE_SECTION
+from navcontract.response import ResponseError, RobotResponse
+from navcontract.scan import BeamLayout
+from navcontract.spec import PolicySpec, spec_from_dict
+from navcontract.subgoal import SECTION as PATH_SECTION
+from navcontract.subgoal import PathFollowingError, TrainedPathFollowing
 
 FORMAT = "nav_policy.bundle"
 FORMAT_VERSION = 2
@@ -171,14 +171,14 @@ def make_contract(
             "dtype": "float32",
             "terms": terms,
             "spec": spec.to_dict(),
-            "builder": "navdeploy.spec.build_policy_obs",
+            "builder": "navcontract.spec.build_policy_obs",
         },
         "lidar": {
             **BeamLayout(d.num_beams).to_dict(),
             "max_range": d.max_range,
             "frame": "base_link; beam j at angle_min + j * angle_increment, 0 = forward, CCW positive",
             "no_return": "max_range",
-            "resampling": "navdeploy.scan.resample_scan (docs/deploy_contract.md)",
+            "resampling": "navcontract.scan.resample_scan (docs/deploy_contract.md)",
             "trained_fov": float(trained_fov),
             **({"simulator": dict(sim_lidar)} if sim_lidar else {}),
         },
@@ -189,7 +189,7 @@ def make_contract(
             "dim": len(ACTION_ORDER),
             "frame": "base_link (body frame), SI units: m/s, m/s, rad/s",
             "onnx_output": "raw deterministic mean action, BEFORE clip and scaling; "
-            "apply navdeploy.action.action_to_command exactly once",
+            "apply navcontract.action.action_to_command exactly once",
         },
         "control_period": float(control_period),
         "goal_tolerance": float(goal_tolerance),
@@ -222,7 +222,7 @@ def _check_beam_layout(lidar: dict[str, Any], layout: BeamLayout) -> None:
         if key in lidar and not math.isclose(float(lidar[key]), ours[key], rel_tol=0.0, abs_tol=1e-9):
             raise BundleError(
                 f"contract lidar.{key} = {lidar[key]} is not the training beam layout's {ours[key]} "
-                "(navdeploy.scan.BeamLayout): this runtime cannot feed such a policy"
+                "(navcontract.scan.BeamLayout): this runtime cannot feed such a policy"
             )
 
 

@@ -3,7 +3,7 @@
 The policy decides the command; the guard only ever scales its planar part ``(vx, vy)`` down,
 keeping its direction, and never touches ``wz`` (the shell is a cylinder: turning in place cannot
 hit anything). It reads the same ``num_beams`` ranges the policy observed (metres, the scan rule
-of :mod:`navdeploy.scan`), so training (torch, batched over worlds) and the robot (numpy, one
+of :mod:`navcontract.scan`), so training (torch, batched over worlds) and the robot (numpy, one
 robot) apply the very same rule to the very same numbers. Like Nav2's collision monitor in its
 approach mode, but on the policy's own scan and trained with.
 
@@ -49,8 +49,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
-from navdeploy.scan import TRAINING_ANGLE_MIN
-from navdeploy.xp import ops_for
+from navcontract.scan import TRAINING_ANGLE_MIN
+from navcontract.xp import ops_for
 
 GUARD_SECTION = "guard"
 """The contract section that carries the guard a policy was trained with."""

@@ -1,6 +1,6 @@
 """A tiny array namespace shared by numpy and torch.
 
-The observation terms, the action contract and the path-following rule (``navdeploy.subgoal``) are
+The observation terms, the action contract and the path-following rule (``navcontract.subgoal``) are
 written once against these few functions, so that training (torch tensors, batched over worlds)
 and the robot (numpy arrays, one robot) run the very same code. Nothing here imports torch: a
 torch tensor is recognised by its module name.
