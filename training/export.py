@@ -1,6 +1,6 @@
-"""`python training/export.py ...` runs the `nav-export` command (navtrain.export); see its --help."""
+"""`python training/export.py ...` runs the `nav-export` command (navtrain.export_cli); see its --help."""
 
-from navtrain.export import main
+from navtrain.export_cli import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -5,7 +5,7 @@ raw deterministic mean ``action`` (batch, 3) float32, *before* clipping and scal
 observation normaliser is inside the graph: ``(obs - mean) / (std + eps)`` with the checkpoint's
 buffers, then the MLP. The contract (JSON) travels twice: in the ONNX metadata under
 :data:`METADATA_KEY`, and as ``contract.json`` beside the model for people to read. They must
-agree; :func:`read_contract` checks it. Writing lives on the training side (``navtrain.onnx_writer``,
+agree; :func:`read_contract` checks it. Writing lives on the training side (``navtrain.onnx_graph``,
 which needs the ``onnx`` package); the metadata is read here through onnxruntime.
 
 Format versions: 2 carries the ``robot_response`` section (:mod:`navcontract.response`: the

@@ -35,7 +35,7 @@ from navcontract.scan import ScanInput
 from navdeploy.dwa import DwaParams, DwaPlanner
 from navsim.config import NavConfig, load_config, to_dict
 from navsim.sim_world import SimWorld
-from navtrain.export_onnx import policy_spec_for
+from navtrain.export import policy_spec_for
 
 
 @dataclass

@@ -1,92 +1,360 @@
-"""Export a training checkpoint to a deployment bundle.
+"""Checkpoint -> deployment bundle (policy.onnx + contract.json), with a self-check.
 
-    python training/export.py --checkpoint logs/rsl_rl/nav/<run>/model_300.pt --out bundles/nav [--force]
+The torch side of the export. :func:`export_bundle` loads the checkpoint, its config and its actor
+through :mod:`navtrain.checkpoint` (``infos["nav_config"]``; ``config`` is the fallback), builds the
+contract from that config's own contract objects (policy spec, action scaling, robot radius, the
+``robot_response`` section that :mod:`navcontract.response` makes from its ``randomization``, and the
+``path_following`` section that :mod:`navcontract.subgoal` makes from its ``env.worlds``), writes
+the ONNX graph (normaliser + MLP, raw mean action out) through :mod:`navcontract.bundle`, and then
+checks itself:
 
-writes ``OUT/policy.onnx`` (self-contained: normaliser + actor MLP, raw mean action out, contract
-in the metadata), ``OUT/contract.json`` (the same contract, readable) and ``OUT/export_check.json``
-(the self-check numbers). The bundle is written beside ``OUT``, checked, and renamed into place:
-a failed export leaves ``OUT`` as it was. ``OUT`` must be new, empty, or hold a bundle; re-exporting
-the same checkpoint replaces its bundle, a different bundle needs ``--force``.
+- ``onnx.checker`` on the written file (full check);
+- onnxruntime against the torch actor on at least ``num_obs`` observations recorded by rolling
+  the env out with the policy (max |delta| / max(1, |action|) <= ``tol``, default 1e-5), else :class:`ExportCheckError`
+  with the numbers.
 
-Exit codes: 0 done; 1 the self-check failed (numbers on stderr, ``OUT`` untouched); 2 bad input
-(checkpoint, config, arguments, output folder), found before the rollout. See docs/failures.md.
+The export is atomic: the bundle is written into a temporary folder beside ``out_dir``, checked
+there, and only then renamed into place, so a failed (or interrupted) export leaves whatever was in
+``out_dir`` byte for byte. ``out_dir`` must be new, empty, or hold a bundle: re-exporting the same
+checkpoint (same ``source.checkpoint_sha256``) replaces its bundle silently, a different bundle is
+only replaced with ``force=True``, and a folder with other files is never replaced
+(:class:`ExportTargetError`, raised before the rollout).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-import signal
-import sys
+import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
 
-from navtrain.cli import EXIT_INTERRUPTED, EXIT_USAGE, OneLineParser, at_least, positive_float, report
+import numpy as np
+import torch
+from tensordict import TensorDict
 
-TOOL = "nav-export"
+from navcontract.bundle import CONTRACT_FILE, ONNX_FILE, make_contract
+from navcontract.response import ResponseError, RobotResponse
+from navcontract.spec import PolicySpec
+from navcontract.subgoal import PathFollowingError, TrainedPathFollowing
+from navsim.config import ConfigError, NavConfig, to_dict
+from navsim.observations import POLICY_GROUP
+from navtrain.checkpoint import CheckpointError, build_actor, config_from_checkpoint, load_checkpoint
+from navtrain.onnx_graph import MlpWeights, write_bundle
+
+DEFAULT_TOL = 1e-5
+DEFAULT_NUM_OBS = 1024
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = OneLineParser(prog=TOOL, description=__doc__.split("\n\n")[0])
-    p.add_argument("--checkpoint", required=True, help="rsl_rl checkpoint (.pt) written by OnPolicyRunner.save")
-    p.add_argument("--out", required=True, help="output directory of the bundle")
-    p.add_argument(
-        "--config", default=None, help="nav config YAML, used when the checkpoint has no infos['nav_config']"
-    )
-    p.add_argument(
-        "--num-obs", type=at_least(1000), default=1024, help="recorded observations for the self-check (>= 1000)"
-    )
-    p.add_argument("--num-envs", type=at_least(1), default=32, help="worlds rolled out to record observations")
-    p.add_argument(
-        "--tol", type=positive_float, default=1e-5, help="max |ONNX - torch| allowed on the recorded observations"
-    )
-    p.add_argument("--device", default=None, help="Warp device of the recording rollout (default: cuda if any)")
-    p.add_argument("--force", action="store_true", help="replace a different bundle already in --out")
-    args = p.parse_args(argv)
+class ExportError(RuntimeError):
+    """The checkpoint cannot be exported (missing config, shapes, untrained normaliser...)."""
 
-    from navcontract.guard import GUARD_SECTION, GuardRule
-    from navcontract.response import RobotResponse
-    from navcontract.subgoal import TrainedPathFollowing
-    from navtrain.export_onnx import CHECK_FILE, ExportCheckError, ExportError, export_bundle
 
-    def on_sigterm(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
+class ExportCheckError(ExportError):
+    """The exported ONNX does not reproduce the torch actor within tolerance."""
 
-    previous = signal.signal(signal.SIGTERM, on_sigterm)  # so that the staging folder is removed
+
+class ExportTargetError(ExportError):
+    """The output folder cannot take the bundle (not writable, other files, a different bundle)."""
+
+
+CHECK_FILE = "export_check.json"
+BUNDLE_FILES = frozenset({ONNX_FILE, CONTRACT_FILE, CHECK_FILE})
+"""What an export writes; the only files an existing output folder may hold."""
+
+
+def check_export_target(out_dir: str | Path, checkpoint_sha256: str, force: bool = False) -> None:
+    """Can ``out_dir`` take the bundle of the checkpoint with this hash? ExportTargetError if not.
+
+    New or empty folder: yes. A folder holding the bundle of the same checkpoint: yes (re-export).
+    A folder holding another bundle (or one whose contract.json cannot be read): only with
+    ``force``. Anything else (a file, a folder with other files): never.
+    """
+    out = Path(out_dir)
+    if not out.exists():
+        ancestor = out.absolute().parent
+        while not ancestor.exists() and ancestor != ancestor.parent:
+            ancestor = ancestor.parent
+        if not ancestor.is_dir():
+            raise ExportTargetError(f"cannot create --out {out}: {ancestor} is not a folder")
+        if not os.access(ancestor, os.W_OK | os.X_OK):
+            raise ExportTargetError(f"cannot create --out {out}: {ancestor} is not writable")
+        return
+    if not out.is_dir():
+        raise ExportTargetError(f"--out {out} exists and is not a folder")
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise ExportTargetError(f"--out {out} is not writable")
     try:
-        path = export_bundle(
-            args.checkpoint,
-            args.out,
-            config=args.config,
-            num_obs=args.num_obs,
-            num_envs=args.num_envs,
-            tol=args.tol,
-            device=args.device,
-            force=args.force,
+        names = {p.name for p in out.iterdir()}
+    except OSError as err:
+        raise ExportTargetError(f"cannot list --out {out}: {err.strerror or err}") from None
+    foreign = sorted(names - BUNDLE_FILES)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+        raise ExportTargetError(
+            f"--out {out} holds files that are not part of a bundle ({shown}); export into a new or empty folder"
         )
-    except ExportCheckError as err:
-        report(TOOL, f"self-check failed, {args.out} left as it was: {err}")
-        return 1
-    except ExportError as err:
-        report(TOOL, err)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        report(TOOL, f"interrupted, {args.out} left as it was")
-        return EXIT_INTERRUPTED
+    if not names or force:
+        return
+    contract_path = out / CONTRACT_FILE
+    try:
+        contract = json.loads(contract_path.read_text())
+        source = contract.get("source") or {}
+        old_sha, old_ckpt = source.get("checkpoint_sha256"), source.get("checkpoint", "?")
+    except FileNotFoundError:
+        raise ExportTargetError(
+            f"--out {out} holds an incomplete bundle (no {CONTRACT_FILE}); pass --force to replace it"
+        ) from None
+    except json.JSONDecodeError as err:
+        raise ExportTargetError(
+            f"--out {out}: {CONTRACT_FILE} is not valid JSON ({err.msg} at line {err.lineno} column {err.colno}); "
+            "pass --force to replace that bundle"
+        ) from None
+    except (OSError, AttributeError) as err:
+        raise ExportTargetError(
+            f"--out {out}: cannot read {CONTRACT_FILE} ({err}); pass --force to replace that bundle"
+        ) from None
+    if old_sha != checkpoint_sha256:
+        raise ExportTargetError(
+            f"--out {out} holds a different bundle (from checkpoint {old_ckpt}, fingerprint "
+            f"{contract.get('fingerprint', '?')}); pass --force to replace it"
+        )
+
+
+def _staging_dir(out: Path) -> Path:
+    """A fresh temporary folder beside ``out`` (same file system, so the final rename is atomic)."""
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.export-", dir=out.parent))
+    except OSError as err:
+        raise ExportTargetError(f"cannot write the bundle beside --out {out}: {err.strerror or err}") from None
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)  # a plain folder's mode, not mkdtemp's 0700
+    return tmp
+
+
+def _swap_into_place(staged: Path, out: Path) -> None:
+    """Rename the checked bundle onto ``out``; an existing ``out`` is moved aside first and removed
+    only once the new one is in place (restored if the rename fails)."""
+    if not out.exists():
+        os.rename(staged, out)
+        return
+    old = out.with_name(f".{out.name}.replaced-{os.getpid()}")
+    os.rename(out, old)
+    try:
+        os.rename(staged, out)
+    except BaseException:
+        os.rename(old, out)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def policy_spec_for(cfg: NavConfig) -> PolicySpec:
+    """The policy observation spec of ``cfg`` (the contract's observation part)."""
+    return cfg.policy_spec()
+
+
+def actor_weights(actor: torch.nn.Module, activation: str) -> MlpWeights:
+    """The actor's normaliser buffers and Linear layers as numpy arrays."""
+    obs_dim = actor.obs_dim
+    norm = actor.obs_normalizer
+    if isinstance(norm, torch.nn.Identity):
+        mean, std, eps = np.zeros(obs_dim, np.float32), np.ones(obs_dim, np.float32), 0.0
+    else:
+        mean = norm._mean.detach().cpu().numpy().reshape(-1)
+        std = norm._std.detach().cpu().numpy().reshape(-1)
+        eps = float(norm.eps)
+        var = norm._var.detach().cpu().numpy().reshape(-1)
+        if int(norm.count) == 0 or (np.all(mean == 0.0) and np.all(var == 1.0)):
+            raise ExportError(
+                "the actor's observation normaliser is untouched (count 0, mean all 0, var all 1): "
+                "this checkpoint was not trained with its normaliser; refusing to export"
+            )
+    layers = [
+        (mod.weight.detach().cpu().numpy(), mod.bias.detach().cpu().numpy())
+        for mod in actor.mlp
+        if isinstance(mod, torch.nn.Linear)
+    ]
+    return MlpWeights(mean=mean, std=std, eps=eps, layers=layers, activation=activation)
+
+
+@torch.no_grad()
+def actor_mean(actor: torch.nn.Module, obs: torch.Tensor) -> torch.Tensor:
+    """Deterministic (mean) raw action of the torch actor."""
+    return actor(TensorDict({POLICY_GROUP: obs.float().cpu()}, batch_size=[obs.shape[0]]))
+
+
+@torch.no_grad()
+def record_observations(
+    actor: torch.nn.Module, cfg: NavConfig, num_obs: int, num_envs: int = 32, device: str = "cpu", seed: int = 12345
+) -> torch.Tensor:
+    """Roll the env out with the (stochastic) policy and keep every policy observation it saw."""
+    from navsim.env import NavEnv
+
+    env = NavEnv(cfg, num_envs=num_envs, device=device, seed=seed)
+    steps = math.ceil(num_obs / num_envs)
+    gen = torch.Generator().manual_seed(seed)
+    std = actor.distribution.std_param.detach().abs().cpu() if hasattr(actor.distribution, "std_param") else 0.5
+    out = []
+    obs = env.get_observations()[POLICY_GROUP].cpu()
+    for _ in range(steps):
+        out.append(obs.clone())
+        mean = actor_mean(actor, obs)
+        action = mean + std * torch.randn(mean.shape, generator=gen)
+        obs = env.step(action.to(env.device))[0][POLICY_GROUP].cpu()
+    return torch.cat(out, dim=0)
+
+
+def check_onnx(
+    onnx_path: str | Path, actor: torch.nn.Module, obs: torch.Tensor, tol: float = DEFAULT_TOL
+) -> dict[str, Any]:
+    """onnx.checker, then onnxruntime vs the torch actor on ``obs``; raises ExportCheckError."""
+    import onnx
+    import onnxruntime as ort
+
+    try:
+        onnx.checker.check_model(str(onnx_path), full_check=True)
+    except onnx.checker.ValidationError as err:
+        raise ExportCheckError(f"onnx.checker rejected {onnx_path}: {err}") from None
+    sess = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    x = obs.float().cpu().numpy()
+    got = sess.run(None, {sess.get_inputs()[0].name: x})[0]
+    want = actor_mean(actor, obs).numpy()
+    if got.shape != want.shape:
+        raise ExportCheckError(f"ONNX output shape {got.shape} != torch actor output shape {want.shape}")
+    return compare_actions(got, want, tol)
+
+
+def compare_actions(got: np.ndarray, want: np.ndarray, tol: float) -> dict[str, Any]:
+    """ONNX outputs ``got`` against the torch actor's ``want`` (N, 3); raises ExportCheckError.
+
+    ``tol`` bounds ``|got - want| / max(1, |want|)``: absolute inside [-1, 1], the range the
+    robot acts on (the action is clipped to it before scaling), and relative beyond it, where a
+    raw mean of, say, -31.9 is a saturated command and float32 itself carries only ~2e-6 of it.
+    """
+    delta = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    scaled = delta / np.maximum(1.0, np.abs(want.astype(np.float64)))
+    result = {
+        "num_obs": int(got.shape[0]),
+        "max_abs_diff": float(delta.max()),
+        "mean_abs_diff": float(delta.mean()),
+        "max_scaled_diff": float(scaled.max()),
+        "tol": float(tol),
+        "tol_rule": "|onnx - torch| / max(1, |torch|) <= tol",
+    }
+    if not np.isfinite(scaled).all() or result["max_scaled_diff"] > tol:
+        worst = np.unravel_index(int(np.nanargmax(scaled)), scaled.shape)
+        raise ExportCheckError(
+            f"ONNX vs torch actor on {result['num_obs']} observations: max |delta| / max(1, |action|) "
+            f"{result['max_scaled_diff']:.3e} > tol {tol:.1e} (max |delta| {result['max_abs_diff']:.3e}, mean "
+            f"{result['mean_abs_diff']:.3e}; worst at obs {worst[0]}, action {worst[1]}: onnx {got[worst]:.7g} "
+            f"vs torch {want[worst]:.7g})"
+        )
+    return result
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def export_bundle(
+    checkpoint_path: str | Path,
+    out_dir: str | Path,
+    config: str | Path | NavConfig | None = None,
+    num_obs: int = DEFAULT_NUM_OBS,
+    num_envs: int = 32,
+    tol: float = DEFAULT_TOL,
+    device: str | None = None,
+    observations: torch.Tensor | None = None,
+    force: bool = False,
+) -> Path:
+    """Export ``checkpoint_path`` to ``out_dir``/policy.onnx + contract.json and self-check it.
+
+    ``device``: Warp device of the recording rollout (None: CUDA when Warp sees one, else CPU).
+    ``observations``: recorded policy observations to check on instead of a fresh rollout (at
+    least ``num_obs`` of them). ``force``: replace a different bundle in ``out_dir``. Returns the
+    ONNX path. Raises ExportError (ExportTargetError, ExportCheckError); ``out_dir`` is then
+    untouched.
+    """
+    ckpt_path = Path(checkpoint_path)
+    out = Path(out_dir).absolute()
+    try:
+        ckpt = load_checkpoint(ckpt_path)
+        cfg = config_from_checkpoint(ckpt, config)
+        actor = build_actor(ckpt, cfg)
+    except CheckpointError as err:
+        raise ExportError(f"{ckpt_path}: {err}" if str(ckpt_path) not in str(err) else str(err)) from None
+    except ConfigError as err:
+        raise ExportError(f"--config: {err}") from None
+    spec = cfg.policy_spec()
+    try:
+        config_data = to_dict(cfg)
+        response = RobotResponse.from_config(config_data)
+        path_following = TrainedPathFollowing.from_config(config_data)
+        guard = cfg.env.guard_rule()  # None: trained without the guard (older stored configs too)
+    except (ResponseError, PathFollowingError, ValueError) as err:
+        raise ExportError(f"config: {err}") from None
+    weights = actor_weights(actor, cfg.model.activation)
+    ckpt_sha = _sha256(ckpt_path)
+    check_export_target(out, ckpt_sha, force)
+    staged = _staging_dir(out)  # before the rollout: an unwritable place fails now, not minutes later
+    try:
+        if observations is None:
+            from navsim.env import resolve_device
+
+            dev = resolve_device(device or "auto")
+            observations = record_observations(actor, cfg, num_obs, num_envs=num_envs, device=dev)
+        if observations.shape[0] < num_obs or observations.shape[1] != spec.obs_dim:
+            raise ExportError(
+                f"need >= {num_obs} observations of width {spec.obs_dim}, got {tuple(observations.shape)}"
+            )
+
+        extra = {
+            "source": {
+                "checkpoint": ckpt_path.name,
+                "checkpoint_sha256": ckpt_sha,
+                "iteration": int(ckpt.get("iter", -1)),
+                "normalizer_count": int(getattr(actor.obs_normalizer, "count", torch.tensor(0))),
+                "model": {"hidden_dims": list(cfg.model.actor_hidden_dims), "activation": cfg.model.activation},
+                "nav_config": to_dict(cfg),
+            },
+        }
+        eps = float(weights.eps)
+        contract = make_contract(
+            spec,
+            cfg.action_scaling(),
+            cfg.env.control_period,
+            cfg.env.goal_tolerance,
+            eps,
+            extra,
+            robot_radius=cfg.env.robot.radius,
+            trained_fov=math.radians(cfg.env.lidar.fov_deg),
+            sim_lidar={
+                "rule": "each beam: the minimum over its sector (the robot's rule)",
+                "rays_per_beam": cfg.env.lidar.rays_per_beam,
+                "fov_fill": cfg.env.lidar.fov_fill,
+                "noise_std": cfg.env.lidar.noise_std,
+            },
+            response=response,
+            path_following=path_following,
+            guard=guard,
+        )
+        path = write_bundle(staged, weights, contract)
+        report = check_onnx(path, actor, observations, tol)
+        (staged / CHECK_FILE).write_text(json.dumps({**report, "onnx_sha256": _sha256(path)}, indent=2) + "\n")
+        check_export_target(out, ckpt_sha, force)  # unchanged since the start (nobody wrote there meanwhile)
+        try:
+            _swap_into_place(staged, out)
+        except OSError as err:
+            raise ExportTargetError(f"cannot move the checked bundle to --out {out}: {err.strerror or err}") from None
     finally:
-        signal.signal(signal.SIGTERM, previous)
-    check = json.loads((path.parent / CHECK_FILE).read_text())
-    contract = json.loads((path.parent / "contract.json").read_text())
-    print(f"wrote {path} and {path.parent / 'contract.json'}")
-    print(
-        f"fingerprint {contract['fingerprint']}, obs dim {contract['observation']['dim']}, "
-        f"self-check: max |delta| {check['max_abs_diff']:.3e}, scaled by max(1, |action|) "
-        f"{check.get('max_scaled_diff', check['max_abs_diff']):.3e} on {check['num_obs']} observations "
-        f"(tol {check['tol']:.0e})"
-    )
-    print(f"robot_response: {RobotResponse.from_dict(contract['robot_response']).describe()}")
-    print(f"path_following: {TrainedPathFollowing.from_dict(contract['path_following']).describe()}")
-    guard = contract.get(GUARD_SECTION)
-    print(f"guard: {GuardRule.from_dict(guard) if guard is not None else 'none (trained without the guard)'}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        shutil.rmtree(staged, ignore_errors=True)
+    return out / ONNX_FILE

@@ -100,7 +100,7 @@ def run_benchmark(sizes: list[int], device: str, steps: int, out: Path) -> dict[
 
 
 def run_training(args: argparse.Namespace, out: Path) -> tuple[dict[str, Any], list[tuple[int, Path, float]]]:
-    from navtrain.train import main as train_main
+    from navtrain.train_cli import main as train_main
 
     log_root = out / "runs"
     argv = [

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from navtrain.cli import EXIT_USAGE, CliError, OneLineParser, at_least, check_can_create, report
-from navtrain.evaluate import add_policy_source
+from navtrain.evaluate_cli import add_policy_source
 
 if TYPE_CHECKING:
     from navsim.config import EnvCfg
@@ -483,7 +483,7 @@ def check_inputs(args: argparse.Namespace) -> None:
 
         if not torch.cuda.is_available():
             raise CliError("--device cuda requested but torch sees no CUDA device")
-    from navtrain.evaluate import prepare, scan_map_cfg
+    from navtrain.evaluate_cli import prepare, scan_map_cfg
 
     inputs = {"checkpoint": args.checkpoint, "bundle": args.bundle, "overrides": args.overrides}
     no_outputs = dict.fromkeys(("suite", "json", "plot", "baseline", "label", "rows", "out"))
@@ -533,7 +533,7 @@ def play(args: argparse.Namespace) -> int:
         evaluator = checkpoint_evaluator(args.checkpoint, args.overrides, args.device)
         name = Path(args.checkpoint).name
     else:
-        from navtrain.evaluate import scan_map_cfg
+        from navtrain.evaluate_cli import scan_map_cfg
 
         evaluator = bundle_evaluator(
             args.bundle, args.controller, args.overrides, args.dwa_params, scan_map_cfg(args), args.map_beams

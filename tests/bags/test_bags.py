@@ -37,7 +37,7 @@ from navbags.record import FaultPlan, _sha256, record_episodes
 from navbags.reference import NodeParams, compute_reference, load_runtime
 from navbags.replay import ambiguities, replay_bag
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BAGS = REPO / "tests" / "fixtures" / "bags"
 BUNDLE = REPO / "tests" / "fixtures" / "bundle"
 FIXTURES = ["nominal_seed0", "nominal_seed3", "faults_seed42"]

@@ -28,7 +28,7 @@ from navbags.reference import NodeParams, ReferenceNode, compute_reference, load
 from navbags.replay import replay_bag
 from navdeploy.controller import PolicyController
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BAG = REPO / "tests" / "fixtures" / "bags" / "faults_seed42"
 BUNDLE = REPO / "tests" / "fixtures" / "bundle"
 RECORDED = NodeParams(scan_map=False)  # the fixture was recorded before the node had a scan map

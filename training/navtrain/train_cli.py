@@ -242,7 +242,7 @@ def finish(args, cfg, device: str, log_dir: Path, name: str, checkpoint: Path) -
         outputs["evaluation"] = str(log_dir / "eval.json")
         outputs["evaluation plot"] = str(log_dir / "eval.png")
     if not args.no_export:
-        from navtrain.export_onnx import ExportError, export_bundle
+        from navtrain.export import ExportError, export_bundle
 
         try:
             bundle = export_bundle(checkpoint, log_dir / "bundle")

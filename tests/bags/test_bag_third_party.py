@@ -32,7 +32,7 @@ from navbags.replay import replay_bag
 from navbags.rosproc import console_script
 from navbags.timeline import THIRD_PARTY, InputMap, load_timeline
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BUNDLE = REPO / "tests" / "fixtures" / "bundle"
 T0 = 1_700_000_000.0  # stamps of a robot's wall clock [s]
 SECONDS = 3.0
