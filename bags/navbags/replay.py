@@ -242,81 +242,158 @@ def replay_timeline(
     node_command: Sequence[str] | None = None,
 ) -> ReplayReport:
     """Publish ``tl.messages`` into a fresh ``policy_node`` running ``bundle`` (``runtime`` loaded from it)
-    and compare every command; see the module docstring."""
+    and compare every command; see the module docstring.
+
+    Steps: the offline reference, the live run, the node's control ticks (watchdog zeros set aside),
+    the per-tick comparison, the fate of every message. Problems are listed in that order."""
+    bundle = Path(bundle).resolve()
+    ref = compute_reference(tl.messages, runtime, tl.params)
+    problems = _newest_input_problems(tl, runtime, ref)
+    recorded_cmds, recorded_states = _recorded_outputs(tl)
+    log_dir = Path(log_dir or tempfile.mkdtemp(prefix="navbags_replay_"))
+    log_dir.mkdir(parents=True, exist_ok=True)
+    live = _run_live(tl, ref, bundle, rate, timeout, log_dir, node_command)
+    problems += live.problems
+    node_cmds, node_states, watchdog = _control_ticks(live.heard, problems)
+    offline = np.array([t.cmd for t in ref.ticks], dtype=np.float64).reshape(-1, 3)
+    offline_states = [t.state for t in ref.ticks]
+    _check_ticks(node_cmds, offline_states, recorded_cmds, ref, problems)
+    fate, counts, synthesized = _account(tl, ref, live.sent, problems)
+    if watchdog:
+        synthesized["/cmd_vel (clock watchdog)"] = {"zero": watchdog, "not compared": watchdog}
+    return ReplayReport(
+        bag=str(tl.bag),
+        ticks=len(ref.ticks),
+        node_cmds=node_cmds,
+        recorded_cmds=recorded_cmds,
+        offline_cmds=offline,
+        node_states=node_states,
+        recorded_states=recorded_states,
+        offline_states=offline_states,
+        fates=fate,
+        counts=counts,
+        ambiguous=ambiguities(tl.messages, ref),
+        problems=problems,
+        wall_s=live.wall_s,
+        kind=tl.kind,
+        description=tl.description,
+        synthesized=synthesized,
+    )
+
+
+def _newest_input_problems(tl: Timeline, runtime, ref: Reference) -> list[str]:
+    """Publishing only the newest message per input topic and tick must lose nothing: the offline
+    reference on every message of the bag (``tl.full_messages``) gives the same ticks, states and
+    commands as on the messages published. Returns the first difference found (none: [])."""
+    if tl.full_messages is None:
+        return []
+    problems = []
+    full = compute_reference(tl.full_messages, runtime, tl.params)
+    for a, b in zip(ref.ticks, full.ticks, strict=False):
+        if a.state != b.state or not np.array_equal(a.cmd, b.cmd):
+            problems.append(
+                f"tick {a.k}: the offline result on every message ({b.state} {b.cmd.tolist()}) differs from the "
+                f"one on the newest message per tick ({a.state} {a.cmd.tolist()}): the controller keeps more "
+                "than the newest input"
+            )
+            break
+    if len(full.ticks) != len(ref.ticks):
+        problems.append(f"{len(full.ticks)} ticks on every message, {len(ref.ticks)} on the newest")
+    return problems
+
+
+def _recorded_outputs(tl: Timeline) -> tuple[np.ndarray | None, list[str] | None]:
+    """The bag's own commands ``(n, 3)`` and states, when it holds this node's outputs; else (None, None)."""
+    if not tl.compare_recorded:
+        return None, None
+    cmds = np.array([_twist(decode(m)) for m in tl.messages if m.topic == CMD]).reshape(-1, 3)
+    states = [json.loads(decode(m).data)["state"] for m in tl.messages if m.topic == STATUS]
+    return cmds, states
+
+
+@dataclass
+class _Heard:
+    """What the live node published, in arrival order: one command, then one status, per tick."""
+
+    cmds: list[list[float]] = field(default_factory=list)
+    states: list[str] = field(default_factory=list)
+    stalled: int = 0  # statuses of the node's wall-time /clock watchdog so far (not control ticks)
+
+    def on_cmd(self, m) -> None:
+        self.cmds.append(_twist(m))
+
+    def on_status(self, m) -> None:
+        state = json.loads(m.data)["state"]
+        self.states.append(state)
+        self.stalled += state == CLOCK_STALLED
+
+    def ticks(self) -> int:
+        """Control ticks heard (statuses that are not the watchdog's)."""
+        return len(self.states) - self.stalled
+
+
+@dataclass
+class _LiveRun:
+    heard: _Heard
+    sent: set[int]  # indices in ``tl.messages`` published
+    problems: list[str]
+    wall_s: float
+
+
+def _qos_of(topic: str):
+    """The rclpy QoS of a bag topic: the profile its recorded publisher offered."""
+    from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+    q = TOPICS[topic].qos
+    return QoSProfile(
+        history=HistoryPolicy.KEEP_LAST,
+        depth=q.depth,
+        reliability=ReliabilityPolicy.RELIABLE if q.reliability.name == "RELIABLE" else ReliabilityPolicy.BEST_EFFORT,
+        durability=DurabilityPolicy.TRANSIENT_LOCAL
+        if q.durability.name == "TRANSIENT_LOCAL"
+        else DurabilityPolicy.VOLATILE,
+    )
+
+
+def _endpoints(node, heard: _Heard) -> tuple[dict, list]:
+    """Publishers of the node's inputs (recorded QoS) and subscriptions to its command and status."""
     from geometry_msgs.msg import PoseStamped, Twist
     from nav_msgs.msg import Odometry
-    from rclpy.duration import Duration
-    from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
     from rosgraph_msgs.msg import Clock
     from sensor_msgs.msg import LaserScan
     from std_msgs.msg import String
 
-    params = tl.params
-    bundle = Path(bundle).resolve()
-    messages = tl.messages
-    ref = compute_reference(messages, runtime, params)
-    problems: list[str] = []
-    if tl.full_messages is not None:  # publishing only the newest message per topic and tick loses nothing?
-        full = compute_reference(tl.full_messages, runtime, params)
-        for a, b in zip(ref.ticks, full.ticks, strict=False):
-            if a.state != b.state or not np.array_equal(a.cmd, b.cmd):
-                problems.append(
-                    f"tick {a.k}: the offline result on every message ({b.state} {b.cmd.tolist()}) differs from the "
-                    f"one on the newest message per tick ({a.state} {a.cmd.tolist()}): the controller keeps more "
-                    "than the newest input"
-                )
-                break
-        if len(full.ticks) != len(ref.ticks):
-            problems.append(f"{len(full.ticks)} ticks on every message, {len(ref.ticks)} on the newest")
-    recorded_cmds = recorded_states = None
-    if tl.compare_recorded:
-        recorded_cmds = np.array([_twist(decode(m)) for m in messages if m.topic == CMD]).reshape(-1, 3)
-        recorded_states = [json.loads(decode(m).data)["state"] for m in messages if m.topic == STATUS]
-    tick_of_clock = {t.clock_index: t.k for t in ref.ticks}
-    log_dir = Path(log_dir or tempfile.mkdtemp(prefix="navbags_replay_"))
-    log_dir.mkdir(parents=True, exist_ok=True)
+    types = {CLOCK: Clock, "/scan": LaserScan, "/odom": Odometry, "/goal_pose": PoseStamped}
+    pubs = {t: node.create_publisher(types[t], t, _qos_of(t)) for t in INPUT_TOPICS}
+    out_qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
+    subs = [
+        node.create_subscription(Twist, CMD, heard.on_cmd, out_qos),
+        node.create_subscription(String, STATUS, heard.on_status, out_qos),
+    ]
+    return pubs, subs
 
-    def qos_of(topic: str) -> QoSProfile:
-        q = TOPICS[topic].qos
-        return QoSProfile(
-            history=HistoryPolicy.KEEP_LAST,
-            depth=q.depth,
-            reliability=ReliabilityPolicy.RELIABLE
-            if q.reliability.name == "RELIABLE"
-            else ReliabilityPolicy.BEST_EFFORT,
-            durability=DurabilityPolicy.TRANSIENT_LOCAL
-            if q.durability.name == "TRANSIENT_LOCAL"
-            else DurabilityPolicy.VOLATILE,
-        )
 
-    node_cmds: list[list[float]] = []
-    node_states: list[str] = []
-    stalled = [0]  # statuses of the node's wall-time /clock watchdog so far (not control ticks)
-
-    def on_status(m) -> None:
-        state = json.loads(m.data)["state"]
-        node_states.append(state)
-        stalled[0] += state == CLOCK_STALLED
-
-    def ticks_heard() -> int:
-        return len(node_states) - stalled[0]
-
-    sent: set[int] = set()  # indices in ``messages`` published
-    n_cmds = n_states = 0
+def _run_live(
+    tl: Timeline,
+    ref: Reference,
+    bundle: Path,
+    rate: float,
+    timeout: float,
+    log_dir: Path,
+    node_command: Sequence[str] | None,
+) -> _LiveRun:
+    """Start ``policy_node`` on a private domain, publish the timeline's inputs in order, collect what it
+    publishes, stop it. A node that exits with an error is a problem (its log's tail quoted)."""
+    heard, problems = _Heard(), []
+    sent: set[int] = set()
     lease = DomainLease()
     ros = RosSide(lease.domain_id, "navbags_replay")
     proc = None
     t_start = time.monotonic()
     try:
-        n = ros.node
-        types = {CLOCK: Clock, "/scan": LaserScan, "/odom": Odometry, "/goal_pose": PoseStamped}
-        pubs = {t: n.create_publisher(types[t], t, qos_of(t)) for t in INPUT_TOPICS}
-        out_qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
-        subs = [
-            n.create_subscription(Twist, CMD, lambda m: node_cmds.append(_twist(m)), out_qos),
-            n.create_subscription(String, STATUS, on_status, out_qos),
-        ]
-        node_params = {"bundle_path": str(bundle), "use_sim_time": True, **params.ros_params()}
+        pubs, subs = _endpoints(ros.node, heard)
+        node_params = {"bundle_path": str(bundle), "use_sim_time": True, **tl.params.ros_params()}
         cmd = list(node_command) if node_command else [console_script("policy_node")]
         proc = NodeProc([*cmd, *ros_args(node_params)], lease.domain_id, log_dir / "policy_node.log")
         ros.watch = [proc]
@@ -328,31 +405,8 @@ def replay_timeline(
             timeout,
             "the policy node to connect",
         )
-        t0_log = next((m.log_time for m in messages), 0)
-        t0_wall = time.monotonic()
-        for i, m in enumerate(messages):
-            if m.role != INPUT:
-                continue
-            if rate > 0:
-                due = t0_wall + (m.log_time - t0_log) * 1e-9 / rate
-                ros.spin_until(lambda due=due: time.monotonic() >= due, timeout + (due - time.monotonic()), "pacing")
-            pubs[m.topic].publish(m.raw)
-            sent.add(i)
-            if TOPICS[m.topic].qos.reliability.name == "RELIABLE" and m.topic != CLOCK:
-                if not pubs[m.topic].wait_for_all_acked(Duration(seconds=timeout)):
-                    problems.append(f"{m.topic} #{m.index} not acknowledged by the node")
-            k = tick_of_clock.get(m.index)
-            if k is not None:
-                ros.spin_until(
-                    lambda k=k: ticks_heard() > k and len(node_cmds) >= len(node_states),
-                    timeout,
-                    f"the node's command of tick {k}",
-                )
-                if ticks_heard() != k + 1:
-                    problems.append(f"tick {k}: {ticks_heard()} ticks' commands received so far, expected {k + 1}")
-        ros.spin_until(lambda: len(node_states) >= len(node_cmds), timeout, "the last status")
-        n_cmds = len(node_cmds)
-        n_states = len(node_states)
+        sent = _publish_in_order(ros, pubs, tl.messages, ref, heard, rate, timeout, problems)
+        ros.spin_until(lambda: len(heard.states) >= len(heard.cmds), timeout, "the last status")
     finally:
         if proc is not None:
             rc = proc.stop()
@@ -360,57 +414,102 @@ def replay_timeline(
                 problems.append(f"policy_node exited with {rc}:\n{proc.output()[-2000:]}")
         ros.close()
         lease.release()
-    wall = time.monotonic() - t_start
+    return _LiveRun(heard, sent, problems, time.monotonic() - t_start)
 
-    # The node pairs each command with one status (command first). Under use_sim_time its wall-time
-    # watchdog publishes a zero with state clock_stalled while /clock does not advance (a slow replay,
-    # --rate well under 1): those are no control ticks; they are counted, checked zero, not compared.
+
+def _publish_in_order(
+    ros: RosSide,
+    pubs: dict,
+    messages: list[BagMessage],
+    ref: Reference,
+    heard: _Heard,
+    rate: float,
+    timeout: float,
+    problems: list[str],
+) -> set[int]:
+    """Publish every input of ``messages`` in order (paced by log time / ``rate`` when ``rate > 0``) and
+    return the indices published. A reliable input (not the clock) must be acknowledged before the next;
+    after a clock that fires tick k, nothing more is published until the node's command of tick k is in."""
+    from rclpy.duration import Duration
+
+    tick_of_clock = {t.clock_index: t.k for t in ref.ticks}
+    sent: set[int] = set()
+    t0_log = next((m.log_time for m in messages), 0)
+    t0_wall = time.monotonic()
+    for i, m in enumerate(messages):
+        if m.role != INPUT:
+            continue
+        if rate > 0:
+            due = t0_wall + (m.log_time - t0_log) * 1e-9 / rate
+            ros.spin_until(lambda due=due: time.monotonic() >= due, timeout + (due - time.monotonic()), "pacing")
+        pubs[m.topic].publish(m.raw)
+        sent.add(i)
+        if TOPICS[m.topic].qos.reliability.name == "RELIABLE" and m.topic != CLOCK:
+            if not pubs[m.topic].wait_for_all_acked(Duration(seconds=timeout)):
+                problems.append(f"{m.topic} #{m.index} not acknowledged by the node")
+        k = tick_of_clock.get(m.index)
+        if k is not None:
+            ros.spin_until(
+                lambda k=k: heard.ticks() > k and len(heard.cmds) >= len(heard.states),
+                timeout,
+                f"the node's command of tick {k}",
+            )
+            if heard.ticks() != k + 1:
+                problems.append(f"tick {k}: {heard.ticks()} ticks' commands received so far, expected {k + 1}")
+    return sent
+
+
+def _control_ticks(heard: _Heard, problems: list[str]) -> tuple[np.ndarray, list[str], int]:
+    """The node's control ticks: its commands ``(n, 3)`` and states without the watchdog's, and how many
+    watchdog statuses there were.
+
+    The node pairs each command with one status (command first). Under use_sim_time its wall-time
+    watchdog publishes a zero with state clock_stalled while /clock does not advance (a slow replay,
+    --rate well under 1): those are no control ticks; they are counted, checked zero, not compared."""
+    n_cmds, n_states = len(heard.cmds), len(heard.states)
     if n_cmds != n_states:
         problems.append(f"the node published {n_cmds} commands and {n_states} statuses")
-    watchdog = [k for k, s in enumerate(node_states[:n_states]) if s == CLOCK_STALLED]
+    watchdog = [k for k, s in enumerate(heard.states) if s == CLOCK_STALLED]
     for k in watchdog:
-        if k < n_cmds and any(v != 0.0 for v in node_cmds[k]):
-            problems.append(f"a clock_stalled command {node_cmds[k]} is not exactly zero")
-    keep = [k for k in range(min(n_cmds, n_states)) if node_states[k] != CLOCK_STALLED]
-    node_cmds = [node_cmds[k] for k in keep]
-    node_states = [node_states[k] for k in keep]
-    n_cmds = n_states = len(keep)
+        if k < n_cmds and any(v != 0.0 for v in heard.cmds[k]):
+            problems.append(f"a clock_stalled command {heard.cmds[k]} is not exactly zero")
+    keep = [k for k in range(min(n_cmds, n_states)) if heard.states[k] != CLOCK_STALLED]
+    cmds = np.array([heard.cmds[k] for k in keep], dtype=np.float64).reshape(-1, 3)
+    return cmds, [heard.states[k] for k in keep], len(watchdog)
 
+
+def _check_ticks(
+    node_cmds: np.ndarray,
+    offline_states: list[str],
+    recorded_cmds: np.ndarray | None,
+    ref: Reference,
+    problems: list[str],
+) -> None:
+    """The counts agree (node, reference and bag: one command per tick, at least one tick), and every
+    tick whose offline state is not ``driving`` got an exact zero from the node."""
     nt = len(ref.ticks)
     if nt == 0:
         problems.append(
             "no control tick was compared: no /clock message of the bag reaches the node's first timer deadline "
             f"({ref.period_ns * 1e-9:g} s)"
         )
-    if n_cmds != nt:
-        problems.append(f"the node published {n_cmds} commands for {nt} ticks")
+    if len(node_cmds) != nt:
+        problems.append(f"the node published {len(node_cmds)} commands for {nt} ticks")
     if recorded_cmds is not None and recorded_cmds.shape[0] != nt:
         problems.append(f"the bag records {recorded_cmds.shape[0]} commands for {nt} ticks")
-    node_arr = np.array(node_cmds[:n_cmds], dtype=np.float64).reshape(-1, 3)
-    offline = np.array([t.cmd for t in ref.ticks], dtype=np.float64).reshape(-1, 3)
-    offline_states = [t.state for t in ref.ticks]
     for k, s in enumerate(offline_states):
-        if s != "driving" and k < len(node_arr) and np.any(node_arr[k] != 0.0):
-            problems.append(f"tick {k}: state {s} but the node's command {node_arr[k].tolist()} is not exactly zero")
+        if s != "driving" and k < len(node_cmds) and np.any(node_cmds[k] != 0.0):
+            problems.append(f"tick {k}: state {s} but the node's command {node_cmds[k].tolist()} is not exactly zero")
 
-    # Every message of the bag gets a fate: those published from the replay's own accounting, the
-    # rest (third-party bags: superseded before publishing, topics that are no input) from the timeline.
-    timeline_fates = fates(messages, ref)
-    fate: dict[int, str] = dict(tl.skipped)
-    synthesized: dict[str, dict[str, int]] = {}
-    published_from: dict[str, int] = {}
-    for i, (m, origin) in enumerate(zip(messages, tl.origin, strict=True)):
-        kind = timeline_fates[m.index]
-        if origin is None:
-            c = synthesized.setdefault(m.topic, {"made": 0, "published": 0})
-            c["made"] += 1
-            c["published"] += i in sent
-            c[kind.split(":")[0]] = c.get(kind.split(":")[0], 0) + 1
-            continue
-        fate[origin] = kind
-        if i in sent:
-            topic = tl.bag_messages[origin].topic
-            published_from[topic] = published_from.get(topic, 0) + 1
+
+def _account(
+    tl: Timeline, ref: Reference, sent: set[int], problems: list[str]
+) -> tuple[dict[int, str], dict[str, dict[str, int]], dict[str, dict[str, int]]]:
+    """Every message of the bag gets a fate: those published from the replay's own accounting, the rest
+    (third-party bags: superseded before publishing, topics that are no input) from the timeline.
+    Returns the fates by bag index, the counts per bag topic and per topic the replay made; every input
+    to publish must have been published."""
+    fate, synthesized, published_from = _fates_of_published(tl, ref, sent)
     counts: dict[str, dict[str, int]] = {}
     for m in tl.bag_messages:
         c = counts.setdefault(m.topic, {"in_bag": 0})
@@ -419,7 +518,7 @@ def replay_timeline(
             kind = fate[m.index].split(":")[0]
             c[kind] = c.get(kind, 0) + 1
     to_publish: dict[str, int] = {}
-    for m, origin in zip(messages, tl.origin, strict=True):
+    for m, origin in zip(tl.messages, tl.origin, strict=True):
         if origin is not None and m.role == INPUT:
             topic = tl.bag_messages[origin].topic
             to_publish[topic] = to_publish.get(topic, 0) + 1
@@ -435,26 +534,32 @@ def replay_timeline(
             if m.topic not in TOPICS:
                 problems.append(f"unknown topic {m.topic} in the bag")
                 break
-    if watchdog:
-        synthesized["/cmd_vel (clock watchdog)"] = {"zero": len(watchdog), "not compared": len(watchdog)}
-    return ReplayReport(
-        bag=str(tl.bag),
-        ticks=nt,
-        node_cmds=node_arr,
-        recorded_cmds=recorded_cmds,
-        offline_cmds=offline,
-        node_states=node_states[:n_states],
-        recorded_states=recorded_states,
-        offline_states=offline_states,
-        fates=fate,
-        counts=counts,
-        ambiguous=ambiguities(messages, ref),
-        problems=problems,
-        wall_s=wall,
-        kind=tl.kind,
-        description=tl.description,
-        synthesized=synthesized,
-    )
+    return fate, counts, synthesized
+
+
+def _fates_of_published(
+    tl: Timeline, ref: Reference, sent: set[int]
+) -> tuple[dict[int, str], dict[str, dict[str, int]], dict[str, int]]:
+    """The timeline's fates carried back to the bag's messages (on top of those the timeline skipped),
+    the counts of the messages the replay made itself (``origin`` None: made, published, by fate), and
+    how many messages of each bag topic were published."""
+    timeline_fates = fates(tl.messages, ref)
+    fate: dict[int, str] = dict(tl.skipped)
+    synthesized: dict[str, dict[str, int]] = {}
+    published_from: dict[str, int] = {}
+    for i, (m, origin) in enumerate(zip(tl.messages, tl.origin, strict=True)):
+        kind = timeline_fates[m.index]
+        if origin is None:
+            c = synthesized.setdefault(m.topic, {"made": 0, "published": 0})
+            c["made"] += 1
+            c["published"] += i in sent
+            c[kind.split(":")[0]] = c.get(kind.split(":")[0], 0) + 1
+            continue
+        fate[origin] = kind
+        if i in sent:
+            topic = tl.bag_messages[origin].topic
+            published_from[topic] = published_from.get(topic, 0) + 1
+    return fate, synthesized, published_from
 
 
 __all__ = ["ANNOTATION", "ReplayReport", "ambiguities", "fates", "replay_bag", "replay_timeline"]
