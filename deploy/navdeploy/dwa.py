@@ -147,22 +147,11 @@ class DwaParams:
 
 
 def contract_radius(contract: Contract) -> float | None:
-    """The robot radius the contract carries, or None.
-
-    Looked up as ``contract.robot_radius`` (the contract's ``robot.radius``), then in the training
-    config that exports record (``source.nav_config.env.robot.radius``).
-    """
-    raw = contract.raw if isinstance(contract.raw, dict) else {}
-    robot = raw.get("robot") if isinstance(raw.get("robot"), dict) else {}
-    nav = (raw.get("source") or {}).get("nav_config") or {}
-    candidates = [
-        getattr(contract, "robot_radius", None),
-        robot.get("radius"),
-        ((nav.get("env") or {}).get("robot") or {}).get("radius"),
-    ]
-    for c in candidates:
-        if isinstance(c, (int, float)) and not isinstance(c, bool) and math.isfinite(c) and c > 0:
-            return float(c)
+    """The robot radius the contract states (``robot.radius``), or None when it states none (the
+    planner then keeps :attr:`DwaParams.robot_radius`)."""
+    c = getattr(contract, "robot_radius", None)
+    if isinstance(c, int | float) and not isinstance(c, bool) and math.isfinite(c) and c > 0:
+        return float(c)
     return None
 
 
