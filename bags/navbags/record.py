@@ -117,6 +117,13 @@ class _Relay:
         self.fault_pub = n.create_publisher(String, FAULT, 10)
         self.types = {"scan": LaserScan, "odom": Odometry, "goal": PoseStamped, "clock": Clock, "str": String}
 
+    def connected(self) -> bool:
+        """Every publisher of the relay has its subscriber and every subscription its publisher, the
+        episode outcomes' excepted (transient local: none is lost to a late match)."""
+        outs = all(p.get_subscription_count() > 0 for p in self.pubs.values())
+        ins = all(s.get_publisher_count() > 0 for s in self.subs[1:])
+        return outs and ins
+
 
 def record_episodes(
     out: str | Path,
@@ -131,7 +138,7 @@ def record_episodes(
     timeout: float = 60.0,
 ) -> RecordResult:
     """Run ``episodes`` simulator episodes (rooms ``seed``, ``seed + 1``, ...) and write the bag ``out``."""
-    from rclpy.serialization import deserialize_message, serialize_message
+    from navcontract.bundle import read_contract
 
     out, bundle = Path(out), Path(bundle).resolve()
     if out.exists():  # the bag is written at the end: refuse now, not after the whole run
@@ -140,180 +147,17 @@ def record_episodes(
     params = params or NodeParams()
     log_dir = Path(log_dir or tempfile.mkdtemp(prefix="navbags_record_"))
     log_dir.mkdir(parents=True, exist_ok=True)
-    rows: list[tuple[str, int, bytes]] = []
-    last_t = [0]
-
-    def put(topic: str, raw: bytes) -> None:
-        t = max(time.time_ns(), last_t[0] + 1)  # wall clock, strictly increasing
-        last_t[0] = t
-        rows.append((topic, t, bytes(raw)))
-
-    from navcontract.bundle import read_contract
-
     contract = read_contract(bundle)
-    period = float(contract.control_period)
+    sim_params = _sim_params(seed, episodes, episode_length_s, noise_std, timeout)
     lease = DomainLease()
     ros = RosSide(lease.domain_id, "navbags_recorder")
     procs: list[NodeProc] = []
-    fault_log: list[dict] = []
-    outcomes: list[dict] = []
     try:
         relay = _Relay(ros)
-        T = relay.types
-        sim_params = {
-            "seed": seed,
-            "num_episodes": episodes,
-            "exit_when_done": True,
-            "lockstep": True,
-            "lockstep_timeout": timeout,
-            "wait_for_policy_timeout": timeout,
-            "noise_std": noise_std,
-            "episode_length_s": episode_length_s,
-            "publish_goal": True,
-            "scan_topic": RAW + SCAN,
-            "odom_topic": RAW + ODOM,
-            "goal_topic": RAW + GOAL,
-            "cmd_vel_topic": CMD,
-            "episode_topic": EPISODE,
-        }
-        node_params = {"bundle_path": str(bundle), "use_sim_time": True, **params.ros_params()}
-        policy = NodeProc(
-            [console_script("policy_node"), *ros_args(node_params)], lease.domain_id, log_dir / "policy_node.log"
-        )
-        procs.append(policy)
-        ros.watch = [policy]
-        sim = NodeProc(
-            [console_script("sim_node"), *ros_args(sim_params, {CLOCK: RAW + CLOCK})],
-            lease.domain_id,
-            log_dir / "sim_node.log",
-        )
-        procs.append(sim)
-        ros.watch = [policy, sim]
-
-        def connected() -> bool:
-            outs = all(p.get_subscription_count() > 0 for p in relay.pubs.values())
-            ins = all(s.get_publisher_count() > 0 for s in relay.subs[1:])
-            return outs and ins
-
-        ros.spin_until(connected, timeout, "the simulator and the policy node to connect")
-
-        held: list[tuple[int, bytes]] = []  # (release tick, odometry) held back
-        goal = None  # (x, y) the node was last sent
-        ep, ep_tick, k = 0, -1, 0
-        seen_goals = 0
-        while True:
-            ros.watch = [policy]
-            ros.spin_until(
-                lambda: relay.clocks or len(relay.episodes) >= episodes or not sim.alive(), timeout, "the next sim tick"
-            )
-            if not relay.clocks:
-                break
-            ros.watch = [policy, sim]
-            clock_raw = relay.clocks.pop(0)
-            c = deserialize_message(clock_raw, T["clock"]).clock
-            t_ns = c.sec * 1_000_000_000 + c.nanosec
-
-            def stamped(buf: list[bytes], typ, t_ns: int = t_ns) -> bool:
-                return any(_stamp_ns(deserialize_message(b, typ)) == t_ns for b in buf)
-
-            ros.spin_until(
-                lambda: stamped(relay.scans, T["scan"]) and stamped(relay.odoms, T["odom"]), timeout, "scan + odom"
-            )
-            scan_raw = _take(relay.scans, T["scan"], t_ns, deserialize_message)
-            odom_raw = _take(relay.odoms, T["odom"], t_ns, deserialize_message)
-            while relay.episodes[len(outcomes) :]:
-                raw = relay.episodes[len(outcomes)]
-                outcomes.append(json.loads(deserialize_message(raw, T["str"]).data))
-                put(EPISODE, raw)
-            ep = len(outcomes)
-            for raw in relay.goals[seen_goals:]:  # a new episode: its goal first
-                seen_goals += 1
-                g = deserialize_message(raw, T["goal"])
-                goal = (g.pose.position.x, g.pose.position.y)
-                relay.pubs[GOAL].publish(raw)
-                put(GOAL, raw)
-                ep_tick = -1
-                held.clear()
-            ep_tick += 1
-            faulty = ep == faults.episode
-
-            where = {"tick": k, "episode": ep, "episode_tick": ep_tick, "t": t_ns * 1e-9}
-
-            def note(kind: str, where: dict = where, **extra) -> None:
-                info = {**where, "fault": kind, **extra}
-                fault_log.append(info)
-                raw = serialize_message(T["str"](data=json.dumps(info)))
-                relay.fault_pub.publish(raw)
-                put(FAULT, raw)
-
-            if faulty and ep_tick in faults.goal_shift and goal is not None:
-                dx, dy = faults.goal_shift[ep_tick]
-                g = T["goal"]()
-                g.header.frame_id = params.odom_frame
-                g.header.stamp.sec, g.header.stamp.nanosec = divmod(t_ns, 1_000_000_000)
-                goal = (goal[0] + dx, goal[1] + dy)
-                g.pose.position.x, g.pose.position.y = goal
-                g.pose.orientation.w = 1.0
-                raw = serialize_message(g)
-                note("goal_change", goal=list(goal))
-                relay.pubs[GOAL].publish(raw)
-                put(GOAL, raw)
-            # Odometry under latency: this tick's message is held back for d ticks; the node gets
-            # the newest held one that is due. A fresh message supersedes everything still held.
-            # At most one message per input topic per tick, so no tick can fall between two.
-            due = [h for h in held if h[0] <= ep_tick]
-            for h in due:
-                held.remove(h)
-            if faulty and ep_tick in faults.odom_delay:
-                d = int(faults.odom_delay[ep_tick])
-                note("odom_delayed", ticks=d, seconds=round(d * period, 6))
-                held.append((ep_tick + d, odom_raw))
-                if due:
-                    relay.pubs[ODOM].publish(due[-1][1])
-                    put(ODOM, due[-1][1])
-            else:
-                if due or held:
-                    note("odom_superseded", dropped=len(due) + len(held))
-                held.clear()
-                relay.pubs[ODOM].publish(odom_raw)
-                put(ODOM, odom_raw)
-            if faulty and ep_tick in faults.drop_scan:
-                note("scan_dropped")
-            else:
-                if faulty and (ep_tick in faults.nan_some or ep_tick in faults.nan_all):
-                    s = deserialize_message(scan_raw, T["scan"])
-                    r = list(s.ranges)
-                    step = 1 if ep_tick in faults.nan_all else 3
-                    for i in range(0, len(r), step):
-                        r[i] = math.nan
-                    s.ranges = r
-                    scan_raw = serialize_message(s)
-                    note("nan_beams", every=step, beams=len(range(0, len(r), step)))
-                relay.pubs[SCAN].publish(scan_raw)
-                put(SCAN, scan_raw)
-            n_cmd, n_status = len(relay.cmds), len(relay.status)
-            relay.pubs[CLOCK].publish(clock_raw)
-            put(CLOCK, clock_raw)
-            ros.spin_until(
-                lambda n_cmd=n_cmd, n_status=n_status: len(relay.cmds) > n_cmd and len(relay.status) > n_status,
-                timeout,
-                f"/cmd_vel of tick {k}",
-            )
-            if len(relay.cmds) != n_cmd + 1:
-                raise RuntimeError(
-                    f"tick {k}: the policy node published {len(relay.cmds) - n_cmd} commands, expected 1"
-                )
-            put(CMD, relay.cmds[-1])
-            put(STATUS, relay.status[n_status])
-            k += 1
-        while relay.episodes[len(outcomes) :]:
-            raw = relay.episodes[len(outcomes)]
-            outcomes.append(json.loads(deserialize_message(raw, T["str"]).data))
-            put(EPISODE, raw)
-        if len(outcomes) != episodes:
-            raise RuntimeError(
-                f"recorded {len(outcomes)} episode outcomes, expected {episodes}\n{sim.output()[-3000:]}"
-            )
+        policy, sim = _start_nodes(procs, ros, lease.domain_id, bundle, params, sim_params, log_dir)
+        ros.spin_until(relay.connected, timeout, "the simulator and the policy node to connect")
+        rec = _Recorder(ros, relay, faults, params, float(contract.control_period), timeout)
+        rec.run(policy, sim, episodes)
     finally:
         for p in procs:
             p.stop()
@@ -328,13 +172,269 @@ def record_episodes(
         "node_params": params.ros_params(),
         "bundle_fingerprint": str(getattr(contract, "fingerprint", "")),
         "bundle_onnx_sha256": _sha256(bundle / "policy.onnx"),
-        "ticks": k,
+        "ticks": rec.ticks,
     }
-    write_bag(out, rows, {"nav_policy_bags": json.dumps(info, sort_keys=True)})
+    write_bag(out, rec.rows, {"nav_policy_bags": json.dumps(info, sort_keys=True)})
     counts: dict[str, int] = {}
-    for topic, _, _ in rows:
+    for topic, _, _ in rec.rows:
         counts[topic] = counts.get(topic, 0) + 1
-    return RecordResult(out, k, outcomes, fault_log, counts)
+    return RecordResult(out, rec.ticks, rec.outcomes, rec.fault_log, counts)
+
+
+def _sim_params(seed: int, episodes: int, episode_length_s: float, noise_std: float, timeout: float) -> dict:
+    """The simulator node's parameters: lockstep on the node's /cmd_vel, its inputs on the raw topics
+    the relay listens to, its goal published, exit after ``episodes`` episodes."""
+    return {
+        "seed": seed,
+        "num_episodes": episodes,
+        "exit_when_done": True,
+        "lockstep": True,
+        "lockstep_timeout": timeout,
+        "wait_for_policy_timeout": timeout,
+        "noise_std": noise_std,
+        "episode_length_s": episode_length_s,
+        "publish_goal": True,
+        "scan_topic": RAW + SCAN,
+        "odom_topic": RAW + ODOM,
+        "goal_topic": RAW + GOAL,
+        "cmd_vel_topic": CMD,
+        "episode_topic": EPISODE,
+    }
+
+
+def _start_nodes(
+    procs: list[NodeProc],
+    ros: RosSide,
+    domain_id: int,
+    bundle: Path,
+    params: NodeParams,
+    sim_params: dict,
+    log_dir: Path,
+) -> tuple[NodeProc, NodeProc]:
+    """Start ``policy_node`` (use_sim_time) then ``sim_node`` (its clock on the raw topic), each put in
+    ``procs`` and watched by ``ros`` as soon as it runs."""
+    node_params = {"bundle_path": str(bundle), "use_sim_time": True, **params.ros_params()}
+    policy = NodeProc([console_script("policy_node"), *ros_args(node_params)], domain_id, log_dir / "policy_node.log")
+    procs.append(policy)
+    ros.watch = [policy]
+    sim = NodeProc(
+        [console_script("sim_node"), *ros_args(sim_params, {CLOCK: RAW + CLOCK})],
+        domain_id,
+        log_dir / "sim_node.log",
+    )
+    procs.append(sim)
+    ros.watch = [policy, sim]
+    return policy, sim
+
+
+@dataclass
+class _Tick:
+    """One simulator tick being relayed."""
+
+    k: int  # over the whole recording
+    episode: int
+    episode_tick: int  # 0 = the episode's first clock tick
+    t_ns: int
+    faulty: bool  # the tick's episode is the one the fault plan applies to
+
+    def where(self) -> dict:
+        return {"tick": self.k, "episode": self.episode, "episode_tick": self.episode_tick, "t": self.t_ns * 1e-9}
+
+
+class _Recorder:
+    """Relays each simulator tick to the policy node (faults applied) and keeps, as bag rows, exactly what
+    the node received in the order it received it, then what it answered; see the module docstring."""
+
+    def __init__(
+        self, ros: RosSide, relay: _Relay, faults: FaultPlan, params: NodeParams, period: float, timeout: float
+    ) -> None:
+        self.ros, self.relay, self.faults, self.params = ros, relay, faults, params
+        self.period, self.timeout = period, timeout
+        self.rows: list[tuple[str, int, bytes]] = []
+        self.fault_log: list[dict] = []
+        self.outcomes: list[dict] = []
+        self.ticks = 0
+        self._last_t = 0
+        self._held: list[tuple[int, bytes]] = []  # (release tick, odometry) held back
+        self._goal: tuple[float, float] | None = None  # (x, y) the node was last sent
+        self._episode_tick = -1
+        self._seen_goals = 0
+
+    def put(self, topic: str, raw: bytes) -> None:
+        """A bag row stamped with the wall clock, strictly increasing."""
+        t = max(time.time_ns(), self._last_t + 1)
+        self._last_t = t
+        self.rows.append((topic, t, bytes(raw)))
+
+    def run(self, policy: NodeProc, sim: NodeProc, episodes: int) -> None:
+        """Relay ticks until the simulator has no more (it reported ``episodes`` outcomes or exited); every
+        outcome must have arrived."""
+        relay = self.relay
+        while True:
+            self.ros.watch = [policy]  # the simulator exits when done
+            self.ros.spin_until(
+                lambda: relay.clocks or len(relay.episodes) >= episodes or not sim.alive(),
+                self.timeout,
+                "the next sim tick",
+            )
+            if not relay.clocks:
+                break
+            self.ros.watch = [policy, sim]
+            self._relay_tick(relay.clocks.pop(0))
+        self._collect_outcomes()
+        if len(self.outcomes) != episodes:
+            raise RuntimeError(
+                f"recorded {len(self.outcomes)} episode outcomes, expected {episodes}\n{sim.output()[-3000:]}"
+            )
+
+    def _relay_tick(self, clock_raw: bytes) -> None:
+        """One tick: its scan and odometry (stamped as the clock), episode outcomes and a new episode's
+        goal first, the faults of this tick, the inputs, the clock last, then the node's answer."""
+        from rclpy.serialization import deserialize_message
+
+        c = deserialize_message(clock_raw, self.relay.types["clock"]).clock
+        t_ns = c.sec * 1_000_000_000 + c.nanosec
+        scan_raw, odom_raw = self._take_inputs(t_ns)
+        self._collect_outcomes()
+        self._relay_new_goals()
+        self._episode_tick += 1
+        ep = len(self.outcomes)
+        tick = _Tick(self.ticks, ep, self._episode_tick, t_ns, ep == self.faults.episode)
+        if tick.faulty and tick.episode_tick in self.faults.goal_shift and self._goal is not None:
+            self._shift_goal(tick)
+        self._relay_odom(tick, odom_raw)
+        self._relay_scan(tick, scan_raw)
+        self._clock_and_answer(clock_raw)
+        self.ticks += 1
+
+    def _take_inputs(self, t_ns: int) -> tuple[bytes, bytes]:
+        """Wait for the simulator's scan and odometry stamped ``t_ns`` and take them."""
+        from rclpy.serialization import deserialize_message
+
+        relay, types = self.relay, self.relay.types
+
+        def stamped(buf: list[bytes], typ) -> bool:
+            return any(_stamp_ns(deserialize_message(b, typ)) == t_ns for b in buf)
+
+        self.ros.spin_until(
+            lambda: stamped(relay.scans, types["scan"]) and stamped(relay.odoms, types["odom"]),
+            self.timeout,
+            "scan + odom",
+        )
+        scan_raw = _take(relay.scans, types["scan"], t_ns, deserialize_message)
+        odom_raw = _take(relay.odoms, types["odom"], t_ns, deserialize_message)
+        return scan_raw, odom_raw
+
+    def _collect_outcomes(self) -> None:
+        """Episode outcomes the simulator published since the last call, into the bag."""
+        from rclpy.serialization import deserialize_message
+
+        while self.relay.episodes[len(self.outcomes) :]:
+            raw = self.relay.episodes[len(self.outcomes)]
+            self.outcomes.append(json.loads(deserialize_message(raw, self.relay.types["str"]).data))
+            self.put(EPISODE, raw)
+
+    def _relay_new_goals(self) -> None:
+        """A new episode's goal goes to the node first; it restarts the episode's tick count and drops any
+        odometry still held back."""
+        from rclpy.serialization import deserialize_message
+
+        for raw in self.relay.goals[self._seen_goals :]:
+            self._seen_goals += 1
+            g = deserialize_message(raw, self.relay.types["goal"])
+            self._goal = (g.pose.position.x, g.pose.position.y)
+            self.relay.pubs[GOAL].publish(raw)
+            self.put(GOAL, raw)
+            self._episode_tick = -1
+            self._held.clear()
+
+    def _note(self, tick: _Tick, kind: str, **extra) -> None:
+        """A fault injected at ``tick``: logged, published on the fault topic and written to the bag."""
+        from rclpy.serialization import serialize_message
+
+        info = {**tick.where(), "fault": kind, **extra}
+        self.fault_log.append(info)
+        raw = serialize_message(self.relay.types["str"](data=json.dumps(info)))
+        self.relay.fault_pub.publish(raw)
+        self.put(FAULT, raw)
+
+    def _shift_goal(self, tick: _Tick) -> None:
+        """Send the node a goal moved by the plan's offset for this tick (stamped with the tick's time)."""
+        from rclpy.serialization import serialize_message
+
+        dx, dy = self.faults.goal_shift[tick.episode_tick]
+        g = self.relay.types["goal"]()
+        g.header.frame_id = self.params.odom_frame
+        g.header.stamp.sec, g.header.stamp.nanosec = divmod(tick.t_ns, 1_000_000_000)
+        self._goal = (self._goal[0] + dx, self._goal[1] + dy)
+        g.pose.position.x, g.pose.position.y = self._goal
+        g.pose.orientation.w = 1.0
+        raw = serialize_message(g)
+        self._note(tick, "goal_change", goal=list(self._goal))
+        self.relay.pubs[GOAL].publish(raw)
+        self.put(GOAL, raw)
+
+    def _relay_odom(self, tick: _Tick, odom_raw: bytes) -> None:
+        """Odometry under latency: this tick's message is held back for d ticks; the node gets the newest
+        held one that is due. A fresh message supersedes everything still held. At most one message per
+        input topic per tick, so no tick can fall between two."""
+        et = tick.episode_tick
+        due = [h for h in self._held if h[0] <= et]
+        for h in due:
+            self._held.remove(h)
+        if tick.faulty and et in self.faults.odom_delay:
+            d = int(self.faults.odom_delay[et])
+            self._note(tick, "odom_delayed", ticks=d, seconds=round(d * self.period, 6))
+            self._held.append((et + d, odom_raw))
+            if due:
+                self.relay.pubs[ODOM].publish(due[-1][1])
+                self.put(ODOM, due[-1][1])
+            return
+        if due or self._held:
+            self._note(tick, "odom_superseded", dropped=len(due) + len(self._held))
+        self._held.clear()
+        self.relay.pubs[ODOM].publish(odom_raw)
+        self.put(ODOM, odom_raw)
+
+    def _relay_scan(self, tick: _Tick, scan_raw: bytes) -> None:
+        """The scan, unless the plan drops it; NaN in every third beam (``nan_some``) or every beam
+        (``nan_all``) where the plan says so."""
+        from rclpy.serialization import deserialize_message, serialize_message
+
+        et, faults = tick.episode_tick, self.faults
+        if tick.faulty and et in faults.drop_scan:
+            self._note(tick, "scan_dropped")
+            return
+        if tick.faulty and (et in faults.nan_some or et in faults.nan_all):
+            s = deserialize_message(scan_raw, self.relay.types["scan"])
+            r = list(s.ranges)
+            step = 1 if et in faults.nan_all else 3
+            for i in range(0, len(r), step):
+                r[i] = math.nan
+            s.ranges = r
+            scan_raw = serialize_message(s)
+            self._note(tick, "nan_beams", every=step, beams=len(range(0, len(r), step)))
+        self.relay.pubs[SCAN].publish(scan_raw)
+        self.put(SCAN, scan_raw)
+
+    def _clock_and_answer(self, clock_raw: bytes) -> None:
+        """Publish the clock (the node's timer fires on it) and wait for the node's one command and
+        status of this tick; both go into the bag."""
+        relay = self.relay
+        n_cmd, n_status = len(relay.cmds), len(relay.status)
+        relay.pubs[CLOCK].publish(clock_raw)
+        self.put(CLOCK, clock_raw)
+        self.ros.spin_until(
+            lambda: len(relay.cmds) > n_cmd and len(relay.status) > n_status,
+            self.timeout,
+            f"/cmd_vel of tick {self.ticks}",
+        )
+        if len(relay.cmds) != n_cmd + 1:
+            raise RuntimeError(
+                f"tick {self.ticks}: the policy node published {len(relay.cmds) - n_cmd} commands, expected 1"
+            )
+        self.put(CMD, relay.cmds[-1])
+        self.put(STATUS, relay.status[n_status])
 
 
 def _stamp_ns(msg) -> int:
