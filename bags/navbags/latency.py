@@ -33,7 +33,9 @@ import os
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -67,7 +69,7 @@ def pct(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values), q))
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
         "--bundle",
@@ -82,21 +84,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scan-rate", type=float, default=200.0, help="wall mode: scans per second")
     ap.add_argument("--beams", type=int, default=72, help="beams per published scan (resampled by the node)")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
 
-    from geometry_msgs.msg import PoseStamped, Twist
-    from nav_msgs.msg import Odometry
-    from rosgraph_msgs.msg import Clock
-    from sensor_msgs.msg import LaserScan
-    from std_msgs.msg import String
 
+def node_command(bundle: Path, sim_time: bool, control_period: float) -> list[str]:
+    """The policy node's command line: its installed config, ``bundle``, simulated or wall time (wall:
+    its own timer at ``control_period``), a stale timeout of 1 s."""
     from nav_policy.paths import config_file
-    from nav_policy.ros_common import GOAL_QOS, SENSOR_QOS, ns_to_stamp
 
-    work = Path(tempfile.mkdtemp(prefix="nav_latency_"))
-    bundle = (args.bundle or default_bundle()).resolve()
-    sim_time = args.mode == "clock"
-    lease = DomainLease()
     cmd = [
         console_script("policy_node"),
         "--ros-args",
@@ -110,103 +105,156 @@ def main(argv: list[str] | None = None) -> int:
         "stale_timeout:=1.0",
     ]
     if not sim_time:
-        cmd += ["-p", f"control_period:={args.control_period}"]
-    results: dict[str, object] = {}
-    with node_processes() as procs:
-        proc = NodeProc(cmd, lease.domain_id, work / "policy_node.log")
-        procs.append(proc)
-        tn = RosSide(lease.domain_id, "latency_bench")
-        n = tn.node
-        scan_pub = n.create_publisher(LaserScan, "/scan", SENSOR_QOS)
-        odom_pub = n.create_publisher(Odometry, "/odom", 10)
-        goal_pub = n.create_publisher(PoseStamped, "/goal_pose", GOAL_QOS)
-        clock_pub = n.create_publisher(Clock, "/clock", 10)
-        arrivals: list[float] = []
-        status: list[dict] = []
-        n.create_subscription(Twist, "/cmd_vel", lambda m: arrivals.append(time.perf_counter()), 100)
-        n.create_subscription(String, "/nav_policy/status", lambda m: status.append(json.loads(m.data)), 100)
-        tn.spin_until(
-            lambda: (
-                scan_pub.get_subscription_count() > 0
-                and goal_pub.get_subscription_count() > 0
-                and (clock_pub.get_subscription_count() > 0 or not sim_time)
-            ),
-            60,
-            "policy node",
-            procs,
-        )
-        rng = np.random.default_rng(0)
-        scan = LaserScan()
-        scan.header.frame_id = "base_link"
-        scan.angle_min = -math.pi
-        scan.angle_increment = 2 * math.pi / args.beams
-        scan.angle_max = scan.angle_min + (args.beams - 1) * scan.angle_increment
-        scan.range_min, scan.range_max = 0.05, 6.0
-        odom = Odometry()
-        odom.header.frame_id, odom.child_frame_id = "odom", "base_link"
-        odom.pose.pose.orientation.w = 1.0
-        goal = PoseStamped()
-        goal.header.frame_id = "odom"
-        goal.pose.position.x = 50.0  # never reached: the node keeps driving
-        goal_pub.publish(goal)
+        cmd += ["-p", f"control_period:={control_period}"]
+    return cmd
 
-        lat: list[float] = []
-        lost = 0
-        if sim_time:
-            t_ns = 1_000_000_000
-            period_ns = 100_000_000
-            k = -1
-            while len(lat) < args.messages:
-                k += 1
-                t_ns += period_ns
-                scan.ranges = (2.0 + rng.random(args.beams)).astype(np.float32).tolist()
-                ns_to_stamp(t_ns, scan.header.stamp)
-                odom.header.stamp = scan.header.stamp
-                clock = Clock()
-                ns_to_stamp(t_ns, clock.clock)
-                before = len(arrivals)
-                t0 = time.perf_counter()
-                scan_pub.publish(scan)
-                odom_pub.publish(odom)
-                clock_pub.publish(clock)
-                deadline = time.perf_counter() + 1.0
-                while len(arrivals) == before and time.perf_counter() < deadline:
-                    tn.executor.spin_once(timeout_sec=0.1)
-                assert proc.alive(), proc.output()[-3000:]
-                if len(arrivals) == before:
-                    if k >= args.warmup:
-                        lost += 1
-                    continue  # a clock tick the node did not see (discovery still settling): next one
-                driving = bool(status) and status[-1]["state"] == "driving"
-                if k >= args.warmup and driving:
-                    lat.append((arrivals[before] - t0) * 1e3)
-        else:
-            sent: list[float] = []
-            period = 1.0 / args.scan_rate
-            deadline = time.perf_counter()
-            start_idx = None
-            while start_idx is None or len(arrivals) - start_idx < args.messages:
-                deadline += period
-                scan.ranges = (2.0 + rng.random(args.beams)).astype(np.float32).tolist()
-                scan.header.stamp = odom.header.stamp = n.get_clock().now().to_msg()
-                sent.append(time.perf_counter())
-                scan_pub.publish(scan)
-                odom_pub.publish(odom)
-                while (left := deadline - time.perf_counter()) > 0:
-                    tn.executor.spin_once(timeout_sec=left)
-                if start_idx is None and len(arrivals) > args.warmup:
-                    start_idx = len(arrivals)
-                assert proc.alive(), proc.output()[-3000:]
-            sent_arr = np.asarray(sent)
-            for a in arrivals[start_idx : start_idx + args.messages]:
-                # the newest scan published before the command arrived: the scan age the robot acts on
-                i = int(np.searchsorted(sent_arr, a)) - 1
-                if i >= 0:
-                    lat.append((a - sent_arr[i]) * 1e3)
-        mem = proc_memory(proc.pid)
-        inf = [s["inference_ms"] for s in status if s.get("inference_ms") is not None]
-        tn.close()
-    lease.release()
+
+@dataclass
+class _Link:
+    """This process's side of the benchmark: publishers of the node's inputs, and what came back (the
+    arrival time of every /cmd_vel, every status)."""
+
+    ros: RosSide
+    scan_pub: Any
+    odom_pub: Any
+    goal_pub: Any
+    clock_pub: Any
+    arrivals: list[float] = field(default_factory=list)
+    status: list[dict] = field(default_factory=list)
+
+
+def _open_link(domain_id: int, sim_time: bool, procs: list[NodeProc]) -> _Link:
+    """Publishers and subscriptions on ``domain_id``, returned once the node subscribes to the scan, the
+    goal and (on simulated time) the clock."""
+    from geometry_msgs.msg import PoseStamped, Twist
+    from nav_msgs.msg import Odometry
+    from rosgraph_msgs.msg import Clock
+    from sensor_msgs.msg import LaserScan
+    from std_msgs.msg import String
+
+    from nav_policy.ros_common import GOAL_QOS, SENSOR_QOS
+
+    tn = RosSide(domain_id, "latency_bench")
+    n = tn.node
+    link = _Link(
+        tn,
+        n.create_publisher(LaserScan, "/scan", SENSOR_QOS),
+        n.create_publisher(Odometry, "/odom", 10),
+        n.create_publisher(PoseStamped, "/goal_pose", GOAL_QOS),
+        n.create_publisher(Clock, "/clock", 10),
+    )
+    n.create_subscription(Twist, "/cmd_vel", lambda m: link.arrivals.append(time.perf_counter()), 100)
+    n.create_subscription(String, "/nav_policy/status", lambda m: link.status.append(json.loads(m.data)), 100)
+    tn.spin_until(
+        lambda: (
+            link.scan_pub.get_subscription_count() > 0
+            and link.goal_pub.get_subscription_count() > 0
+            and (link.clock_pub.get_subscription_count() > 0 or not sim_time)
+        ),
+        60,
+        "policy node",
+        procs,
+    )
+    return link
+
+
+def _messages(beams: int):
+    """The scan (``beams`` beams all round, ranges filled per message), the odometry at the origin, and a
+    goal the robot never reaches (the node keeps driving)."""
+    from geometry_msgs.msg import PoseStamped
+    from nav_msgs.msg import Odometry
+    from sensor_msgs.msg import LaserScan
+
+    scan = LaserScan()
+    scan.header.frame_id = "base_link"
+    scan.angle_min = -math.pi
+    scan.angle_increment = 2 * math.pi / beams
+    scan.angle_max = scan.angle_min + (beams - 1) * scan.angle_increment
+    scan.range_min, scan.range_max = 0.05, 6.0
+    odom = Odometry()
+    odom.header.frame_id, odom.child_frame_id = "odom", "base_link"
+    odom.pose.pose.orientation.w = 1.0
+    goal = PoseStamped()
+    goal.header.frame_id = "odom"
+    goal.pose.position.x = 50.0
+    return scan, odom, goal
+
+
+def measure_clock(link: _Link, proc: NodeProc, scan, odom, rng, args: argparse.Namespace) -> tuple[list[float], int]:
+    """``clock`` mode: per tick, scan and odometry stamped t then /clock = t; the latency (ms) from the
+    scan's publish call to the command's arrival, for ticks after the warm-up whose status is
+    ``driving``. Returns the latencies and the ticks after the warm-up the node did not answer within 1 s
+    (those are skipped)."""
+    from rosgraph_msgs.msg import Clock
+
+    from nav_policy.ros_common import ns_to_stamp
+
+    lat: list[float] = []
+    lost = 0
+    t_ns = 1_000_000_000
+    period_ns = 100_000_000
+    k = -1
+    while len(lat) < args.messages:
+        k += 1
+        t_ns += period_ns
+        scan.ranges = (2.0 + rng.random(args.beams)).astype(np.float32).tolist()
+        ns_to_stamp(t_ns, scan.header.stamp)
+        odom.header.stamp = scan.header.stamp
+        clock = Clock()
+        ns_to_stamp(t_ns, clock.clock)
+        before = len(link.arrivals)
+        t0 = time.perf_counter()
+        link.scan_pub.publish(scan)
+        link.odom_pub.publish(odom)
+        link.clock_pub.publish(clock)
+        deadline = time.perf_counter() + 1.0
+        while len(link.arrivals) == before and time.perf_counter() < deadline:
+            link.ros.executor.spin_once(timeout_sec=0.1)
+        assert proc.alive(), proc.output()[-3000:]
+        if len(link.arrivals) == before:
+            if k >= args.warmup:
+                lost += 1
+            continue  # a clock tick the node did not see (discovery still settling): next one
+        driving = bool(link.status) and link.status[-1]["state"] == "driving"
+        if k >= args.warmup and driving:
+            lat.append((link.arrivals[before] - t0) * 1e3)
+    return lat, lost
+
+
+def measure_wall(link: _Link, proc: NodeProc, scan, odom, rng, args: argparse.Namespace) -> list[float]:
+    """``wall`` mode: scans stream at ``--scan-rate`` while the node's own timer runs; the latency (ms) of
+    each of ``--messages`` commands after the warm-up is its arrival time minus the publish time of the
+    newest scan published before it (the scan age the robot acts on)."""
+    sent: list[float] = []
+    period = 1.0 / args.scan_rate
+    deadline = time.perf_counter()
+    start_idx = None
+    while start_idx is None or len(link.arrivals) - start_idx < args.messages:
+        deadline += period
+        scan.ranges = (2.0 + rng.random(args.beams)).astype(np.float32).tolist()
+        scan.header.stamp = odom.header.stamp = link.ros.node.get_clock().now().to_msg()
+        sent.append(time.perf_counter())
+        link.scan_pub.publish(scan)
+        link.odom_pub.publish(odom)
+        while (left := deadline - time.perf_counter()) > 0:
+            link.ros.executor.spin_once(timeout_sec=left)
+        if start_idx is None and len(link.arrivals) > args.warmup:
+            start_idx = len(link.arrivals)
+        assert proc.alive(), proc.output()[-3000:]
+    sent_arr = np.asarray(sent)
+    lat = []
+    for a in link.arrivals[start_idx : start_idx + args.messages]:
+        i = int(np.searchsorted(sent_arr, a)) - 1
+        if i >= 0:
+            lat.append((a - sent_arr[i]) * 1e3)
+    return lat
+
+
+def summarize(
+    args: argparse.Namespace, bundle: Path, lat: list[float], lost: int, inf: list[float], mem: dict[str, float]
+) -> dict[str, object]:
+    """The printed / written results: latency percentiles, the node's own inference time and memory."""
+    sim_time = args.mode == "clock"
     results = {
         "mode": args.mode,
         "messages": len(lat),
@@ -220,6 +268,32 @@ def main(argv: list[str] | None = None) -> int:
     if not sim_time:
         results["control_period_s"] = args.control_period
         results["scan_rate_hz"] = args.scan_rate
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="nav_latency_"))
+    bundle = (args.bundle or default_bundle()).resolve()
+    sim_time = args.mode == "clock"
+    lease = DomainLease()
+    cmd = node_command(bundle, sim_time, args.control_period)
+    with node_processes() as procs:
+        proc = NodeProc(cmd, lease.domain_id, work / "policy_node.log")
+        procs.append(proc)
+        link = _open_link(lease.domain_id, sim_time, procs)
+        rng = np.random.default_rng(0)
+        scan, odom, goal = _messages(args.beams)
+        link.goal_pub.publish(goal)
+        if sim_time:
+            lat, lost = measure_clock(link, proc, scan, odom, rng, args)
+        else:
+            lat, lost = measure_wall(link, proc, scan, odom, rng, args), 0
+        mem = proc_memory(proc.pid)
+        inf = [s["inference_ms"] for s in link.status if s.get("inference_ms") is not None]
+        link.ros.close()
+    lease.release()
+    results = summarize(args, bundle, lat, lost, inf, mem)
     print(json.dumps(results, indent=2))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
