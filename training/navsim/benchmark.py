@@ -496,7 +496,7 @@ def print_families(fam: dict, counts: list[int]) -> None:
         )
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--num-envs", type=int, action="append", help="world count (repeatable)")
     parser.add_argument("--steps", type=int, default=20, help="timed control steps per world count")
@@ -546,91 +546,77 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", default=None, help="config YAML (default conf/nav.yaml)")
     parser.add_argument("--json", default=None, help="write the results here")
     parser.add_argument("overrides", nargs="*", help="dotted config overrides, e.g. env.room.num_obstacles=[8,16]")
-    args = parser.parse_args(argv)
-    counts = args.num_envs or list(DEFAULT_NUM_ENVS)
-    if args.torch_threads:
+    return parser.parse_args(argv)
+
+
+def load_average() -> float:
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+
+
+def _timed_env(cfg: NavConfig, n: int, device: str, seed: int, args: argparse.Namespace) -> dict[str, float]:
+    """``bench_warp`` on a fresh NavEnv of ``n`` worlds of ``cfg`` (episode lengths randomised)."""
+    from navsim.env import NavEnv
+
+    env = NavEnv(cfg, num_envs=n, device=device, seed=seed)
+    env.randomize_episode_lengths()
+    return bench_warp(env, args.steps, args.warmup, seed=n)
+
+
+def bench_world_count(cfg: NavConfig, n: int, device: str, args: argparse.Namespace, first: bool) -> dict:
+    """One row of the main table: NavEnv.step (physics and lidar alone) and the memory it grew by, with
+    the C reference and, as asked, the step with randomisation or the guard off and the torch-thread
+    comparison (``first``: the first world count only)."""
+    from navsim.env import NavEnv
+
+    log(f"[N={n}] building NavEnv and warming up ({args.warmup} steps)")
+    gc.collect()
+    before = memory_in_use(device)
+    t0 = time.perf_counter()
+    env = NavEnv(cfg, num_envs=n, device=device, seed=cfg.env.seed)
+    env.randomize_episode_lengths()
+    log(f"  built in {time.perf_counter() - t0:.1f} s")
+    row = bench_warp(env, args.steps, args.warmup, seed=n)
+    grown = max(0, memory_in_use(device) - before)
+    row["memory_mib"] = grown / 2**20
+    row["memory_kib_per_world"] = grown / 1024 / n
+    if not args.no_reference:
+        env.reset()  # the reference starts from the same rooms and start poses
+        row.update(bench_reference(env, args.steps, args.warmup, args.threads, seed=n))
+        row["ratio_env_to_reference"] = row["env_steps_per_s"] / row["reference_env_steps_per_s"]
+    for asked, override, key in (
+        (args.randomization_cost, "randomization.enabled=false", "env_steps_per_s_randomization_off"),
+        (args.guard_cost, "env.guard.enabled=false", "env_steps_per_s_guard_off"),
+    ):
+        if asked:
+            off_cfg = load_config(args.config, [*args.overrides, override])
+            log(f"[N={n}] the same with {override}")
+            row[key] = _timed_env(off_cfg, n, device, cfg.env.seed, args)["env_steps_per_s"]
+    if args.busy and first:
+        log(f"[N={n}] torch threads against a competing busy process")
+        row["threads"] = bench_threads(env, args.steps, args.warmup, seed=n)
         torch.set_num_threads(args.torch_threads)
+    return row
 
-    from navsim.env import NavEnv, resolve_device
 
-    cfg = load_config(args.config, args.overrides)
-    device = resolve_device(args.device or cfg.env.device)
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    log(
-        f"benchmark: device {device}, {os.cpu_count()} cores, torch threads {torch.get_num_threads()}, "
-        f"C rollout threads {args.threads}, {args.steps} timed steps, load average {load:.2f}"
-    )
-    results: dict[str, dict[str, float]] = {}
-    for n in counts:
-        log(f"[N={n}] building NavEnv and warming up ({args.warmup} steps)")
-        gc.collect()
-        before = memory_in_use(device)
-        t0 = time.perf_counter()
-        env = NavEnv(cfg, num_envs=n, device=device, seed=cfg.env.seed)
-        env.randomize_episode_lengths()
-        log(f"  built in {time.perf_counter() - t0:.1f} s")
-        row = bench_warp(env, args.steps, args.warmup, seed=n)
-        grown = max(0, memory_in_use(device) - before)
-        row["memory_mib"] = grown / 2**20
-        row["memory_kib_per_world"] = grown / 1024 / n
-        if not args.no_reference:
-            env.reset()  # the reference starts from the same rooms and start poses
-            row.update(bench_reference(env, args.steps, args.warmup, args.threads, seed=n))
-            row["ratio_env_to_reference"] = row["env_steps_per_s"] / row["reference_env_steps_per_s"]
-        if args.randomization_cost:
-            off_cfg = load_config(args.config, [*args.overrides, "randomization.enabled=false"])
-            log(f"[N={n}] the same with randomization.enabled=false")
-            off = NavEnv(off_cfg, num_envs=n, device=device, seed=cfg.env.seed)
-            off.randomize_episode_lengths()
-            row["env_steps_per_s_randomization_off"] = bench_warp(off, args.steps, args.warmup, seed=n)[
-                "env_steps_per_s"
-            ]
-            del off
-        if args.guard_cost:
-            off_cfg = load_config(args.config, [*args.overrides, "env.guard.enabled=false"])
-            log(f"[N={n}] the same with env.guard.enabled=false")
-            off = NavEnv(off_cfg, num_envs=n, device=device, seed=cfg.env.seed)
-            off.randomize_episode_lengths()
-            row["env_steps_per_s_guard_off"] = bench_warp(off, args.steps, args.warmup, seed=n)["env_steps_per_s"]
-            del off
-        if args.busy and n == counts[0]:
-            log(f"[N={n}] torch threads against a competing busy process")
-            row["threads"] = bench_threads(env, args.steps, args.warmup, seed=n)
-            torch.set_num_threads(args.torch_threads)
-        results[str(n)] = row
-        del env
-
+def bench_rays_per_beam(cfg: NavConfig, counts: list[int], device: str, args: argparse.Namespace) -> dict[str, dict]:
+    """``--rays-per-beam``: for each sub-ray count K its error against the exact sector minimum and its
+    throughput at every world count."""
+    ks = sorted(set(args.rays_per_beam))
+    log(f"[rays_per_beam {ks}] error against the exact sector minimum, {args.accuracy_worlds} worlds")
+    accuracy = lidar_accuracy(cfg, ks, args.accuracy_worlds, device, seed=cfg.env.seed)
     sweep: dict[str, dict] = {}
-    if args.rays_per_beam:
-        ks = sorted(set(args.rays_per_beam))
-        log(f"[rays_per_beam {ks}] error against the exact sector minimum, {args.accuracy_worlds} worlds")
-        accuracy = lidar_accuracy(cfg, ks, args.accuracy_worlds, device, seed=cfg.env.seed)
-        for k in ks:
-            kcfg = load_config(args.config, [*args.overrides, f"env.lidar.rays_per_beam={k}"])
-            cost = {}
-            for n in counts:
-                log(f"[rays_per_beam={k}, N={n}] timing")
-                env = NavEnv(kcfg, num_envs=n, device=device, seed=kcfg.env.seed)
-                env.randomize_episode_lengths()
-                cost[str(n)] = bench_warp(env, args.steps, args.warmup, seed=n)
-                del env
-            sweep[str(k)] = {"error": accuracy[str(k)], "throughput": cost}
+    for k in ks:
+        kcfg = load_config(args.config, [*args.overrides, f"env.lidar.rays_per_beam={k}"])
+        cost = {}
+        for n in counts:
+            log(f"[rays_per_beam={k}, N={n}] timing")
+            cost[str(n)] = _timed_env(kcfg, n, device, kcfg.env.seed, args)
+        sweep[str(k)] = {"error": accuracy[str(k)], "throughput": cost}
+    return sweep
 
-    families = None
-    if args.families:
-        families = bench_families(
-            args.config,
-            args.overrides,
-            counts,
-            args.steps,
-            args.warmup,
-            device,
-            args.pool_size,
-            args.family_rounds,
-            args.plan_worlds,
-        )
-        families["load_average_at_end"] = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
 
+def print_table(results: dict[str, dict], cfg: NavConfig, device: str, args: argparse.Namespace) -> None:
+    """The main table: one line per world count (NavEnv.step, physics, lidar, memory; the C reference)."""
     print(
         f"\nenv-steps/s on {device} ({cfg.env.lidar.num_beams}-beam lidar, rays_per_beam "
         f"{cfg.env.lidar.rays_per_beam}, included), {args.steps} timed steps per row"
@@ -652,22 +638,26 @@ def main(argv: list[str] | None = None) -> int:
         print(line)
     if not args.no_reference:
         print(f"C ref: mujoco.rollout on {args.threads} threads + mj_multiRay (1 thread); physics and rays only")
-    for n, r in results.items():
-        if "env_steps_per_s_randomization_off" in r:
-            on, off = r["env_steps_per_s"], r["env_steps_per_s_randomization_off"]
-            state = "on" if cfg.randomization.enabled else "off (config)"
-            print(
-                f"randomisation cost at {n} worlds: NavEnv.step {on:,.0f} env-steps/s with randomisation {state}, "
-                f"{off:,.0f} with it off ({on / off:.0%})"
-            )
-    for n, r in results.items():
-        if "env_steps_per_s_guard_off" in r:
-            on, off = r["env_steps_per_s"], r["env_steps_per_s_guard_off"]
-            state = "on" if cfg.env.guard.enabled else "off (config)"
-            print(
-                f"guard cost at {n} worlds: NavEnv.step {on:,.0f} env-steps/s with the guard {state}, "
-                f"{off:,.0f} with it off ({on / off:.0%})"
-            )
+
+
+def print_costs(results: dict[str, dict], cfg: NavConfig) -> None:
+    """What randomisation and the guard cost: NavEnv.step with each on (as configured) and off."""
+    for name, key, label, enabled in (
+        ("randomisation", "env_steps_per_s_randomization_off", "randomisation", cfg.randomization.enabled),
+        ("guard", "env_steps_per_s_guard_off", "the guard", cfg.env.guard.enabled),
+    ):
+        for n, r in results.items():
+            if key in r:
+                on, off = r["env_steps_per_s"], r[key]
+                state = "on" if enabled else "off (config)"
+                print(
+                    f"{name} cost at {n} worlds: NavEnv.step {on:,.0f} env-steps/s with {label} {state}, "
+                    f"{off:,.0f} with it off ({on / off:.0%})"
+                )
+
+
+def print_threads(results: dict[str, dict]) -> None:
+    """NavEnv.step by torch threads, quiet and with one competing busy process (``--busy``)."""
     for n, r in results.items():
         if "threads" in r:
             print(f"\nNavEnv.step env-steps/s at {n} worlds by torch threads, quiet / with one competing busy process")
@@ -675,47 +665,102 @@ def main(argv: list[str] | None = None) -> int:
             for threads in sorted({t for t, _ in by}):
                 q, b = by[(threads, False)], by[(threads, True)]
                 print(f"  threads {threads:>2}: {q:>9,.0f} quiet {b:>9,.0f} busy ({b / q:.0%} of quiet)")
-    if sweep:
-        print(
-            f"\nrays_per_beam: per-beam |error| against the exact sector minimum (m), "
-            f"{next(iter(sweep.values()))['error']['beams']} beams; env-steps/s (NavEnv.step / lidar alone)"
+
+
+def print_sweep(sweep: dict[str, dict], counts: list[int]) -> None:
+    """``--rays-per-beam``: per K the error against the exact sector minimum and the throughput."""
+    print(
+        f"\nrays_per_beam: per-beam |error| against the exact sector minimum (m), "
+        f"{next(iter(sweep.values()))['error']['beams']} beams; env-steps/s (NavEnv.step / lidar alone)"
+    )
+    head = f"{'K':>4} {'mean':>8} {'p99':>7} {'max':>7} {'>2cm':>7} {'>5cm':>7}"
+    head += "".join(f" {'N=' + n:>19}" for n in map(str, counts))
+    print(head)
+    for k, row in sweep.items():
+        er = row["error"]
+        line = (
+            f"{k:>4} {er['mean_m']:>8.4f} {er['p99_m']:>7.3f} {er['max_m']:>7.3f}"
+            f" {er['frac_over_2cm']:>7.2%} {er['frac_over_5cm']:>7.2%}"
         )
-        head = f"{'K':>4} {'mean':>8} {'p99':>7} {'max':>7} {'>2cm':>7} {'>5cm':>7}"
-        head += "".join(f" {'N=' + n:>19}" for n in map(str, counts))
-        print(head)
-        for k, row in sweep.items():
-            er = row["error"]
-            line = (
-                f"{k:>4} {er['mean_m']:>8.4f} {er['p99_m']:>7.3f} {er['max_m']:>7.3f}"
-                f" {er['frac_over_2cm']:>7.2%} {er['frac_over_5cm']:>7.2%}"
-            )
-            for n in map(str, counts):
-                t = row["throughput"][n]
-                line += f" {t['env_steps_per_s']:>9,.0f}/{t['lidar_steps_per_s']:>9,.0f}"
-            print(line)
+        for n in map(str, counts):
+            t = row["throughput"][n]
+            line += f" {t['env_steps_per_s']:>9,.0f}/{t['lidar_steps_per_s']:>9,.0f}"
+        print(line)
+
+
+def write_json(
+    path: str,
+    args: argparse.Namespace,
+    device: str,
+    load: float,
+    results: dict[str, dict],
+    sweep: dict[str, dict],
+    families: dict | None,
+) -> None:
+    """``--json``: the run's settings, the main table's rows, the sweep and the families when measured."""
+    payload = {
+        "device": device,
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "reference_rollout_threads": None if args.no_reference else args.threads,
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "load_average_at_start": load,
+        "results": results,
+    }
+    if sweep:
+        payload["rays_per_beam_sweep"] = {
+            "reference_rays_per_beam": REFERENCE_RAYS_PER_BEAM,
+            "accuracy_worlds": args.accuracy_worlds,
+            "results": sweep,
+        }
+    if families is not None:
+        payload["families"] = families
+    Path(path).write_text(json.dumps(payload, indent=2) + "\n")
+    log(f"wrote {path}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    counts = args.num_envs or list(DEFAULT_NUM_ENVS)
+    if args.torch_threads:
+        torch.set_num_threads(args.torch_threads)
+
+    from navsim.env import resolve_device
+
+    cfg = load_config(args.config, args.overrides)
+    device = resolve_device(args.device or cfg.env.device)
+    load = load_average()
+    log(
+        f"benchmark: device {device}, {os.cpu_count()} cores, torch threads {torch.get_num_threads()}, "
+        f"C rollout threads {args.threads}, {args.steps} timed steps, load average {load:.2f}"
+    )
+    results = {str(n): bench_world_count(cfg, n, device, args, first=n == counts[0]) for n in counts}
+    sweep = bench_rays_per_beam(cfg, counts, device, args) if args.rays_per_beam else {}
+    families = None
+    if args.families:
+        families = bench_families(
+            args.config,
+            args.overrides,
+            counts,
+            args.steps,
+            args.warmup,
+            device,
+            args.pool_size,
+            args.family_rounds,
+            args.plan_worlds,
+        )
+        families["load_average_at_end"] = load_average()
+
+    print_table(results, cfg, device, args)
+    print_costs(results, cfg)
+    print_threads(results)
+    if sweep:
+        print_sweep(sweep, counts)
     if families is not None:
         print_families(families, counts)
     if args.json:
-        payload = {
-            "device": device,
-            "cpu_count": os.cpu_count(),
-            "torch_threads": torch.get_num_threads(),
-            "reference_rollout_threads": None if args.no_reference else args.threads,
-            "steps": args.steps,
-            "warmup": args.warmup,
-            "load_average_at_start": load,
-            "results": results,
-        }
-        if sweep:
-            payload["rays_per_beam_sweep"] = {
-                "reference_rays_per_beam": REFERENCE_RAYS_PER_BEAM,
-                "accuracy_worlds": args.accuracy_worlds,
-                "results": sweep,
-            }
-        if families is not None:
-            payload["families"] = families
-        Path(args.json).write_text(json.dumps(payload, indent=2) + "\n")
-        log(f"wrote {args.json}")
+        write_json(args.json, args, device, load, results, sweep, families)
     return 0
 
 
