@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Record N seeded simulator episodes, driven by the policy node, into a rosbag2 (MCAP) bag.
 
-    nav-bag-record --bundle tests/fixtures/bags/bundle --seed 3 --episodes 2 \\
+    nav-bag-record --bundle tests/fixtures/bundle --seed 3 --episodes 2 \\
         --episode-length 6 --out /tmp/run.bag [--faults standard]
 
 Starts sim_node (lockstep) and policy_node (use_sim_time) on a private loopback ROS domain; the

@@ -24,7 +24,7 @@ from navbags.bagio import BagError
 from navbags.reference import NodeParams, load_runtime
 from navbags.replay import replay_timeline
 from navbags.rosproc import console_script
-from navbags.timeline import InputMap, load_timeline, parse_goal
+from navbags.timeline import InputMap, Timeline, load_timeline, parse_goal
 
 PROG = "nav-bag-replay"
 
@@ -37,10 +37,10 @@ def _goal(text: str) -> tuple[float, float]:
 
 
 class _Refused(Exception):
-    pass
+    """Why the replay cannot start, found before any node runs (printed in one line, exit 2)."""
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     ap.add_argument("bags", nargs="+", help="bag folder(s)")
     ap.add_argument(
@@ -68,27 +68,37 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--log-dir", default=None)
     ap.add_argument("--fates", action="store_true", help="print every message's fate")
     ap.add_argument("--json", default=None, help="write a JSON report here")
-    a = ap.parse_args(argv)
+    return ap
 
-    # Everything that can refuse is checked before any node starts: the bundle, every bag, the node.
+
+def _load(a: argparse.Namespace) -> tuple[Path, object, list[Timeline]]:
+    """The bundle, its runtime and every bag's timeline. Everything that can refuse is checked here,
+    before any node starts: the bundle, every bag, the node's console script; raises :class:`_Refused`
+    with the reason."""
+    bundle = Path(a.bundle)
+    if not bundle.is_dir():
+        raise _Refused(f"--bundle {bundle} is not a folder (expected policy.onnx + contract.json)")
     try:
-        bundle = Path(a.bundle)
-        if not bundle.is_dir():
-            raise _Refused(f"--bundle {bundle} is not a folder (expected policy.onnx + contract.json)")
-        try:
-            runtime = load_runtime(bundle)
-        except Exception as exc:
-            raise _Refused(f"--bundle {bundle} cannot be loaded: {type(exc).__name__}: {exc}") from None
-        try:
-            params = NodeParams(stale_timeout=a.stale_timeout, control_period=a.control_period)
-            inputs = InputMap(a.scan_topic, a.odom_topic, a.goal_topic, a.goal, a.odom_frame)
-            timelines = [load_timeline(bag, runtime.contract, params, inputs, bundle=bundle) for bag in a.bags]
-        except (BagError, ValueError) as exc:
-            raise _Refused(str(exc)) from None
-        try:
-            console_script("policy_node")
-        except FileNotFoundError as exc:
-            raise _Refused(str(exc)) from None
+        runtime = load_runtime(bundle)
+    except Exception as exc:
+        raise _Refused(f"--bundle {bundle} cannot be loaded: {type(exc).__name__}: {exc}") from None
+    try:
+        params = NodeParams(stale_timeout=a.stale_timeout, control_period=a.control_period)
+        inputs = InputMap(a.scan_topic, a.odom_topic, a.goal_topic, a.goal, a.odom_frame)
+        timelines = [load_timeline(bag, runtime.contract, params, inputs, bundle=bundle) for bag in a.bags]
+    except (BagError, ValueError) as exc:
+        raise _Refused(str(exc)) from None
+    try:
+        console_script("policy_node")
+    except FileNotFoundError as exc:
+        raise _Refused(str(exc)) from None
+    return bundle, runtime, timelines
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = _parser().parse_args(argv)
+    try:
+        bundle, runtime, timelines = _load(a)
     except _Refused as exc:
         print(f"{PROG}: " + " ".join(str(exc).split()), file=sys.stderr)
         return 2

@@ -1,7 +1,7 @@
 """Node processes and DDS settings: loopback only, one private domain per run.
 
 The one implementation of these for everything that starts ROS 2 nodes from Python: recording and
-replay, the latency benchmark, and the ROS tests (tests/ros_helpers.py re-exports them).
+replay, the latency benchmark, and the ROS tests (tests/support/ros.py re-exports them).
 
 - :func:`loopback_env` keeps Fast DDS on 127.0.0.1 (UDPv4 transport bound to loopback, built-in
   transports and shared memory off, ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``).

@@ -26,7 +26,7 @@ With ``--rays-per-beam K`` (repeatable) it also sweeps the lidar's sub-rays per 
   than 2 cm and 5 cm. The exact minimum is the same kernel with ``REFERENCE_RAYS_PER_BEAM`` rays
   per sector (0.0125 degree apart, edges included): the sector minimum of the walls and convex
   obstacles lies on an edge or at a smooth minimum inside, so that sampling is exact to far
-  below a millimetre (tests/test_lidar_parity.py checks the rule against an independent caster);
+  below a millimetre (tests/sim/test_lidar_parity.py checks the rule against an independent caster);
 * the **cost**: NavEnv.step, physics and lidar env-steps/s for every world count.
 
 With ``--families`` it also measures what each world family costs (``navsim.families``): for
@@ -401,8 +401,6 @@ def bench_families(
 ) -> dict:
     """``--families``: NavEnv.step per family and for the mix at every world count, side by side,
     and the planner's cost per family (see the module docstring)."""
-    from navsim.env import NavEnv
-
     rows = family_rows()
     refresh = load_config(config, overrides).env.worlds.refresh_size
     cfgs = {
@@ -423,32 +421,13 @@ def bench_families(
     }
     log(f"[families] {timed} timed steps per row (whole refresh intervals of {interval}), best of {rounds} round(s)")
     for n in counts:
-        envs = {}
-        for name, cfg in cfgs.items():
-            log(f"[families N={n}] {name}: building NavEnv (pool of {pool_size} planned worlds per family)")
-            t0 = time.perf_counter()
-            env = NavEnv(cfg, num_envs=n, device=device, seed=cfg.env.seed)
-            env.randomize_episode_lengths()
-            row = out["rows"][name]
-            row["planned_pools"] = bool(env.planned)  # False: today's rooms from the spare ring
-            row["obstacle_slots"] = int(env.sizes.num_slots)
-            row["bound_slots"] = len(env.sizes.role("bound"))
-            row["mean_active_obstacles"] = active_obstacles(env)
-            row["results"][str(n)] = {"setup_s": time.perf_counter() - t0}
-            envs[name] = env
-        for r in range(rounds):
-            for name, env in envs.items():
-                log(f"[families N={n}] round {r + 1}/{rounds}: {name}")
-                got = bench_warp(env, timed, warmup, seed=n)
-                best = out["rows"][name]["results"][str(n)]
-                for key, value in got.items():
-                    best[key] = max(best.get(key, 0.0), value)
+        envs = _family_envs(cfgs, n, device, pool_size, out["rows"])
+        _time_family_rows(envs, n, timed, warmup, rounds, out["rows"])
         base = out["rows"]["rooms"]["results"][str(n)]["env_steps_per_s"]
         for row in out["rows"].values():
             res = row["results"][str(n)]
             res["ratio_to_rooms"] = res["env_steps_per_s"] / base
         envs.clear()
-        del env
         gc.collect()
     for family in rows:
         if family == "mix":
@@ -456,6 +435,38 @@ def bench_families(
         log(f"[families] planner: {plan_worlds} worlds of {family}")
         out["planner"][family] = planner_cost(cfgs[family], family, plan_worlds, device, seed=cfgs[family].env.seed)
     return out
+
+
+def _family_envs(cfgs: dict[str, NavConfig], n: int, device: str, pool_size: int, rows: dict) -> dict:
+    """A NavEnv of ``n`` worlds per row; each row notes its set-up time at ``n``, whether its worlds come
+    from planned pools, its obstacle slots (``bound`` walls apart) and mean active obstacles."""
+    from navsim.env import NavEnv
+
+    envs = {}
+    for name, cfg in cfgs.items():
+        log(f"[families N={n}] {name}: building NavEnv (pool of {pool_size} planned worlds per family)")
+        t0 = time.perf_counter()
+        env = NavEnv(cfg, num_envs=n, device=device, seed=cfg.env.seed)
+        env.randomize_episode_lengths()
+        row = rows[name]
+        row["planned_pools"] = bool(env.planned)  # False: today's rooms from the spare ring
+        row["obstacle_slots"] = int(env.sizes.num_slots)
+        row["bound_slots"] = len(env.sizes.role("bound"))
+        row["mean_active_obstacles"] = active_obstacles(env)
+        row["results"][str(n)] = {"setup_s": time.perf_counter() - t0}
+        envs[name] = env
+    return envs
+
+
+def _time_family_rows(envs: dict, n: int, timed: int, warmup: int, rounds: int, rows: dict) -> None:
+    """Time every row ``rounds`` times in turn; each measure keeps its best round."""
+    for r in range(rounds):
+        for name, env in envs.items():
+            log(f"[families N={n}] round {r + 1}/{rounds}: {name}")
+            got = bench_warp(env, timed, warmup, seed=n)
+            best = rows[name]["results"][str(n)]
+            for key, value in got.items():
+                best[key] = max(best.get(key, 0.0), value)
 
 
 def print_families(fam: dict, counts: list[int]) -> None:
