@@ -22,7 +22,6 @@ import pytest
 import torch
 import yaml
 
-from conftest import FIXTURE_BUNDLE, REPO
 from navcontract.bundle import CONTRACT_FILE, BundleError, parse_contract, read_contract
 from navcontract.subgoal import (
     SECTION,
@@ -41,6 +40,7 @@ from navdeploy.controller import (
     parse_goal_frames,
     resolve_settings,
 )
+from support.paths import FIXTURE_BUNDLE, REPO
 
 RULE = LookaheadRule(lookahead=1.0, search_window=2.0)
 

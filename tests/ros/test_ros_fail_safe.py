@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import ros_helpers as h
+import support.ros as h
 
 pytestmark = pytest.mark.ros
 

@@ -4,7 +4,7 @@
 ``nav_policy_sim`` the simulation package (sim node, sim.yaml), which depends on nav_policy and the
 training side. ``ros2 launch`` does not exist on these machines (no launch / launch_ros on PyPI), so
 each launch file's ``generate_launch_description()`` runs against a recording stand-in of the launch
-API (tests/ros_helpers.py), with both packages laid out as an install prefix built from their
+API (tests/support/ros.py), with both packages laid out as an install prefix built from their
 wheels. From the recording we check that every executable is a console entry point of the package
 the launch file names, every parameter file is the installed copy and parses, every parameter is
 one the node declares, and every remapped topic is one the node uses; then we start that very node
@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-import ros_helpers as h
+import support.ros as h
 from nav_policy.paths import BUNDLE_ENV, default_bundle_dir
 from navdeploy.runtime import PolicyRuntime
 from navsim.outcomes import Outcome

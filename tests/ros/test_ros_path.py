@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import torch
 
-import ros_helpers as h
+import support.ros as h
 from navcontract.subgoal import LookaheadRule, TrainedPathFollowing, follow_path
 
 pytestmark = pytest.mark.ros

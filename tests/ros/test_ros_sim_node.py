@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-import ros_helpers as h
+import support.ros as h
 from navsim.outcomes import Outcome
 
 pytestmark = pytest.mark.ros

@@ -16,8 +16,22 @@ from pathlib import Path
 
 import pytest
 
-import ros_helpers as h
-from test_velocity_smoother import A_LIN, TRAINED
+import support.ros as h
+from navcontract.response import RobotResponse  # noqa: E402
+
+A_LIN = 2.5  # [m/s^2] the low end of the trained linear range below
+TRAINED = RobotResponse(
+    randomized=True,
+    physics_substep=0.02,
+    terms=("accel_limit", "actuator_lag", "command_latency", "control_jitter", "lidar_noise", "observation_latency"),
+    accel_linear=(A_LIN, 6.0),
+    accel_angular=(3.2, 8.0),
+    actuator_tau=(0.02, 0.12),
+    command_latency=(0, 2),
+    observation_latency=(0, 2),
+    control_jitter=(0, 1),
+)
+"""The response section of a policy trained with every base term (as tests/runtime/test_velocity_smoother.py)."""
 
 pytestmark = pytest.mark.ros
 

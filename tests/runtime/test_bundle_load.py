@@ -17,7 +17,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-import ros_helpers as h
+import support.ros as h
 from navcontract.bundle import CONTRACT_FILE, METADATA_KEY, ONNX_FILE, BundleError
 from navdeploy.controller import resolve_settings
 from navdeploy.runtime import PolicyRuntime

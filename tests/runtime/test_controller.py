@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-import ros_helpers as h
+import support.ros as h
 from navdeploy.controller import (
     Limits,
     PolicyController,

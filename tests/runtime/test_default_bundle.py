@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import ros_helpers as h
+import support.ros as h
 from nav_policy.paths import BUNDLE_ENV, default_bundle_dir, resolve_bundle
 from navcontract.bundle import read_contract
 from navcontract.scan import ScanInput

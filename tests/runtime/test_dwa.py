@@ -16,7 +16,7 @@ from navcontract.bundle import read_contract
 from navcontract.scan import ScanInput, ScanUnusable
 from navdeploy.dwa import DEFAULT_PARAMS_FILE, DwaConfigError, DwaParams, DwaPlanner
 
-BUNDLE = Path(__file__).resolve().parent / "fixtures" / "bundle"
+BUNDLE = Path(__file__).resolve().parents[1] / "fixtures" / "bundle"
 EPS = 1e-9
 
 

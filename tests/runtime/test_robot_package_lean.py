@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ROBOT_SOURCES = [
     REPO / "contract" / "navcontract",
     REPO / "deploy" / "navdeploy",

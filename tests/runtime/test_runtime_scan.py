@@ -28,7 +28,7 @@ R = 6.0
 DIMS = SensorDims(num_beams=B, max_range=R, v_max=1.5, omega_max=2.0)
 SCALING = ActionScaling(v_max=1.5, omega_max=2.0, limit_planar_speed=True)
 SECTOR = 2 * math.pi / B
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DEFAULT_TERMS = {"lidar": {}, "goal_polar": {}, "vel_body": {}, "omega": {}}
 
 

@@ -150,7 +150,7 @@ def test_scan_options_refuse_out_of_range_values(kw: dict, needle: str) -> None:
 
 
 def test_runtime_reports_what_the_policy_saw_and_uses_the_contract_fov(tmp_path) -> None:
-    from ros_helpers import fixture_bundle
+    from support.ros import fixture_bundle
 
     rt = PolicyRuntime.load(fixture_bundle())
     assert rt.contract.trained_fov == pytest.approx(2 * math.pi)  # missing field: 360 degrees

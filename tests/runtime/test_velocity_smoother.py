@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import ros_helpers as h
+import support.ros as h
 from navcontract.bundle import (
     FORMAT_VERSION,
     LEGACY_FORMAT_VERSION,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import NO_RANDOMIZATION, empty_rooms, place_obstacle
+from support.simenv import NO_RANDOMIZATION, empty_rooms, place_obstacle
 
 N = 8
 ZERO = torch.zeros(N, 3)

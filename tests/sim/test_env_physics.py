@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from conftest import NO_GUARD, NO_RANDOMIZATION, empty_rooms, place_obstacle
 from navcontract.action import action_to_command
+from support.simenv import NO_GUARD, NO_RANDOMIZATION, empty_rooms, place_obstacle
 
 YAWS = torch.linspace(-math.pi, math.pi, 17)[:16]  # 16 different headings, one per world
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import NO_RANDOMIZATION, empty_rooms, place_obstacle
 from navcontract.action import action_to_command
 from navcontract.guard import GuardRule, apply_guard, guard_scale
+from support.simenv import NO_RANDOMIZATION, empty_rooms, place_obstacle
 
 B = 72
 R_MAX = 6.0

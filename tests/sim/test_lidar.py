@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import NO_RANDOMIZATION, empty_rooms, place_obstacle
 from navcontract.scan import beam_angles
 from navsim.lidar import BatchedLidar
 from navsim.robot import OBSTACLE_HALF_HEIGHT
 from navsim.sectors import FovFill, SectorRays
 from navsim.sim_world import Room, SimWorld, compile_world_model
+from support.simenv import NO_RANDOMIZATION, empty_rooms, place_obstacle
 
 NUM_WORLDS = 16
 

@@ -31,8 +31,8 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import NO_RANDOMIZATION, empty_rooms, place_obstacle
 from navcontract.scan import BeamLayout, ScanInput, resample_scan
+from support.simenv import NO_RANDOMIZATION, empty_rooms, place_obstacle
 
 NUM_POSES = 64
 TOL = 0.02  # [m] per beam, dense formats that sample the sector edges

@@ -10,7 +10,6 @@ import pytest
 import torch
 import yaml
 
-from conftest import empty_rooms, nav_config
 from navcontract.spec import SpecError
 from navcontract.terms import DEPLOYABLE, DEPLOYABLE_TERMS, SIM_ONLY, ObsContext, SensorDims
 from navsim.config import DEFAULT_CONFIG, load_config
@@ -21,6 +20,7 @@ from navsim.observations import (
     SimTruth,
     check_actor_groups,
 )
+from support.simenv import empty_rooms, nav_config
 
 DIMS = SensorDims(num_beams=72, max_range=6.0, v_max=1.5, omega_max=2.0)
 POLICY_LAYOUT = [("lidar", 72), ("goal_polar", 3), ("vel_body", 2), ("omega", 1)]

@@ -8,7 +8,6 @@ import math
 import pytest
 import torch
 
-from conftest import NO_GUARD, empty_rooms, nav_config, place_obstacle
 from navsim.config import ConfigError, config_from_data, load_config, to_dict
 from navsim.env import NavEnv
 from navsim.randomization import (
@@ -17,6 +16,7 @@ from navsim.randomization import (
     nominal_values,
     trained_ranges,
 )
+from support.simenv import NO_GUARD, empty_rooms, nav_config, place_obstacle
 
 
 def only(*terms: str, **ranges: str) -> list[str]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from conftest import empty_rooms
 from test_randomization import only
+
+from support.simenv import empty_rooms
 
 N = 4
 DT = 0.02  # physics substep of conf/nav.yaml: 0.1 s / 5

@@ -9,11 +9,11 @@ import math
 import numpy as np
 import pytest
 import torch
+from test_randomization import only
 
-from conftest import NO_GUARD, empty_rooms, place_obstacle
 from navcontract.scan import ScanInput, ScanOptions, resample_scan
 from navsim.scan_faults import MissingFill
-from test_randomization import only
+from support.simenv import NO_GUARD, empty_rooms, place_obstacle
 
 N = 8
 QUIET = (

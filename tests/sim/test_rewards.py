@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import NO_RANDOMIZATION, empty_rooms, nav_config
 from navsim.config import RewardTermCfg
 from navsim.rewards import REWARD_TERMS, RewardConfigError, RewardManager, RewardState
+from support.simenv import NO_RANDOMIZATION, empty_rooms, nav_config
 
 F, T = False, True
 

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import NO_GUARD, NO_RANDOMIZATION
 from navcontract.scan import BeamLayout
 from navsim.config import load_config
 from navsim.outcomes import OUTCOMES, Outcome
 from navsim.robot import body_to_world
 from navsim.rooms import RoomBatch
 from navsim.sim_world import Room, SimWorld
+from support.simenv import NO_GUARD, NO_RANDOMIZATION
 
 SEEDS = [0, 1, 2, 3]
 

@@ -50,7 +50,7 @@ import yaml
 from navbags.rosproc import LOCK_DIR, DomainLease, NodeProc, RosSide, node_env, node_processes, ros_args  # noqa: F401
 from navbags.rosproc import loopback_env as loopback_settings
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ROS_SRC = REPO / "ros2_ws" / "src"
 PKG_SRC = ROS_SRC / "nav_policy"  # the robot package: policy node, launch files, policy.yaml
 SIM_PKG_SRC = ROS_SRC / "nav_policy_sim"  # the simulation package: sim node, sim.yaml

@@ -18,10 +18,10 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from conftest import FIXTURE_BUNDLE, REPO
 from navsim.config import load_config, to_dict
 from navsim.observations import POLICY_GROUP
 from navtrain.ppo_config import ACTOR_OBS_GROUPS, actor_cfg
+from support.paths import FIXTURE_BUNDLE, REPO
 
 BUILDING = "building the MuJoCo Warp worlds"
 

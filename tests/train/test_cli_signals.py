@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
 from navtrain.checkpoint import load_checkpoint
+from support.paths import REPO
 
 pytestmark = pytest.mark.slow
 

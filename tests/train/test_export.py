@@ -20,7 +20,6 @@ import onnxruntime as ort
 import pytest
 import torch
 
-from conftest import REPO, TRAIN_OVERRIDES
 from navcontract.bundle import CONTRACT_FILE, FINGERPRINT_KEY, METADATA_KEY, ONNX_FILE, BundleError, make_contract
 from navcontract.response import robot_response
 from navcontract.subgoal import LookaheadRule, TrainedPathFollowing, path_following_section
@@ -38,6 +37,8 @@ from navtrain.export_onnx import (
     policy_spec_for,
 )
 from navtrain.onnx_writer import write_bundle
+from support.paths import REPO
+from support.simenv import TRAIN_OVERRIDES
 
 pytestmark = pytest.mark.slow
 
@@ -303,7 +304,7 @@ def _digests(folder: Path) -> dict[str, str]:
 
 
 def _export(checkpoint: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
-    from conftest import nav_export_command
+    from support.simenv import nav_export_command
 
     cmd = [*nav_export_command(), "--checkpoint", str(checkpoint), "--out", str(out), "--device", "cpu", *extra]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO)

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import torch
 
-from conftest import nav_config
 from navsim.config import WorldsCfg
 from navtrain.evaluation import Evaluator, with_overrides
 from navtrain.families_suite import NOMINAL, ROWS, run_suite, write_outputs
+from support.simenv import nav_config
 
 TWINS = {"rooms16+path": "rooms16", "clutter+path": "clutter", "corridors+path": "corridors"}
 

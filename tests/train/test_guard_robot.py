@@ -19,13 +19,13 @@ import numpy as np
 import pytest
 import torch
 
-import ros_helpers as h
-from conftest import FIXTURE_BUNDLE
+import support.ros as h
 from navcontract.bundle import CONTRACT_FILE, BundleError, make_contract, parse_contract
 from navcontract.guard import GUARD_SECTION, GuardRule, apply_guard, guard_scale
 from navdeploy.controller import PolicyController, State, resolve_settings
 from navdeploy.runtime import PolicyRuntime, ScanInput
 from navdeploy.smoother import AccelLimits
+from support.paths import FIXTURE_BUNDLE
 
 RULE = GuardRule(radius=0.2, margin=0.05, headway=0.4, decel=2.0)
 BEARING = math.radians(30.0)  # of the goal: the goal-seeking policy drives at 45 deg (both axes clip) and turns

@@ -16,7 +16,6 @@ import math
 import numpy as np
 import pytest
 
-from conftest import TRAIN_OVERRIDES
 from navcontract.action import action_to_command
 from navcontract.guard import guard_scale
 from navcontract.scan import BeamLayout
@@ -25,6 +24,7 @@ from navsim.config import load_config, to_dict
 from navsim.env import NavEnv
 from navtrain.checkpoint import build_actor, load_checkpoint
 from navtrain.export_onnx import actor_mean
+from support.simenv import TRAIN_OVERRIDES
 
 pytestmark = pytest.mark.slow
 

@@ -16,11 +16,12 @@ import torch
 from matplotlib.figure import Figure
 from PIL import Image
 
-from conftest import FIXTURE_BUNDLE, NO_RANDOMIZATION, nav_config
 from navsim.outcomes import Outcome
 from navsim.rooms import RoomBatch
 from navtrain.evaluation import EpisodeTrace, plot_trace
 from navtrain.play import FAMILIES, main, panel_layout
+from support.paths import FIXTURE_BUNDLE
+from support.simenv import NO_RANDOMIZATION, nav_config
 
 WROTE = re.compile(r"\[play\] wrote (.+): (\d+) frames, ([\d.]+) MB")
 

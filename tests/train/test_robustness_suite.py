@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import nav_config
 from navtrain.evaluate import main
 from navtrain.evaluation import eval_env
 from navtrain.robustness import merge_baseline, row_config, suite_rows, table
+from support.simenv import nav_config
 
 ROWS = "nominal,command_latency@high,lidar_bias@2x,all@high,all@train"  # in suite order
 

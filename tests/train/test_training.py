@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import REPO
 from navtrain import train
 from navtrain.checkpoint import load_checkpoint
+from support.paths import REPO
 
 pytestmark = pytest.mark.slow
 

@@ -1,0 +1,1 @@
+"""Helpers shared by the test folders (imported as ``support.<module>``; ``tests/`` is on the path)."""
