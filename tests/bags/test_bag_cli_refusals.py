@@ -23,7 +23,7 @@ from navbags.rosproc import console_script
 
 REPO = Path(__file__).resolve().parents[2]
 BUNDLE = REPO / "tests" / "fixtures" / "bundle"
-OTHER_BUNDLE = REPO / "docs" / "results" / "policy_h200"  # a valid bundle, not the fixtures'
+OTHER_BUNDLE = REPO / "docs" / "results" / "policy_h200_one_ray"  # a valid bundle, not the fixtures'
 FIXTURE = REPO / "tests" / "fixtures" / "bags" / "nominal_seed3"
 
 
