@@ -6,7 +6,7 @@ Command-line tools (console scripts, or ``python -m``): ``nav-bag-record`` (:mod
 - :mod:`navbags.bagio`: the topics a nav_policy bag holds, and reading / writing real rosbag2 bags
   (MCAP storage) with the pure-Python ``rosbags`` library.
 - :mod:`navbags.reference`: the offline reference: the bag's inputs, event by event, through the
-  node's own safety controller (``navdeploy.controller``) and the deploy runtime (numpy +
+  node's own command gate (``navdeploy.gate``) and the deploy runtime (numpy +
   onnxruntime + rosbags, no ROS).
 - :mod:`navbags.rosproc`: loopback-only DDS settings, private domain ids, node processes with a
   SIGTERM -> SIGKILL fallback (also what the ROS tests use).

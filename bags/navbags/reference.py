@@ -1,12 +1,13 @@
 """The offline reference: what the policy node must publish for a bag, computed without ROS.
 
 The bag's input messages are taken in recorded order, decoded with ``rosbags`` (an independent
-CDR decoder), and handed to the node's own safety controller, :class:`navdeploy.controller.PolicyController`,
+CDR decoder), and handed to the node's own command gate, :class:`navdeploy.gate.CommandGate`,
 through the same message adapters the node's callbacks use (``scan_message``, ``odom_message``,
-``goal_message``), built from the node's parameters by the same ``resolve_settings``. The rules
-(states, watchdogs, goal frames, clamps) therefore exist once, in the controller, and its unit tests
-(tests/test_ros_controller.py) carry them; what replay checks is the ROS wiring around them: QoS,
-callbacks, the timer on ``/clock``, serialisation, the process.
+``goal_message``), built from the node's parameters (:class:`NodeParams`, the node's own parameter
+table) by the same :func:`navdeploy.settings.resolve_settings`. The rules (states, watchdogs, goal
+frames, clamps) therefore exist once, in the gate, and its unit tests (tests/runtime/test_controller.py)
+carry them; what replay checks is the ROS wiring around them: QoS, callbacks, the timer on
+``/clock``, serialisation, the process.
 
 What stays here is the part of the node that is ROS, restated: the control timer. Every ``/clock``
 message that reaches the node's next timer deadline is a control tick. Under ``use_sim_time`` the
@@ -20,55 +21,32 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from navbags.bagio import CLOCK, GOAL, INPUT, ODOM, SCAN, BagMessage, decode
-from navdeploy.controller import PolicyController, resolve_settings
+from navdeploy import node_params
+from navdeploy.gate import CommandGate
+from navdeploy.settings import resolve_settings
+
+ALWAYS_PASSED = ("stale_timeout", "odom_frame", "control_period", "goal_tolerance", "scan_map")
+"""The parameters a recording or replay always passes to the node (and records in the bag), at their
+default too; any other only when it differs from its default."""
 
 
 @dataclass(frozen=True)
-class NodeParams:
-    """The policy node parameters replay and recording set (and the reference builds its controller from)."""
-
-    stale_timeout: float = 0.5
-    odom_frame: str = "odom"
-    control_period: float = 0.0  # 0: the bundle's
-    goal_tolerance: float = 0.0  # 0: the bundle's
-    v_max: float = 0.0  # 0: the bundle's (never above it)
-    omega_max: float = 0.0
-    static_goal_frames: str = ""  # "frame x y yaw; ...": poses of other goal frames in odom_frame
-    scan_map: bool = True  # a goal without a path: plan on the robot's own scans (navdeploy.scan_map)
+class NodeParams(node_params.NodeParams):
+    """The policy node's parameters (``navdeploy.node_params``: every name, default and range) as the
+    bag tools set them on the node's command line, and the reference resolves them."""
 
     def ros_params(self) -> dict[str, object]:
-        out: dict[str, object] = {
-            "stale_timeout": self.stale_timeout,
-            "odom_frame": self.odom_frame,
-            "control_period": self.control_period,
-            "goal_tolerance": self.goal_tolerance,
-            "scan_map": self.scan_map,
-        }
-        if self.v_max:
-            out["v_max"] = self.v_max
-        if self.omega_max:
-            out["omega_max"] = self.omega_max
-        if self.static_goal_frames:  # an empty value cannot be passed as -p name:=
-            out["static_goal_frames"] = self.static_goal_frames
+        """``-p name:=value`` of the node: :data:`ALWAYS_PASSED`, then every other parameter that
+        differs from its default, except an empty string (which cannot be passed as ``-p name:=``)."""
+        out: dict[str, object] = {name: getattr(self, name) for name in ALWAYS_PASSED}
+        for name, value in self.changed().items():
+            if name not in out and value != "":
+                out[name] = value
         return out
-
-    def controller_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of :func:`navdeploy.controller.resolve_settings`, as the node passes them."""
-        return {
-            "control_period": self.control_period,
-            "goal_tolerance": self.goal_tolerance,
-            "v_max": self.v_max,
-            "omega_max": self.omega_max,
-            "stale_timeout": self.stale_timeout,
-            "odom_frame": self.odom_frame,
-            "static_goal_frames": self.static_goal_frames,
-            "scan_map": self.scan_map,
-        }
 
 
 @dataclass
@@ -102,33 +80,33 @@ def load_runtime(bundle: str | Path):
 
 
 class ReferenceNode:
-    """The node without ROS: its controller, fed the way its callbacks feed it, at the node's ROS time."""
+    """The node without ROS: its command gate, fed the way its callbacks feed it, at the node's ROS time."""
 
     def __init__(self, runtime, params: NodeParams = NodeParams()) -> None:
-        settings, _ = resolve_settings(runtime.contract, **params.controller_kwargs())
+        settings, _ = resolve_settings(runtime.contract, params)
         self.params, self.settings = params, settings
         self.period = settings.control_period
-        self.ctrl = PolicyController.from_settings(runtime, settings)
+        self.gate = CommandGate.from_settings(runtime, settings)
         self.now = 0.0  # the node's ROS time: the last /clock
-        # bag index of the last message of each input the controller was given (what a tick sees)
+        # bag index of the last message of each input the gate was given (what a tick sees)
         self.scan_index: int | None = None
         self.odom_index: int | None = None
         self.goal_index: int | None = None
 
     def on_scan(self, msg, index: int) -> None:
         self.scan_index = index
-        self.ctrl.scan_message(msg, self.now)
+        self.gate.scan_message(msg, self.now)
 
     def on_odom(self, msg, index: int) -> None:
         self.odom_index = index
-        self.ctrl.odom_message(msg, self.now)
+        self.gate.odom_message(msg, self.now)
 
     def on_goal(self, msg, index: int) -> None:
         self.goal_index = index
-        self.ctrl.goal_message(msg)
+        self.gate.goal_message(msg)
 
     def tick(self) -> tuple[str, np.ndarray]:
-        res = self.ctrl.tick(self.now)
+        res = self.gate.tick(self.now)
         return res.state.value, np.asarray(res.cmd, dtype=np.float64)
 
 

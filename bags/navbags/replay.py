@@ -12,7 +12,7 @@ two ticks (checked: otherwise the rclpy executor could run the timer between two
 topic, and the tick would be ambiguous).
 
 Each command is compared with (a) the command recorded in the bag for the same tick and (b) the
-offline reference (:mod:`navbags.reference`: the node's own safety controller, driven without ROS),
+offline reference (:mod:`navbags.reference`: the node's own command gate, driven without ROS),
 and each state with both; every message of the bag gets a fate in the accounting (published and
 seen by which ticks, superseded, compared, annotation).
 
@@ -49,7 +49,7 @@ from navbags.reference import NodeParams, Reference, compute_reference, load_run
 from navbags.rosproc import DomainLease, NodeProc, RosSide, console_script, ros_args
 from navbags.timeline import NAV_POLICY, InputMap, Timeline, load_timeline
 
-CLOCK_STALLED = "clock_stalled"  # the node's wall-time /clock watchdog (navdeploy.controller.ClockWatchdog)
+CLOCK_STALLED = "clock_stalled"  # the node's wall-time /clock watchdog (navdeploy.inputs.ClockWatchdog)
 
 
 @dataclass

@@ -19,7 +19,7 @@ makes the clock itself:
   message stamped zero is taken at the previous tick's time, as the node takes it under
   ``use_sim_time``, never at ROS time 0;
 - before each tick, the newest message of each input topic placed since the previous tick is
-  published; older ones of the same interval are not (fate ``superseded``). The controller keeps
+  published; older ones of the same interval are not (fate ``superseded``). The command gate keeps
   only the newest scan, odometry and goal, and with two messages of one topic queued the rclpy
   executor could run the timer between them (an ambiguous tick). That dropping them changes nothing
   is checked: the offline reference also runs on every message (``full_messages``) and must agree
@@ -56,7 +56,7 @@ from navbags.bagio import (
     typestore,
 )
 from navbags.reference import NodeParams
-from navdeploy.controller import resolve_settings
+from navdeploy.settings import resolve_settings
 
 NAV_POLICY, THIRD_PARTY = "nav_policy", "third-party"
 INFO_KEY = "nav_policy_bags"  # custom_data key nav-bag-record writes
@@ -148,7 +148,8 @@ def _nav_policy(contents: BagContents, params: NodeParams, inputs: InputMap, bun
             )
     recorded_params = info.get("node_params")
     if isinstance(recorded_params, dict) and "scan_map" not in recorded_params and params.scan_map:
-        # Recorded before the node had a scan map: its node drove a goal without a path directly.
+        # A recording whose node parameters lack scan_map ran a node without the scan map: a goal
+        # without a path was driven to directly.
         params = replace(params, scan_map=False)
     msgs = contents.messages
     return Timeline(
@@ -206,11 +207,64 @@ class _Event:
 
 
 def _third_party(contents: BagContents, contract, params: NodeParams, inputs: InputMap) -> Timeline:
-    path, types = contents.path, contents.topic_types
     per_topic: dict[str, list[BagMessage]] = {}
     for m in contents.messages:
         per_topic.setdefault(m.topic, []).append(m)
+    scan_t, odom_t, goal_t = _input_topics(contents, per_topic, inputs)
+    mapping = {scan_t: SCAN, odom_t: ODOM}
+    if goal_t is not None:
+        mapping[goal_t] = GOAL
+    events, zero_stamps, odom_frame = _placed_events(contents.path, mapping, per_topic, inputs.odom_frame)
+    params = replace(params, odom_frame=odom_frame or params.odom_frame)
 
+    settings, _ = resolve_settings(contract, params)
+    period = int(round(settings.control_period * 1e9))
+    first, n_ticks = _tick_grid(contents.path, events, period, settings.control_period)
+    skipped = _unmapped_fates(contents, mapping, inputs)
+    goal_raw = None
+    if inputs.goal_xy is not None:
+        goal_raw = goal_message(*inputs.goal_xy, params.odom_frame)
+    grid = (first, period, n_ticks)
+    messages, origin, fates = _publish_order(events, goal_raw, grid, decimate=True)
+    full, _, _ = _publish_order(events, goal_raw, grid, decimate=False)
+    skipped.update(fates)
+
+    if zero_stamps == 0:
+        base = "header stamps"
+    elif zero_stamps == len(events):
+        base = "receive times (all stamps zero)"
+    else:
+        base = f"header stamps (receive times for {zero_stamps} messages stamped zero)"
+    goal_text = (
+        f"--goal ({inputs.goal_xy[0]:g}, {inputs.goal_xy[1]:g}) in '{params.odom_frame}'"
+        if inputs.goal_xy is not None
+        else goal_t
+    )
+    description = (
+        f"third-party bag (no nav-bag-record /clock): {n_ticks} ticks every {settings.control_period:g} s "
+        f"on its {base}; scan {scan_t}, odometry {odom_t} (frame '{params.odom_frame}'), goal {goal_text}; "
+        "no recorded commands of this node: compared with the offline reference only"
+    )
+    return Timeline(
+        bag=contents.path,
+        kind=THIRD_PARTY,
+        bag_messages=contents.messages,
+        messages=messages,
+        origin=origin,
+        params=params,
+        compare_recorded=False,
+        description=description,
+        skipped=skipped,
+        full_messages=full,
+    )
+
+
+def _input_topics(
+    contents: BagContents, per_topic: dict[str, list[BagMessage]], inputs: InputMap
+) -> tuple[str, str, str | None]:
+    """The bag's scan, odometry and goal topics (goal None: ``--goal`` gives it); BagError naming
+    everything the bag lacks (a topic, its type, its messages) at once."""
+    types = contents.topic_types
     missing: list[str] = []
 
     def check(what: str, option: str, topic: str, node_topic: str) -> None:
@@ -239,14 +293,18 @@ def _third_party(contents: BagContents, contract, params: NodeParams, inputs: In
                 f"no goal: {goal_t} holds no goal ({TOPICS[GOAL].msgtype} topics: {others}) and no --goal X,Y was given"
             )
     if missing:
-        raise BagError(f"bag {path} cannot be replayed (third-party bag, no /clock): " + "; ".join(missing))
+        raise BagError(f"bag {contents.path} cannot be replayed (third-party bag, no /clock): " + "; ".join(missing))
+    return scan_t, odom_t, goal_t
 
-    mapping = {scan_t: SCAN, odom_t: ODOM}
-    if goal_t is not None:
-        mapping[goal_t] = GOAL
+
+def _placed_events(
+    path: Path, mapping: dict[str, str], per_topic: dict[str, list[BagMessage]], odom_frame: str | None
+) -> tuple[list[_Event], int, str | None]:
+    """Every message of the mapped topics placed at its header stamp (its receive time when the
+    stamp is zero), in time order; how many were stamped zero; the odometry frame (``odom_frame``
+    when given, else the first odometry message's)."""
     events: list[_Event] = []
     zero_stamps = 0
-    odom_frame = inputs.odom_frame
     for bag_topic, node_topic in mapping.items():
         for m in per_topic[bag_topic]:
             try:
@@ -263,22 +321,28 @@ def _third_party(contents: BagContents, contract, params: NodeParams, inputs: In
                 zero_stamps += 1
             events.append(_Event(stamp if stamp > 0 else m.log_time, m.index, node_topic, m.raw))
     events.sort(key=lambda e: (e.t_ns, e.index))
-    params = replace(params, odom_frame=odom_frame or params.odom_frame)
+    return events, zero_stamps, odom_frame
 
-    settings, _ = resolve_settings(contract, **params.controller_kwargs())
-    period = int(round(settings.control_period * 1e9))
+
+def _tick_grid(path: Path, events: list[_Event], period: int, period_s: float) -> tuple[int, int]:
+    """The first tick [ns] and the number of ticks: the grid ``n * period`` from the last grid point
+    before any input to the first at or after the last scan / odometry message. The first tick's
+    /clock reaches the node before any input, so a message stamped zero is taken at the node's ROS
+    time, which is 0 until a /clock arrives. BagError when the span is implausibly long."""
     sensed = [e.t_ns for e in events if e.topic in (SCAN, ODOM)]
-    # The first tick is the last grid point before any input, so its /clock reaches the node first:
-    # a message stamped zero is taken at the node's ROS time, which is 0 until a /clock arrives.
     first = max(period, ((min(e.t_ns for e in events) - 1) // period) * period)
     last = max(first, -(-max(sensed) // period) * period)
     n_ticks = (last - first) // period + 1
     if n_ticks > MAX_TICKS:
         raise BagError(
             f"bag {path}: its scan and odometry span {(last - first) * 1e-9:.0f} s ({n_ticks} ticks of "
-            f"{settings.control_period} s): header stamps and receive times in different time bases?"
+            f"{period_s} s): header stamps and receive times in different time bases?"
         )
+    return first, n_ticks
 
+
+def _unmapped_fates(contents: BagContents, mapping: dict[str, str], inputs: InputMap) -> dict[int, str]:
+    """Why each message of a topic that is not mapped to an input is not published."""
     skipped: dict[int, str] = {}
     for m in contents.messages:
         if m.topic in mapping:
@@ -291,69 +355,41 @@ def _third_party(contents: BagContents, contract, params: NodeParams, inputs: In
             skipped[m.index] = f"ignored: {m.topic} of a third-party bag is not this node's output for these ticks"
         else:
             skipped[m.index] = f"ignored: {m.topic} is not mapped to an input of the node"
+    return skipped
 
-    goal_raw = None
-    if inputs.goal_xy is not None:
-        goal_raw = goal_message(*inputs.goal_xy, params.odom_frame)
 
-    def build(decimate: bool) -> tuple[list[BagMessage], list[int | None], dict[int, str]]:
-        rows: list[tuple[str, int, bytes, int | None]] = []
-        fates: dict[int, str] = {}
-        if goal_raw is not None:
-            rows.append((GOAL, min(events[0].t_ns, first), goal_raw, None))
-        j = 0
-        for k in range(n_ticks):
-            t = first + k * period
-            batch = []
-            while j < len(events) and events[j].t_ns <= t:
-                batch.append(events[j])
-                j += 1
-            newest = {e.topic: e for e in batch}
-            for e in batch:
-                if decimate and newest[e.topic] is not e:
-                    fates[e.index] = (
-                        f"superseded: by #{newest[e.topic].index} before the same tick (published only the newest)"
-                    )
-                else:
-                    rows.append((e.topic, e.t_ns, e.raw, e.index))
-            rows.append((CLOCK, t, clock_message(t), None))
-        for e in events[j:]:  # only goals can lie after the last tick (it is at or after every scan / odom)
-            fates[e.index] = "after-last-tick: placed after the last tick, not published"
-        msgs = [BagMessage(i, topic, TOPICS[topic].msgtype, t_ns, raw) for i, (topic, t_ns, raw, _) in enumerate(rows)]
-        return msgs, [r[3] for r in rows], fates
-
-    messages, origin, fates = build(decimate=True)
-    full, _, _ = build(decimate=False)
-    skipped.update(fates)
-
-    if zero_stamps == 0:
-        base = "header stamps"
-    elif zero_stamps == len(events):
-        base = "receive times (all stamps zero)"
-    else:
-        base = f"header stamps (receive times for {zero_stamps} messages stamped zero)"
-    goal_text = (
-        f"--goal ({inputs.goal_xy[0]:g}, {inputs.goal_xy[1]:g}) in '{params.odom_frame}'"
-        if inputs.goal_xy is not None
-        else goal_t
-    )
-    description = (
-        f"third-party bag (no nav-bag-record /clock): {n_ticks} ticks every {settings.control_period:g} s "
-        f"on its {base}; scan {scan_t}, odometry {odom_t} (frame '{params.odom_frame}'), goal {goal_text}; "
-        "no recorded commands of this node: compared with the offline reference only"
-    )
-    return Timeline(
-        bag=path,
-        kind=THIRD_PARTY,
-        bag_messages=contents.messages,
-        messages=messages,
-        origin=origin,
-        params=params,
-        compare_recorded=False,
-        description=description,
-        skipped=skipped,
-        full_messages=full,
-    )
+def _publish_order(
+    events: list[_Event], goal_raw: bytes | None, grid: tuple[int, int, int], *, decimate: bool
+) -> tuple[list[BagMessage], list[int | None], dict[int, str]]:
+    """The messages to publish, in order, with a synthesized /clock at each tick of ``grid`` (first,
+    period, ticks) and the ``--goal`` (when given) before the first; their bag indices (None:
+    synthesized); the fate of each event not published. With ``decimate`` only the newest message of
+    each topic before a tick is published (the others are ``superseded``)."""
+    first, period, n_ticks = grid
+    rows: list[tuple[str, int, bytes, int | None]] = []
+    fates: dict[int, str] = {}
+    if goal_raw is not None:
+        rows.append((GOAL, min(events[0].t_ns, first), goal_raw, None))
+    j = 0
+    for k in range(n_ticks):
+        t = first + k * period
+        batch = []
+        while j < len(events) and events[j].t_ns <= t:
+            batch.append(events[j])
+            j += 1
+        newest = {e.topic: e for e in batch}
+        for e in batch:
+            if decimate and newest[e.topic] is not e:
+                fates[e.index] = (
+                    f"superseded: by #{newest[e.topic].index} before the same tick (published only the newest)"
+                )
+            else:
+                rows.append((e.topic, e.t_ns, e.raw, e.index))
+        rows.append((CLOCK, t, clock_message(t), None))
+    for e in events[j:]:  # only goals can lie after the last tick (it is at or after every scan / odom)
+        fates[e.index] = "after-last-tick: placed after the last tick, not published"
+    msgs = [BagMessage(i, topic, TOPICS[topic].msgtype, t_ns, raw) for i, (topic, t_ns, raw, _) in enumerate(rows)]
+    return msgs, [r[3] for r in rows], fates
 
 
 def parse_goal(text: str) -> tuple[float, float]:

@@ -1,6 +1,6 @@
-"""The policy node and the bag replay's offline reference share one safety controller.
+"""The policy node and the bag replay's offline reference share one command gate.
 
-Both drive ``navdeploy.controller.PolicyController`` through the same message adapters, so one
+Both drive ``navdeploy.gate.CommandGate`` through the same message adapters, so one
 message sequence (the fixture bag ``faults_seed42``: dropped scans, NaN beams, delayed odometry, a
 goal change) gives the same ticks in both, and the recorded commands exactly. A deliberate change
 of one rule of that module (here: the stale-input watchdog switched off) shows both halves:
@@ -11,7 +11,7 @@ of one rule of that module (here: the stale-input watchdog switched off) shows b
   reference still agree command for command, since they run the same code, and both now differ
   from the recording, so the replay fails on the recorded comparison instead.
 
-The rules themselves are carried by the controller's unit tests (tests/test_ros_controller.py).
+The rules themselves are carried by the gate's unit tests (tests/runtime/test_controller.py).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import pytest
 from navbags.bagio import CMD, STATUS, decode, json_of, read_bag
 from navbags.reference import NodeParams, ReferenceNode, compute_reference, load_runtime
 from navbags.replay import replay_bag
-from navdeploy.controller import PolicyController
+from navdeploy.gate import CommandGate
 
 REPO = Path(__file__).resolve().parents[2]
 BAG = REPO / "tests" / "fixtures" / "bags" / "faults_seed42"
@@ -34,13 +34,13 @@ BUNDLE = REPO / "tests" / "fixtures" / "bundle"
 RECORDED = NodeParams(scan_map=False)  # the fixture was recorded before the node had a scan map
 
 # The deliberate rule change, for this process (the reference) and for the node's process.
-RULE_CHANGE = "lambda self, item, now: None"  # PolicyController._age_problem: nothing is ever stale
+RULE_CHANGE = "lambda self, item, now: None"  # CommandGate._age_problem: nothing is ever stale
 NODE_WITH_RULE_CHANGE = f"""
 import sys
 
-import navdeploy.controller
+import navdeploy.gate
 
-navdeploy.controller.PolicyController._age_problem = {RULE_CHANGE}
+navdeploy.gate.CommandGate._age_problem = {RULE_CHANGE}
 
 from nav_policy.policy_node import main
 
@@ -49,7 +49,7 @@ sys.exit(main())
 
 
 def _change_rule(monkeypatch) -> None:
-    monkeypatch.setattr(PolicyController, "_age_problem", eval(RULE_CHANGE))
+    monkeypatch.setattr(CommandGate, "_age_problem", eval(RULE_CHANGE))
 
 
 @pytest.fixture(scope="module")
@@ -68,10 +68,10 @@ def runtime():
 
 def test_reference_drives_the_controller_the_node_runs(runtime) -> None:
     node = ReferenceNode(runtime)
-    assert type(node.ctrl) is PolicyController
+    assert type(node.gate) is CommandGate
     import nav_policy.policy_node as policy_node
 
-    assert policy_node.PolicyController is PolicyController  # the node builds the very same class
+    assert policy_node.CommandGate is CommandGate  # the node builds the very same class
 
 
 def test_reference_matches_the_recording_exactly_and_a_changed_rule_does_not(bag, runtime, monkeypatch) -> None:
@@ -110,7 +110,7 @@ def test_node_and_reference_change_together_and_replay_fails_on_the_recording(ba
     _change_rule(monkeypatch)
     rep = replay_bag(BAG, BUNDLE, log_dir=tmp_path, node_command=[sys.executable, str(script)])
     assert not rep.problems and not rep.ambiguous, rep.summary()
-    # node and reference run the same (changed) controller: identical, tick by tick
+    # node and reference run the same (changed) gate: identical, tick by tick
     assert rep.node_states == rep.offline_states and rep.max_delta_offline == 0.0, rep.summary()
     # ... and both left the recording where the watchdog used to stop the robot
     assert "stale_scan" not in rep.node_states and rep.node_states != states

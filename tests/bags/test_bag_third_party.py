@@ -9,7 +9,7 @@ stamps, and a topic the node does not read. The replay (docs/bags.md, "Third-par
 from ``--goal`` (or the bag), and compares every command with the offline reference only.
 
 Tolerance: none. The comparison is exact (max |node - offline| == 0), as for the fixture bags: node
-and reference run the same controller and ONNX model on the same float32 ranges and float64 poses.
+and reference run the same command gate and ONNX model on the same float32 ranges and float64 poses.
 """
 
 from __future__ import annotations
@@ -43,9 +43,9 @@ MAPPED = ["--scan-topic", "/lidar/scan", "--odom-topic", "/wheel/odom"]
 NODE_ALWAYS_STALE = """
 import sys
 
-import navdeploy.controller
+import navdeploy.gate
 
-navdeploy.controller.PolicyController._age_problem = lambda self, item, now: "stale (changed rule)"
+navdeploy.gate.CommandGate._age_problem = lambda self, item, now: "stale (changed rule)"
 
 from nav_policy.policy_node import main
 
@@ -200,7 +200,7 @@ def test_ticks_on_the_header_stamps_newest_input_before_each_tick(robot_bag, run
     assert len(goal) == 1 and tl.origin[tl.messages.index(goal[0])] is None  # made from --goal
     g = typestore().deserialize_cdr(goal[0].raw, goal[0].msgtype)
     assert (g.pose.position.x, g.pose.position.y, g.header.frame_id) == (2.0, 1.2, "wheel_odom")
-    # publishing only the newest message of each topic per tick changes nothing for the controller
+    # publishing only the newest message of each topic per tick changes nothing for the gate
     ref = compute_reference(tl.messages, runtime, tl.params)
     full = compute_reference(tl.full_messages, runtime, tl.params)
     assert len(ref.ticks) == len(full.ticks) == TICKS

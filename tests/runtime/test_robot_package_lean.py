@@ -106,7 +106,7 @@ def test_every_robot_module_imports_and_steps_with_the_training_side_refused() -
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd="/")
     assert out.returncode == 0, out.stderr[-3000:]
     modules = set(out.stdout.strip().splitlines()[-1].split(","))
-    assert {"navcontract.bundle", "navdeploy.runtime", "navdeploy.controller", "nav_policy.policy_node"} <= modules
+    assert {"navcontract.bundle", "navdeploy.runtime", "navdeploy.gate", "nav_policy.policy_node"} <= modules
 
 
 def robot_pins() -> list[str]:

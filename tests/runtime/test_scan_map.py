@@ -9,9 +9,11 @@ import numpy as np
 import pytest
 
 from navcontract.subgoal import LookaheadRule
-from navdeploy.controller import Limits, PolicyController, State
+from navdeploy.gate import CommandGate
 from navdeploy.runtime import ScanInput, ScanUnusable
 from navdeploy.scan_map import ScanMap, ScanMapCfg, ScanPlanner
+from navdeploy.settings import Limits
+from navdeploy.states import State
 
 RADIUS = 0.2
 BEAMS = 720
@@ -239,8 +241,8 @@ class RecordingRuntime:
 @pytest.mark.parametrize("use_map", [True, False])
 def test_the_controller_hands_the_policy_the_map_sub_goal(use_map: bool) -> None:
     rt = RecordingRuntime()
-    c = PolicyController(
-        runtime=rt,
+    c = CommandGate(
+        driver=rt,
         limits=Limits(1.0, 1.0, True),
         goal_tolerance=0.3,
         stale_timeout=0.5,

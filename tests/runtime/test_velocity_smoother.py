@@ -1,7 +1,7 @@
 """The velocity smoother and the contract's robot_response section (no ROS).
 
 The smoother (``navdeploy.smoother``) limits each axis of a driving command to ``accel * dt`` from
-the last sent command; the safety controller (``navdeploy.controller``) applies it to driving
+the last sent command; the command gate (``navdeploy.gate``) applies it to driving
 commands only, so a stop is always an immediate zero. Its default limits come from the bundle's
 ``robot_response`` section, which ``navcontract.response`` builds from the training config's
 ``randomization`` section.
@@ -26,9 +26,12 @@ from navcontract.bundle import (
     read_contract,
 )
 from navcontract.response import SECTION, ResponseError, RobotResponse, robot_response
-from navdeploy.controller import PolicyController, State, resolve_settings
+from navdeploy.gate import CommandGate
+from navdeploy.node_params import NodeParams
 from navdeploy.runtime import PolicyRuntime, ScanInput
+from navdeploy.settings import resolve_settings
 from navdeploy.smoother import MAX_DT_PERIODS, AccelLimits, VelocitySmoother
+from navdeploy.states import State
 
 PERIOD = 0.1
 A_LIN, A_ANG = 2.5, 3.2  # the low ends of the trained ranges below
@@ -210,18 +213,18 @@ def test_no_limits_is_the_identity_and_limits_must_be_positive() -> None:
 # --------------------------------------------------------------------------- in the safety controller
 
 
-def controller(bundle: Path, **params) -> PolicyController:
+def controller(bundle: Path, **params) -> CommandGate:
     rt = PolicyRuntime.load(bundle)
-    settings, _ = resolve_settings(rt.contract, **params)
-    return PolicyController.from_settings(rt, settings)
+    settings, _ = resolve_settings(rt.contract, NodeParams(**params))
+    return CommandGate.from_settings(rt, settings)
 
 
-def feed(c: PolicyController, t: float, scan: ScanInput | None = None) -> None:
+def feed(c: CommandGate, t: float, scan: ScanInput | None = None) -> None:
     c.set_scan(scan or ScanInput.training_beams(np.full(72, 3.0), 72, 6.0), t)
     c.set_odom((0.0, 0.0), (0.0, 0.0, 0.0, 1.0), (0.0, 0.0, 0.0), t, "odom")
 
 
-def drive(c: PolicyController, t0: float, n: int) -> list:
+def drive(c: CommandGate, t0: float, n: int) -> list:
     out = []
     for k in range(n):
         t = t0 + k * PERIOD
@@ -294,10 +297,10 @@ def test_settings_name_where_each_acceleration_limit_came_from(bundles: dict[str
     s, warn = resolve_settings(trained)
     assert s.accel_limits == AccelLimits(A_LIN, A_ANG) and not warn
     assert any("max_accel_linear 2.5 m/s^2 (bundle contract" in line for line in s.limit_sources)
-    s, warn = resolve_settings(trained, max_accel_linear=4.0, max_accel_angular=1.0)
+    s, warn = resolve_settings(trained, NodeParams(max_accel_linear=4.0, max_accel_angular=1.0))
     assert s.accel_limits == AccelLimits(4.0, 1.0)
     assert len(warn) == 1 and "max_accel_angular=1 rad/s^2 is outside the range" in warn[0]
-    s, warn = resolve_settings(trained, velocity_smoother=False, max_accel_linear=3.0)
+    s, warn = resolve_settings(trained, NodeParams(velocity_smoother=False, max_accel_linear=3.0))
     assert not s.accel_limits.active and any("ignored" in w for w in warn)
     assert any("trained with acceleration limits" in w for w in warn)
     s, _ = resolve_settings(read_contract(bundles["legacy"]))
@@ -316,4 +319,4 @@ def test_settings_name_where_each_acceleration_limit_came_from(bundles: dict[str
 )
 def test_smoother_parameters_are_checked(bundles: dict[str, Path], kw: dict, needle: str) -> None:
     with pytest.raises(ValueError, match=needle):
-        resolve_settings(read_contract(bundles["trained"]), **kw)
+        resolve_settings(read_contract(bundles["trained"]), NodeParams(**kw))

@@ -19,12 +19,16 @@ import onnx
 import onnxruntime as ort
 import pytest
 import torch
+from support.paths import REPO
+from support.simenv import TRAIN_OVERRIDES
 
 from navcontract.bundle import CONTRACT_FILE, FINGERPRINT_KEY, METADATA_KEY, ONNX_FILE, BundleError, make_contract
 from navcontract.response import robot_response
 from navcontract.subgoal import LookaheadRule, TrainedPathFollowing, path_following_section
-from navdeploy.controller import PolicyController, resolve_settings
+from navdeploy.gate import CommandGate
+from navdeploy.node_params import NodeParams
 from navdeploy.runtime import PolicyRuntime
+from navdeploy.settings import resolve_settings
 from navsim.config import load_config, to_dict
 from navtrain.checkpoint import CheckpointError, build_actor, config_from_checkpoint
 from navtrain.export_onnx import (
@@ -37,8 +41,6 @@ from navtrain.export_onnx import (
     policy_spec_for,
 )
 from navtrain.onnx_writer import write_bundle
-from support.paths import REPO
-from support.simenv import TRAIN_OVERRIDES
 
 pytestmark = pytest.mark.slow
 
@@ -226,11 +228,11 @@ def test_the_contract_carries_the_trained_path_rule_and_the_controller_follows_i
     settings, _ = resolve_settings(rt.contract)
     assert settings.path_rule == LookaheadRule(0.7, 2.0)
     assert "path_lookahead 0.7 m (bundle contract" in settings.path_source
-    controller = PolicyController.from_settings(rt, settings)
+    controller = CommandGate.from_settings(rt, settings)
     assert controller.path_rule.lookahead == 0.7
-    settings, warnings = resolve_settings(rt.contract, path_lookahead=1.3, path_search_window=2.0)
+    settings, warnings = resolve_settings(rt.contract, NodeParams(path_lookahead=1.3, path_search_window=2.0))
     assert settings.path_rule == LookaheadRule(1.3, 2.0)
-    assert PolicyController.from_settings(rt, settings).path_rule.lookahead == 1.3
+    assert CommandGate.from_settings(rt, settings).path_rule.lookahead == 1.3
     assert warnings == ["path_lookahead=1.3 m differs from the 0.7 m the policy was trained to follow paths with"]
 
 

@@ -17,15 +17,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
-
 import support.ros as h
+import torch
+from support.paths import FIXTURE_BUNDLE
+
 from navcontract.bundle import CONTRACT_FILE, BundleError, make_contract, parse_contract
 from navcontract.guard import GUARD_SECTION, GuardRule, apply_guard, guard_scale
-from navdeploy.controller import PolicyController, State, resolve_settings
+from navdeploy.gate import CommandGate
+from navdeploy.node_params import NodeParams
 from navdeploy.runtime import PolicyRuntime, ScanInput
+from navdeploy.settings import resolve_settings
 from navdeploy.smoother import AccelLimits
-from support.paths import FIXTURE_BUNDLE
+from navdeploy.states import State
 
 RULE = GuardRule(radius=0.2, margin=0.05, headway=0.4, decel=2.0)
 BEARING = math.radians(30.0)  # of the goal: the goal-seeking policy drives at 45 deg (both axes clip) and turns
@@ -103,14 +106,14 @@ def wall_scan(direction: float, distance: float, half_width: float = math.radian
     return np.where(off <= half_width, distance, 4.0)
 
 
-def controller(bundle: Path, **params) -> tuple[PolicyController, list[str]]:
+def controller(bundle: Path, **params) -> tuple[CommandGate, list[str]]:
     runtime = PolicyRuntime.load(bundle)
     params.setdefault("scan_map", False)  # the guard alone: the goal stays the policy's goal
-    settings, warnings = resolve_settings(runtime.contract, **params)
-    return PolicyController.from_settings(runtime, settings), warnings
+    settings, warnings = resolve_settings(runtime.contract, NodeParams(**params))
+    return CommandGate.from_settings(runtime, settings), warnings
 
 
-def drive(c: PolicyController, ranges: np.ndarray, t: float = 1.0):
+def drive(c: CommandGate, ranges: np.ndarray, t: float = 1.0):
     """One tick at ``t`` with the robot at the origin facing +x and the goal at BEARING."""
     c.set_scan(ScanInput.training_beams(ranges, 72, MAX_RANGE), t)
     c.set_odom((0.0, 0.0), (0.0, 0.0, 0.0, 1.0), (0.0, 0.0, 0.0), t, "odom")
@@ -129,7 +132,7 @@ def test_the_command_is_the_clamped_policy_command_through_the_guard(bundles: di
     assert c.guard == RULE and not warnings
     res = drive(c, ranges)
     assert res.state == State.DRIVING
-    assert np.array_equal(c.runtime.last_scan_report.ranges, ranges)  # what the policy observed
+    assert np.array_equal(c.driver.last_scan_report.ranges, ranges)  # what the policy observed
     expected, scale = apply_guard(ranges, policy.cmd, RULE, MAX_RANGE)
     assert 0.0 < float(scale) < 0.9 and res.guard_scale == pytest.approx(float(scale), abs=1e-7)
     assert np.allclose(res.cmd, expected, atol=1e-6)
@@ -166,11 +169,13 @@ def test_settings_say_which_guard_is_used_and_check_the_parameter(bundles: dict[
     assert (
         s.guard_source == "guard radius 0.2 m, margin 0.05 m, headway 0.4 s, decel 2 m/s^2, slide off (bundle contract)"
     )
-    assert resolve_settings(contract, guard=False)[0].guard_source == "guard off (node parameter guard false)"
+    assert (
+        resolve_settings(contract, NodeParams(guard=False))[0].guard_source == "guard off (node parameter guard false)"
+    )
     s, _ = resolve_settings(PolicyRuntime.load(bundles["none"]).contract)
     assert s.guard_source.startswith("guard none (the bundle has no guard section")
     with pytest.raises(ValueError, match=r"^parameter 'guard' must be true or false, got 'yes'$"):
-        resolve_settings(contract, guard="yes")
+        resolve_settings(contract, NodeParams(guard="yes"))
 
 
 def test_the_guard_comes_before_the_velocity_smoother(bundles: dict[str, Path]) -> None:
@@ -195,7 +200,7 @@ def test_a_runtime_without_a_scan_report_stops_instead_of_driving_unguarded() ->
 
     contract = PolicyRuntime.load(FIXTURE_BUNDLE).contract
     settings, _ = resolve_settings(contract)
-    c = PolicyController.from_settings(Blind(), settings)
+    c = CommandGate.from_settings(Blind(), settings)
     c.guard, c.max_range = RULE, MAX_RANGE
     res = drive(c, wall_scan(0.0, 0.7))
     assert res.state == State.ERROR and not res.cmd.any() and "last_scan_report" in res.reason
@@ -317,7 +322,7 @@ def test_the_node_slows_its_cmd_vel_before_a_wall(tmp_path: Path) -> None:
 
 def test_a_smoother_slower_than_the_guards_braking_is_warned_about(bundles: dict[str, Path]) -> None:
     contract = PolicyRuntime.load(bundles["guard"]).contract
-    _, warnings = resolve_settings(contract, max_accel_linear=RULE.decel)
+    _, warnings = resolve_settings(contract, NodeParams(max_accel_linear=RULE.decel))
     assert not warnings
-    _, warnings = resolve_settings(contract, max_accel_linear=0.5 * RULE.decel)
+    _, warnings = resolve_settings(contract, NodeParams(max_accel_linear=0.5 * RULE.decel))
     assert any("below the guard's braking deceleration" in w for w in warnings), warnings

@@ -6,8 +6,12 @@ training uses; by default with the lookahead and search window the bundle's poli
 with), and the goal is the path's last point. A new goal pose or an empty path ends it.
 
 ``controller:=dwa`` swaps the policy for the dynamic-window baseline (``navdeploy.dwa``), built
-from the same bundle's contract (limits, period, radius), behind the same safety controller,
-topics and status.
+from the same bundle's contract (limits, period, radius), behind the same command gate
+(``navdeploy.gate``), topics and status.
+
+Parameters: the table of ``navdeploy.node_params`` (names, types, defaults, ranges, docs), declared
+in one loop (``nav_policy.ros_common.declare_node_params``) and read into its typed ``NodeParams``;
+``config/policy.yaml`` and the table in docs/ros2.md are renderings of it.
 
 The bundle: the ``bundle_path`` parameter, else ``$NAV_POLICY_BUNDLE``, else the trained default
 installed with this package (``nav_policy/default_bundle``); the log names which one was loaded.
@@ -53,110 +57,79 @@ from nav_policy.ros_common import (
     SENSOR_QOS,
     STATUS_QOS,
     StartupError,
-    declare_bool,
-    declare_number,
+    declare_node_params,
     run_node,
 )
-from navcontract.scan import DEFAULT_MAX_FILL_GAP, DEFAULT_MIN_COVERAGE, DEFAULT_MIN_VALID_SHARE
-from navdeploy.controller import (
-    DEFAULT_CLOCK_TIMEOUT,
-    FAULT_STATES,
-    ClockWatchdog,
-    PolicyController,
-    State,
-    TickResult,
-    resolve_settings,
-)
 from navdeploy.dwa import DwaParams, DwaPlanner
+from navdeploy.gate import CommandGate
+from navdeploy.inputs import ClockWatchdog
+from navdeploy.node_params import PARAM, NodeParams
 from navdeploy.runtime import PolicyRuntime
+from navdeploy.settings import GateSettings, resolve_settings
 from navdeploy.smoother import AccelLimits
-
-CONTROLLERS = ("policy", "dwa")
+from navdeploy.states import FAULT_STATES, State, TickResult
 
 
 class PolicyNode(Node):
     def __init__(self, **kwargs) -> None:
         super().__init__("policy_node", **kwargs)
-        p = self.declare_parameter
-        bundle = p("bundle_path", "").value
-        scan_topic = p("scan_topic", "/scan").value
-        odom_topic = p("odom_topic", "/odom").value
-        goal_topic = p("goal_topic", "/goal_pose").value
-        plan_topic = p("plan_topic", "/plan").value
-        cmd_topic = p("cmd_vel_topic", "/cmd_vel").value
-        status_topic = p("status_topic", "/nav_policy/status").value
-        policy_scan_topic = p("policy_scan_topic", "/nav_policy/policy_scan").value
-        cmd_arrow_topic = p("cmd_arrow_topic", "/nav_policy/cmd_arrow").value
-        control_period = declare_number(self, "control_period", 0.0, 0.0, 10.0)  # 0: the bundle's
-        goal_tolerance = declare_number(self, "goal_tolerance", 0.0, 0.0, 100.0)  # 0: the bundle's
-        v_max = declare_number(self, "v_max", 0.0, 0.0, 100.0)  # 0: the bundle's; never above it
-        omega_max = declare_number(self, "omega_max", 0.0, 0.0, 100.0)
-        stale_timeout = declare_number(self, "stale_timeout", 0.5, 0.0, 60.0, lo_open=True)
-        clock_timeout = declare_number(self, "clock_timeout", DEFAULT_CLOCK_TIMEOUT, 0.0, 60.0, lo_open=True)
-        below_min = p("below_min", "obstacle").value
-        fill = p("fill", "nearest").value
-        fill_value = declare_number(self, "fill_value", 0.0, 0.0, 1000.0)
-        min_valid_share = declare_number(self, "min_valid_share", DEFAULT_MIN_VALID_SHARE, 0.0, 1.0)
-        min_coverage = declare_number(self, "min_coverage", DEFAULT_MIN_COVERAGE, 0.0, 1.0)
-        max_fill_gap = declare_number(self, "max_fill_gap", DEFAULT_MAX_FILL_GAP, 0.0, 1000.0, integer=True)
-        velocity_smoother = declare_bool(self, "velocity_smoother", True)
-        max_accel_linear = declare_number(self, "max_accel_linear", 0.0, 0.0, 1e4)  # 0: the bundle's
-        max_accel_angular = declare_number(self, "max_accel_angular", 0.0, 0.0, 1e4)
-        path_lookahead = declare_number(self, "path_lookahead", 0.0, 0.0, 100.0)  # 0: the bundle's
-        path_search_window = declare_number(self, "path_search_window", 0.0, 0.0, 100.0)  # 0: the bundle's
-        guard = declare_bool(self, "guard", True)  # the bundle's collision guard (none without the section)
-        scan_map = declare_bool(self, "scan_map", True)  # goal without a path: plan on the robot's own scans
-        self.odom_frame = p("odom_frame", "odom").value
-        self.base_frame = p("base_frame", "base_link").value
-        goal_frames_text = p("static_goal_frames", "").value
-        controller = p("controller", "policy").value
-        dwa_params_file = p("dwa_params_file", "").value
+        params = declare_node_params(self)
+        self.odom_frame, self.base_frame = params.odom_frame, params.base_frame
+        check_driver(params.controller)
+        self.runtime, bundle, bundle_from = self._load_bundle(params.bundle_path)
+        driver = self._driver(params)
+        settings = self._resolve(params)
+        self.control_period = settings.control_period
+        # The one command gate (navdeploy.gate), shared with the bag replay's reference.
+        self.gate = CommandGate.from_settings(driver, settings)
+        self.state: State | None = None
+        self._odom_problem: str | None = None
+        self._scan_problem: str | None = None
+        self._scan_frame_seen: str | None = None
+        self._callback_error: str | None = None
+        self._odom_child_seen: str | None = None
+        subs = self._connect(params)
+        self._start_timers(settings)
+        self.get_logger().info(
+            f"controller {params.controller}; bundle {bundle} ({bundle_from}; "
+            f"fingerprint {getattr(self.runtime.contract, 'fingerprint', '?')}); "
+            + self._settings_text(settings)
+            + f"; {' + '.join(x.topic_name for x in subs)} -> {self.cmd_pub.topic_name}, "
+            f"{self.policy_scan_pub.topic_name}"
+        )
 
-        if controller not in CONTROLLERS:
-            raise StartupError(f"parameter 'controller' must be one of {', '.join(CONTROLLERS)}, got '{controller}'")
-        bundle_dir, bundle_from = resolve_bundle(str(bundle))
+    # ------------------------------------------------------------------ startup
+    def _load_bundle(self, bundle_path: str) -> tuple[PolicyRuntime, str, str]:
+        """The bundle named by ``bundle_path`` (else $NAV_POLICY_BUNDLE, else the installed default),
+        loaded; StartupError saying why when it cannot be."""
+        bundle_dir, bundle_from = resolve_bundle(bundle_path)
         bundle = str(bundle_dir)
         if not os.path.isdir(bundle):
             raise StartupError(
                 f"bundle '{bundle}' ({bundle_from}) is not a directory (expected policy.onnx + contract.json)"
             )
         try:
-            self.runtime = PolicyRuntime.load(bundle)
+            return PolicyRuntime.load(bundle), bundle, bundle_from
         except Exception as exc:
             raise StartupError(f"cannot load bundle '{bundle}': {type(exc).__name__}: {exc}") from exc
-        c = self.runtime.contract
-        driver = self.runtime
-        if controller == "dwa":
-            try:
-                params = DwaParams.from_yaml(os.path.expanduser(dwa_params_file) if dwa_params_file else None)
-                driver = DwaPlanner(c, params)
-            except (OSError, ValueError) as exc:
-                raise StartupError(f"cannot build the dwa controller: {exc}") from exc
+
+    def _driver(self, params: NodeParams):
+        """What the ``controller`` parameter names behind the gate: the bundle's policy, or the DWA
+        baseline built from the same contract."""
+        if params.controller == "policy":
+            return self.runtime
+        path = params.dwa_params_file
         try:
-            settings, warnings = resolve_settings(
-                c,
-                control_period=control_period,
-                goal_tolerance=goal_tolerance,
-                v_max=v_max,
-                omega_max=omega_max,
-                stale_timeout=stale_timeout,
-                odom_frame=self.odom_frame,
-                static_goal_frames=goal_frames_text,
-                below_min=below_min,
-                fill=fill,
-                fill_value=fill_value,
-                min_valid_share=min_valid_share,
-                min_coverage=min_coverage,
-                max_fill_gap=int(max_fill_gap),
-                clock_timeout=clock_timeout,
-                velocity_smoother=velocity_smoother,
-                max_accel_linear=max_accel_linear,
-                max_accel_angular=max_accel_angular,
-                path_lookahead=path_lookahead,
-                path_search_window=path_search_window,
-                guard=guard,
-                scan_map=scan_map,
-            )
+            return DwaPlanner(self.runtime.contract, DwaParams.from_yaml(os.path.expanduser(path) if path else None))
+        except (OSError, ValueError) as exc:
+            raise StartupError(f"cannot build the dwa controller: {exc}") from exc
+
+    def _resolve(self, params: NodeParams) -> GateSettings:
+        """The gate's settings from the parameters and the contract; warnings and where each limit
+        came from go to the log."""
+        c = self.runtime.contract
+        try:
+            settings, warnings = resolve_settings(c, params)
         except ValueError as exc:
             raise StartupError(str(exc)) from exc
         for text in warnings:
@@ -167,29 +140,25 @@ class PolicyNode(Node):
             "robot response the policy was trained for: "
             + (response.describe() if response is not None else "not stated (bundle format 1)")
         )
-        self.control_period = settings.control_period
-        tol, limits = settings.goal_tolerance, settings.limits
-        # The one safety controller (navdeploy.controller), shared with the bag replay's reference.
-        self.ctrl = PolicyController.from_settings(driver, settings)
-        self.state: State | None = None
-        self._odom_problem: str | None = None
-        self._scan_problem: str | None = None
-        self._scan_frame_seen: str | None = None
-        self._callback_error: str | None = None
-        self._odom_child_seen: str | None = None
+        return settings
 
-        self.cmd_pub = self.create_publisher(Twist, cmd_topic, CMD_QOS)
-        self.status_pub = self.create_publisher(String, status_topic, STATUS_QOS)
-        self.policy_scan_pub = self.create_publisher(LaserScan, policy_scan_topic, STATUS_QOS)
+    def _connect(self, params: NodeParams) -> list:
+        """Publishers and subscriptions on the parameters' topics; returns the subscriptions."""
+        self.cmd_pub = self.create_publisher(Twist, params.cmd_vel_topic, CMD_QOS)
+        self.status_pub = self.create_publisher(String, params.status_topic, STATUS_QOS)
+        self.policy_scan_pub = self.create_publisher(LaserScan, params.policy_scan_topic, STATUS_QOS)
         # The command for RViz (a Pose display): an arrow in the base frame along the planar velocity.
-        self.cmd_arrow_pub = self.create_publisher(PoseStamped, cmd_arrow_topic, STATUS_QOS)
-        self.max_range = float(c.max_range)
-        subs = [
-            self.create_subscription(LaserScan, scan_topic, self._guard(self.on_scan, "scan"), SENSOR_QOS),
-            self.create_subscription(Odometry, odom_topic, self._guard(self.on_odom, "odom"), ODOM_SUB_QOS),
-            self.create_subscription(PoseStamped, goal_topic, self._guard(self.on_goal, "goal"), GOAL_QOS),
-            self.create_subscription(Path, plan_topic, self._guard(self.on_path, "path"), PATH_QOS),
+        self.cmd_arrow_pub = self.create_publisher(PoseStamped, params.cmd_arrow_topic, STATUS_QOS)
+        self.max_range = float(self.runtime.contract.max_range)
+        return [
+            self.create_subscription(LaserScan, params.scan_topic, self._guard(self.on_scan, "scan"), SENSOR_QOS),
+            self.create_subscription(Odometry, params.odom_topic, self._guard(self.on_odom, "odom"), ODOM_SUB_QOS),
+            self.create_subscription(PoseStamped, params.goal_topic, self._guard(self.on_goal, "goal"), GOAL_QOS),
+            self.create_subscription(Path, params.plan_topic, self._guard(self.on_path, "path"), PATH_QOS),
         ]
+
+    def _start_timers(self, settings: GateSettings) -> None:
+        """The control timer (ROS time), and under use_sim_time the clock watchdog's on wall time."""
         self.timer = self.create_timer(self.control_period, self.on_tick)
         # /clock can stop (sim paused, bag ended, sim died): a timer on ROS time then stops with it.
         self.use_sim_time = bool(self.get_parameter("use_sim_time").value)
@@ -198,11 +167,13 @@ class PolicyNode(Node):
         if self.use_sim_time:
             steady = Clock(clock_type=ClockType.STEADY_TIME)
             self.wall_timer = self.create_timer(self.control_period, self.on_wall_tick, clock=steady)
-        so = settings.scan_options
-        self.get_logger().info(
-            f"controller {controller}; bundle {bundle} ({bundle_from}; fingerprint {getattr(c, 'fingerprint', '?')}); "
+
+    def _settings_text(self, settings: GateSettings) -> str:
+        """The startup log's account of the resolved settings."""
+        c, so, limits = self.runtime.contract, settings.scan_options, settings.limits
+        return (
             f"period {self.control_period} s, "
-            f"goal tolerance {tol} m, limits v {limits.v_max} m/s w {limits.omega_max} rad/s, "
+            f"goal tolerance {settings.goal_tolerance} m, limits v {limits.v_max} m/s w {limits.omega_max} rad/s, "
             f"stale timeout {settings.stale_timeout} s"
             + (f", clock watchdog {settings.clock_timeout} s wall" if self.use_sim_time else "")
             + f"; velocity smoother {_accel_text(settings.accel_limits)}"
@@ -210,8 +181,7 @@ class PolicyNode(Node):
             + (f" {so.fill_value} m" if so.fill == "constant" else "")
             + f", min_valid_share {so.min_valid_share}, min_coverage {so.min_coverage} of the trained "
             f"{math.degrees(getattr(c, 'trained_fov', 2 * math.pi)):.0f} deg, max_fill_gap {so.max_fill_gap}; "
-            f"path following {settings.path_source}; {settings.guard_source}; {settings.scan_map_source}; "
-            f"{' + '.join(x.topic_name for x in subs)} -> {self.cmd_pub.topic_name}, {self.policy_scan_pub.topic_name}"
+            f"path following {settings.path_source}; {settings.guard_source}; {settings.scan_map_source}"
         )
 
     # ------------------------------------------------------------------ inputs
@@ -223,7 +193,7 @@ class PolicyNode(Node):
                 fn(msg)
             except Exception as exc:
                 text = f"{what} message could not be handled: {type(exc).__name__}: {exc}"
-                self.ctrl.input_failed(what, text)
+                self.gate.input_failed(what, text)
                 if text != self._callback_error:
                     self._callback_error = text
                     self.get_logger().error(text + " (publishing zero)")
@@ -234,7 +204,7 @@ class PolicyNode(Node):
         return self.get_clock().now().nanoseconds * 1e-9
 
     def on_scan(self, msg: LaserScan) -> None:
-        problem = self.ctrl.scan_message(msg, self._now())
+        problem = self.gate.scan_message(msg, self._now())
         if problem is not None:
             self._report_scan_problem(problem)
             return
@@ -257,7 +227,7 @@ class PolicyNode(Node):
             self.get_logger().warn(text)
 
     def on_odom(self, msg: Odometry) -> None:
-        problem = self.ctrl.odom_message(msg, self._now())
+        problem = self.gate.odom_message(msg, self._now())
         child = msg.child_frame_id
         if child and child != self.base_frame and child != self._odom_child_seen:
             self._odom_child_seen = child
@@ -270,7 +240,7 @@ class PolicyNode(Node):
                 self.get_logger().warn(f"odometry unusable: {problem}")
 
     def on_goal(self, msg: PoseStamped) -> None:
-        ok, text = self.ctrl.goal_message(msg)
+        ok, text = self.gate.goal_message(msg)
         if ok:
             self.get_logger().info(text)
         else:
@@ -279,11 +249,11 @@ class PolicyNode(Node):
     def on_path(self, msg: Path) -> None:
         """A planner republishes its path often: a new path is logged at debug level, a refused one,
         the start and the end of path following at info (warn when refused)."""
-        had = self.ctrl.path is not None
-        ok, text = self.ctrl.path_message(msg)
+        had = self.gate.path is not None
+        ok, text = self.gate.path_message(msg)
         if not ok:
             self.get_logger().warn(text)
-        elif had and self.ctrl.path is not None:
+        elif had and self.gate.path is not None:
             self.get_logger().debug(text)
         else:
             self.get_logger().info(text)
@@ -292,14 +262,14 @@ class PolicyNode(Node):
     def on_tick(self) -> None:
         now = self._now()
         self.watchdog.check(now, time.monotonic())  # the clock advanced (or has not started)
-        self._emit(self.ctrl.tick(now), now)  # never raises; zero unless driving
+        self._emit(self.gate.tick(now), now)  # never raises; zero unless driving
 
     def on_wall_tick(self) -> None:
         """Wall-time watchdog (use_sim_time): zero, status and one log line while /clock is stalled."""
         now = self._now()
         res = self.watchdog.check(now, time.monotonic())
         if res is not None:
-            self.ctrl.stopped(now)  # a zero went out: the smoother starts again from rest
+            self.gate.stopped(now)  # a zero went out: the smoother starts again from rest
             self._emit(res, now)
 
     def _emit(self, res: TickResult, now: float) -> None:
@@ -320,9 +290,9 @@ class PolicyNode(Node):
             "reason": reason,
             "distance_to_goal": None if res.distance is None else round(res.distance, 4),
             "inference_ms": None if res.inference_ms is None else round(res.inference_ms, 4),
-            "last_inference_ms": None if self.ctrl.last_inference_ms is None else round(self.ctrl.last_inference_ms, 4),
+            "last_inference_ms": None if self.gate.last_inference_ms is None else round(self.gate.last_inference_ms, 4),
             "cmd": [round(float(v), 5) for v in cmd],
-            "scan_age_s": None if self.ctrl.scan is None else round(now - self.ctrl.scan.stamp, 4),
+            "scan_age_s": None if self.gate.scan is None else round(now - self.gate.scan.stamp, 4),
             "scan_fault": res.scan_fault,
             "coverage_deg": None,
             "filled_sectors": None,
@@ -372,6 +342,13 @@ class PolicyNode(Node):
         """Last word on shutdown: stop the robot (and give reliable subscribers time to get it)."""
         self._publish(np.zeros(3))
         self.cmd_pub.wait_for_all_acked(Duration(seconds=0.5))
+
+
+def check_driver(name: str) -> None:
+    """The ``controller`` parameter must name a driver (``policy`` | ``dwa``): StartupError otherwise."""
+    drivers = PARAM["controller"].choices
+    if name not in drivers:
+        raise StartupError(f"parameter 'controller' must be one of {', '.join(drivers)}, got '{name}'")
 
 
 def _accel_text(limits: AccelLimits) -> str:

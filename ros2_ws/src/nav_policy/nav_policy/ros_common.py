@@ -1,6 +1,6 @@
-"""Small pieces shared by the nodes: QoS profiles, stamps, a signal-safe spin loop.
+"""Small pieces shared by the nodes: QoS profiles, stamps, a signal-safe spin loop, parameter declaration.
 
-(A header stamp in seconds, as the policy node reads it, is ``navdeploy.controller.stamp_seconds``.)
+(A header stamp in seconds, as the policy node reads it, is ``navdeploy.inputs.stamp_seconds``.)
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import rclpy
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+
+from navdeploy.node_params import PARAMS, NodeParams, Param, check_number
 
 # Lidar drivers publish best effort; a best-effort subscription also matches reliable publishers.
 SENSOR_QOS = qos_profile_sensor_data
@@ -107,15 +109,10 @@ def declare_number(
     from rcl_interfaces.msg import ParameterDescriptor
 
     value = node.declare_parameter(name, default, ParameterDescriptor(dynamic_typing=True)).value
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise StartupError(f"parameter '{name}' must be a number, got {value!r}")
-    v = float(value)
-    below = v <= lo if lo_open else v < lo
-    if not math.isfinite(v) or below or v > hi or (integer and v != int(v)):
-        rng = f"{'(' if lo_open else '['}{lo:g}, {hi:g}]"
-        kind = "a whole number" if integer else "finite"
-        raise StartupError(f"parameter '{name}' must be {kind} and in {rng}, got {value}")
-    return v
+    try:
+        return check_number(name, value, lo, hi, lo_open=lo_open, integer=integer)
+    except ValueError as exc:
+        raise StartupError(str(exc)) from None
 
 
 def declare_bool(node: Node, name: str, default: bool) -> bool:
@@ -127,3 +124,40 @@ def declare_bool(node: Node, name: str, default: bool) -> bool:
     if not isinstance(value, bool):
         raise StartupError(f"parameter '{name}' must be true or false, got {value!r}")
     return value
+
+
+def param_descriptor(p: Param, *, with_range: bool = True):
+    """The descriptor of a table parameter: its doc and unit, its range or choices as text, and (with
+    ``with_range``) the range rclpy enforces. Numbers and bools are dynamically typed, so that an
+    integer is accepted for a float and a wrong type reaches :class:`NodeParams`' one-line refusal."""
+    from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+
+    d = ParameterDescriptor(
+        description=p.doc + (f" [{p.unit}]" if p.unit else ""),
+        additional_constraints=p.range_text or (f"one of {', '.join(p.choices)}" if p.choices else ""),
+        dynamic_typing=p.type is not str,
+    )
+    if with_range and p.type is float:
+        d.floating_point_range = [FloatingPointRange(from_value=float(p.lo), to_value=float(p.hi))]
+    elif with_range and p.type is int:
+        d.integer_range = [IntegerRange(from_value=int(p.lo), to_value=int(p.hi), step=1)]
+    return d
+
+
+def declare_node_params(node: Node) -> NodeParams:
+    """Declare every parameter of the policy node's table (``navdeploy.node_params.PARAMS``) and read
+    them into a :class:`NodeParams`; StartupError naming the first unusable one (table order)."""
+    from rclpy.exceptions import InvalidParameterValueException
+
+    values = {}
+    for p in PARAMS:
+        try:
+            values[p.name] = node.declare_parameter(p.name, p.default, param_descriptor(p)).value
+        except InvalidParameterValueException:
+            # Out of the descriptor's range: declared without it, so that NodeParams refuses the
+            # value in the node's own one-line message.
+            values[p.name] = node.declare_parameter(p.name, p.default, param_descriptor(p, with_range=False)).value
+    try:
+        return NodeParams(**values)
+    except ValueError as exc:
+        raise StartupError(str(exc)) from None

@@ -1,0 +1,474 @@
+"""The command gate: the safety layer between the driver and ``/cmd_vel``, free of ROS.
+
+:class:`CommandGate` keeps the latest scan, odometry and goal (or path) with the time each was taken,
+and on every control tick decides between a zero command (no goal, goal reached, stale or unusable
+input, any error) and the driver's command, clamped to the limits, slowed by the collision guard and
+acceleration-limited by the velocity smoother (``navdeploy.smoother``; never applied to a zero: a
+stop goes out at once). The driver is what the node's ``controller`` parameter names: the bundle's
+policy (``navdeploy.runtime``, which owns the observation and the action scaling) or the DWA
+baseline (``navdeploy.dwa``); the gate is the same for both. Times are ROS times in seconds
+(simulated time under ``use_sim_time``).
+
+This is the one implementation of those rules. The ROS node (``nav_policy.policy_node``) wires it
+to topics, and the bag replay's offline reference (``navbags.reference``) drives it with messages
+decoded from a bag. Both hand their messages to the same duck-typed adapters
+(:meth:`CommandGate.scan_message`, :meth:`~CommandGate.odom_message`,
+:meth:`~CommandGate.goal_message`, :meth:`~CommandGate.path_message`, reading them with
+:mod:`navdeploy.inputs`), so how a message is folded into the gate's state also exists once. Both
+build the gate from the node's parameters with :func:`navdeploy.settings.resolve_settings`.
+
+Path following: with a path set (:meth:`CommandGate.set_path`), the final goal is the path's last
+point, and each tick the driver is given the sub-goal of the lookahead rule
+(:func:`navcontract.subgoal.follow_path`, the same code training runs) instead of the goal pose.
+A new goal pose, or an empty path, ends path following.
+
+Scan map: with a goal and no path, the gate folds each new scan into the robot's own map and gives
+the driver the sub-goal along the path planned on it (:mod:`navdeploy.scan_map`), or the goal
+itself when the map has none.
+
+Collision guard: when the bundle carries a ``guard`` section (the guard the policy was trained
+driving through, :mod:`navcontract.guard`), each driving command, once clamped to the limits and
+before the velocity smoother, has its planar part scaled by :func:`navcontract.guard.apply_guard` on
+the very ranges the runtime built this tick's observation from (``last_scan_report.ranges``: the
+contract's beams, metres) and the contract's max range, as training's ``step()`` does with the scan
+its policy observed. ``wz`` is never touched; the node's ``guard`` parameter turns it off.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from navcontract.guard import GuardRule, apply_guard
+from navcontract.scan import ScanReport, ScanUnusable
+from navcontract.subgoal import LookaheadRule, follow_path, path_length
+from navdeploy.inputs import (
+    MAX_PATH_POINTS,
+    PathTooLong,
+    Transform2D,
+    read_goal,
+    read_odom,
+    read_path,
+    read_scan,
+    yaw_from_quaternion,
+)
+from navdeploy.scan_map import ScanPlanner
+from navdeploy.settings import GateSettings, Limits
+from navdeploy.smoother import VelocitySmoother
+from navdeploy.states import FAULT_STATES, SCAN_FAULT_STATE, State, TickResult
+
+_UNCHANGED = "; nothing changed (the current path or goal stands)"
+
+
+def clamp_command(cmd: np.ndarray, limits: Limits) -> np.ndarray:
+    """Clamp a body-frame [vx, vy, wz] to the limits; non-finite input gives zeros."""
+    cmd = np.asarray(cmd, dtype=np.float64).reshape(-1)
+    if cmd.shape != (3,) or not np.all(np.isfinite(cmd)):
+        return np.zeros(3)
+    vx, vy, wz = (float(v) for v in cmd)
+    v = limits.v_max
+    vx, vy = min(max(vx, -v), v), min(max(vy, -v), v)
+    if limits.limit_planar_speed:
+        speed = math.hypot(vx, vy)
+        if speed > v > 0:
+            vx, vy = vx * v / speed, vy * v / speed
+    wz = min(max(wz, -limits.omega_max), limits.omega_max)
+    return np.array([vx, vy, wz])
+
+
+@dataclass
+class _Stamped:
+    value: Any
+    stamp: float
+
+
+@dataclass
+class CommandGate:
+    """The safety layer around one driver (see the module docstring); build it with :meth:`from_settings`."""
+
+    driver: Any  # navdeploy.runtime.PolicyRuntime or navdeploy.dwa.DwaPlanner (.step / .reset)
+    limits: Limits
+    goal_tolerance: float
+    stale_timeout: float
+    odom_frame: str = "odom"
+    goal_frames: dict[str, Transform2D] = field(default_factory=dict)
+    scan_errors: tuple[type[BaseException], ...] = ()
+    smoother: VelocitySmoother | None = None  # acceleration limits on driving commands; None: off
+    path_rule: LookaheadRule = field(default_factory=LookaheadRule)  # sub-goal of a path
+    guard: GuardRule | None = None  # collision guard on driving commands (navcontract.guard); None: off
+    max_range: float = math.inf  # [m] the contract's lidar max_range, for the guard
+    scan_planner: ScanPlanner | None = None  # goal without a path: sub-goal on the robot's own map
+
+    @classmethod
+    def from_settings(cls, driver: Any, settings: GateSettings) -> CommandGate:
+        """The gate the node runs around ``driver``: ``settings`` from
+        :func:`navdeploy.settings.resolve_settings` (the scan options go to the driver), scan errors
+        of the deploy runtime counted as unusable scans."""
+        configure = getattr(driver, "configure_scan", None)
+        if configure is not None:
+            configure(settings.scan_options)
+        elif hasattr(driver, "scan_options"):
+            driver.scan_options = settings.scan_options
+        return cls(
+            driver=driver,
+            limits=settings.limits,
+            goal_tolerance=settings.goal_tolerance,
+            stale_timeout=settings.stale_timeout,
+            odom_frame=settings.odom_frame,
+            goal_frames=dict(settings.goal_frames),
+            scan_errors=(ScanUnusable,),
+            smoother=(
+                VelocitySmoother(settings.accel_limits, settings.control_period)
+                if settings.accel_limits.active
+                else None
+            ),
+            path_rule=settings.path_rule,
+            guard=settings.guard,
+            max_range=settings.max_range,
+            scan_planner=(
+                ScanPlanner(settings.scan_map, settings.robot_radius, settings.path_rule)
+                if settings.scan_map is not None and settings.robot_radius is not None
+                else None
+            ),
+        )
+
+    def __post_init__(self) -> None:
+        self.scan: _Stamped | None = None
+        self.odom: _Stamped | None = None  # value: (pose(3), twist(3))
+        self.odom_error: str | None = None
+        self.scan_error: str | None = None
+        self.goal: tuple[float, float] | None = None  # the goal pose's position (odometry frame)
+        self.path: np.ndarray | None = None  # (K, 2) float32 waypoints in the odometry frame
+        self.path_progress = 0.0  # [m] arc length along the path already reached
+        self._path_length = 0.0  # [m] of the path
+        self._subgoal: tuple[float, float] | None = None  # this tick's (None: not computed)
+        self._path_remaining: float | None = None
+        self.reached = False
+        self.last_inference_ms: float | None = None
+        self._need_reset = True
+        self._mapped_stamp: float | None = None  # the last scan folded into the scan map
+
+    # ---------------------------------------------------------------- inputs
+    def set_scan(self, scan: Any, stamp: float) -> None:
+        self.scan = _Stamped(scan, stamp)
+        self.scan_error = None
+
+    def set_scan_unusable(self, reason: str) -> None:
+        """A scan arrived that cannot even be turned into a ScanInput: stop until a good one comes."""
+        self.scan = None
+        self.scan_error = reason
+
+    def set_odom(
+        self,
+        position: tuple[float, float],
+        quaternion: tuple[float, float, float, float],
+        twist: tuple[float, float, float],
+        stamp: float,
+        frame_id: str,
+    ) -> str | None:
+        """Store odometry; returns why it is unusable (and marks it so), else None."""
+        problem = None
+        yaw = yaw_from_quaternion(*quaternion)
+        if frame_id and frame_id != self.odom_frame:
+            problem = f"odometry in frame '{frame_id}', expected '{self.odom_frame}'"
+        elif yaw is None:
+            problem = "odometry orientation is not a valid quaternion (NaN/inf or zero norm)"
+        elif not all(math.isfinite(v) for v in (*position, *twist)):
+            problem = "odometry position or twist is not finite"
+        self.odom_error = problem
+        if problem is None:
+            self.odom = _Stamped((np.array([position[0], position[1], yaw]), np.array(twist, dtype=np.float64)), stamp)
+        else:
+            self.odom = None
+        return problem
+
+    def _frame_problem(self, frame_id: str) -> str | None:
+        """Why points in ``frame_id`` cannot be taken into the odometry frame, or None."""
+        if frame_id == self.odom_frame or frame_id in self.goal_frames:
+            return None
+        known = ", ".join([self.odom_frame, *self.goal_frames]) or self.odom_frame
+        return (
+            f"frame '{frame_id}' is not the odometry frame and no static transform "
+            f"is configured for it (accepted frames: {known})"
+        )
+
+    def set_goal(self, x: float, y: float, frame_id: str) -> tuple[bool, str]:
+        """Accept a goal in the odometry frame (or a configured static frame); else clear the goal.
+        Either way any path is dropped: a goal pose replaces path following."""
+        self.path = None
+        if not (math.isfinite(x) and math.isfinite(y)):
+            self.goal = None
+            return False, f"goal rejected: position ({x}, {y}) is not finite; stopping"
+        problem = self._frame_problem(frame_id)
+        if problem is not None:
+            self.goal = None
+            return False, f"goal rejected: {problem}; stopping"
+        gx, gy = self.goal_frames[frame_id].apply(x, y) if frame_id != self.odom_frame else (x, y)
+        self.goal = (float(gx), float(gy))
+        self.reached = False
+        self._need_reset = True
+        if self.scan_planner is not None:
+            self.scan_planner.new_goal()  # the map stays: what was seen is still there
+        return True, f"new goal ({gx:.2f}, {gy:.2f}) in '{self.odom_frame}'"
+
+    def set_path(self, points: Any, frame_id: str) -> tuple[bool, str]:
+        """Follow a path of (K, 2) waypoints in ``frame_id`` (the odometry frame or a configured static
+        frame); returns (accepted, what to log).
+
+        An empty path ends path following: the goal pose (if any) is the goal again. A path that
+        cannot be used (another frame, NaN/inf points, more than :data:`MAX_PATH_POINTS` points, not
+        (K, 2)) is refused and nothing changes. A new path starts at progress 0 and clears the
+        reached state; the goal pose underneath is kept (an empty path falls back to it)."""
+        try:
+            pts = np.asarray(points, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            return False, f"path refused: points are not numbers ({exc}){_UNCHANGED}"
+        if pts.size == 0:
+            had = self.path is not None
+            self.path = None
+            self.path_progress = 0.0
+            if had:
+                self.reached = False
+                self._need_reset = True
+            back = "the goal pose" if self.goal is not None else "no goal: stopping"
+            return True, f"empty path: path following ended ({back})"
+        if pts.ndim != 2 or pts.shape[1] != 2:
+            return False, f"path refused: points of shape {pts.shape}, expected (K, 2){_UNCHANGED}"
+        if pts.shape[0] > MAX_PATH_POINTS:
+            return False, f"path refused: {pts.shape[0]} poses, more than {MAX_PATH_POINTS}{_UNCHANGED}"
+        if not np.all(np.isfinite(pts)):
+            bad = int(np.flatnonzero(~np.all(np.isfinite(pts), axis=1))[0])
+            return False, f"path refused: pose {bad} is not finite ({pts[bad].tolist()}){_UNCHANGED}"
+        problem = self._frame_problem(frame_id)
+        if problem is not None:
+            return False, f"path refused: {problem}{_UNCHANGED}"
+        if frame_id != self.odom_frame:
+            pts = self.goal_frames[frame_id].apply_points(pts)
+        self.path = pts.astype(np.float32)
+        self._path_length = float(path_length(self.path[None], np.array([len(pts)]))[0])
+        self.path_progress = 0.0
+        self.reached = False
+        self._need_reset = True
+        end = self.path[-1]
+        return True, f"new path of {len(pts)} poses to ({end[0]:.2f}, {end[1]:.2f}) in '{self.odom_frame}'"
+
+    def clear_goal(self) -> None:
+        """No goal pose and no path: zero until a new one comes."""
+        self.goal = None
+        self.path = None
+
+    def final_goal(self) -> tuple[float, float] | None:
+        """Where the robot is going: the path's last point while a path is set, else the goal pose."""
+        if self.path is not None:
+            return float(self.path[-1, 0]), float(self.path[-1, 1])
+        return self.goal
+
+    def input_failed(self, kind: str, reason: str) -> None:
+        """A message of ``kind`` (scan, odom, goal, path) could not be handled at all: that input is
+        unusable (scan, odometry: zero until a good one arrives; goal, path: goal and path dropped)."""
+        if kind == "scan":
+            self.set_scan_unusable(reason)
+        elif kind == "odom":
+            self.odom, self.odom_error = None, reason
+        else:
+            self.clear_goal()
+
+    # ---------------------------------------------------------------- messages (duck-typed)
+    def scan_message(self, msg: Any, now: float) -> str | None:
+        """Fold a ``LaserScan``-like message taken at its stamp (``now`` if unset); returns why it is
+        unusable (the scan is then marked unusable until a good one comes), else None."""
+        try:
+            scan, stamp = read_scan(msg, now)
+        except Exception as exc:  # unreadable: not even a ScanInput
+            reason = f"scan unusable: {exc}"
+            self.set_scan_unusable(reason)
+            return reason
+        self.set_scan(scan, stamp)
+        return None
+
+    def odom_message(self, msg: Any, now: float) -> str | None:
+        """Fold an ``Odometry``-like message (pose in ``odom_frame``, body-frame twist); returns why it
+        is unusable (see :meth:`set_odom`), else None."""
+        try:
+            odom = read_odom(msg, now)
+        except Exception as exc:
+            reason = f"odometry message could not be read: {type(exc).__name__}: {exc}"
+            self.input_failed("odom", reason)
+            return reason
+        return self.set_odom(odom.position, odom.quaternion, odom.twist, odom.stamp, odom.frame_id)
+
+    def goal_message(self, msg: Any) -> tuple[bool, str]:
+        """Fold a ``PoseStamped``-like goal (see :meth:`set_goal`); returns (accepted, what to log)."""
+        try:
+            x, y, frame_id = read_goal(msg)
+        except Exception as exc:
+            self.clear_goal()
+            return False, f"goal rejected: message could not be read: {type(exc).__name__}: {exc}; stopping"
+        return self.set_goal(x, y, frame_id)
+
+    def path_message(self, msg: Any) -> tuple[bool, str]:
+        """Fold a ``nav_msgs/Path``-like message (``header.frame_id``, ``poses[i].pose.position``; see
+        :meth:`set_path`); returns (accepted, what to log). An unreadable message is refused like
+        any unusable path: nothing changes."""
+        try:
+            pts, frame_id = read_path(msg)
+        except PathTooLong as exc:
+            return False, f"path refused: {exc}{_UNCHANGED}"
+        except Exception as exc:
+            return False, f"path refused: message could not be read: {type(exc).__name__}: {exc}{_UNCHANGED}"
+        return self.set_path(pts, frame_id)
+
+    # ---------------------------------------------------------------- control
+    def _age_problem(self, item: _Stamped, now: float) -> str | None:
+        age = now - item.stamp
+        if age > self.stale_timeout:
+            return f"{age:.3f} s old (timeout {self.stale_timeout:.3f} s)"
+        if age < -self.stale_timeout:
+            return f"stamped {-age:.3f} s in the future (clock jumped back?)"
+        return None
+
+    def _zero(
+        self,
+        state: State,
+        reason: str,
+        distance: float | None = None,
+        fault: str | None = None,
+        report: ScanReport | None = None,
+    ) -> TickResult:
+        if state in FAULT_STATES or state in (State.NO_GOAL, State.GOAL_REACHED):
+            self._need_reset = True
+        return TickResult(np.zeros(3), state, reason, distance, None, fault, report)
+
+    def _report(self) -> ScanReport | None:
+        return getattr(self.driver, "last_scan_report", None)
+
+    def tick(self, now: float) -> TickResult:
+        """The command of the control tick at ``now``; never raises, never returns a non-finite command.
+
+        A driving command goes through the velocity smoother (when on); any other state's zero goes
+        out as it is, at once, and the smoother starts again from rest."""
+        self._subgoal = self._path_remaining = None
+        try:
+            res = self._decide(now)
+            if res.state == State.DRIVING and self.smoother is not None and np.all(np.isfinite(res.cmd)):
+                res.cmd = self.smoother.step(res.cmd, now, clamp=lambda c: clamp_command(c, self.limits))
+        except Exception as exc:  # never let a tick die without a zero command
+            res = self._zero(State.ERROR, f"tick failed: {type(exc).__name__}: {exc}")
+        if not np.all(np.isfinite(res.cmd)):
+            res = self._zero(State.ERROR, "non-finite command replaced by zero", res.distance)
+        if res.state != State.DRIVING:
+            self.stopped(now)
+        res.path_in_use = self.path is not None
+        res.subgoal, res.path_remaining = self._subgoal, self._path_remaining
+        return res
+
+    def stopped(self, now: float | None = None) -> None:
+        """A zero command went out at ``now``: a tick's stop, or one the node sends outside a tick (the
+        clock watchdog). The velocity smoother starts again from rest."""
+        if self.smoother is not None:
+            self.smoother.reset(now)
+
+    def _decide(self, now: float) -> TickResult:
+        if self.odom_error is not None:
+            return self._zero(State.BAD_ODOM, self.odom_error)
+        if self.scan_error is not None:
+            return self._zero(State.BAD_SCAN, self.scan_error, fault="unreadable")
+        if self.scan is None or self.odom is None:
+            missing = " and ".join(n for n, v in (("scan", self.scan), ("odometry", self.odom)) if v is None)
+            return self._zero(State.WAITING_INPUT, f"no {missing} received yet")
+        problem = self._age_problem(self.scan, now)
+        if problem:
+            return self._zero(State.STALE_SCAN, f"scan {problem}")
+        problem = self._age_problem(self.odom, now)
+        if problem:
+            return self._zero(State.STALE_ODOM, f"odometry {problem}")
+        pose, twist = self.odom.value
+        final = self.final_goal()
+        if final is None:
+            return self._zero(State.NO_GOAL, "no goal")
+        distance = float(math.hypot(final[0] - pose[0], final[1] - pose[1]))
+        target = final
+        near_end = True
+        if self.path is not None:
+            target, near_end = self._follow(pose)
+        elif self.scan_planner is not None:
+            target = self._mapped(pose, final, now)
+        if self.reached or (distance < self.goal_tolerance and near_end):
+            self.reached = True
+            return self._zero(
+                State.GOAL_REACHED, f"goal reached ({distance:.3f} m < {self.goal_tolerance} m)", distance
+            )
+        if self._need_reset:
+            self.driver.reset()
+            self._need_reset = False
+        t0 = time.perf_counter()
+        try:
+            raw = self.driver.step(self.scan.value, pose=tuple(pose), twist=tuple(twist), goal=target)
+        except self.scan_errors as exc:
+            code = getattr(exc, "code", None)
+            state = SCAN_FAULT_STATE.get(code, State.BAD_SCAN)
+            return self._zero(state, f"scan unusable ({code}): {exc}", distance, code, getattr(exc, "report", None))
+        except Exception as exc:  # any other failure: stop, say why
+            return self._zero(State.ERROR, f"policy step failed: {type(exc).__name__}: {exc}", distance)
+        self.last_inference_ms = (time.perf_counter() - t0) * 1e3
+        raw = np.asarray(raw, dtype=np.float64).reshape(-1)
+        if raw.shape != (3,) or not np.all(np.isfinite(raw)):
+            return self._zero(
+                State.ERROR, f"policy returned a non-finite or misshapen command {raw.tolist()}", distance
+            )
+        cmd = clamp_command(raw, self.limits)
+        scale = None
+        if self.guard is not None:
+            cmd, scale = self._guarded(cmd, self.guard)
+        return TickResult(
+            cmd, State.DRIVING, "driving", distance, self.last_inference_ms, None, self._report(), guard_scale=scale
+        )
+
+    def _guarded(self, cmd: np.ndarray, rule: GuardRule) -> tuple[np.ndarray, float]:
+        """``cmd`` with its planar part scaled by ``rule`` on the ranges the policy observed this tick
+        (the runtime's ``last_scan_report``, set by its step); wz as it was. Raises when the runtime
+        keeps no report (the tick then stops with ``error``)."""
+        report = self._report()
+        if report is None:
+            raise RuntimeError("the guard has no scan: the runtime keeps no last_scan_report")
+        guarded, scale = apply_guard(report.ranges, cmd, rule, self.max_range)
+        return guarded, float(scale)
+
+    def _mapped(self, pose: np.ndarray, final: tuple[float, float], now: float) -> tuple[float, float]:
+        """Goal without a path: fold a new scan into the robot's map and take the sub-goal along the
+        path planned on it (:mod:`navdeploy.scan_map`), or the goal itself when the map has none."""
+        planner = self.scan_planner
+        if planner is None or self.scan is None:
+            return final
+        fresh = self._mapped_stamp != self.scan.stamp
+        self._mapped_stamp = self.scan.stamp
+        sub = planner.step(self.scan.value if fresh else None, pose, final, now)
+        if sub is None:
+            return final
+        self._subgoal = sub
+        self._path_remaining = planner.remaining
+        return sub
+
+    def _follow(self, pose: np.ndarray) -> tuple[tuple[float, float], bool]:
+        """Advance along the path from ``pose``: (this tick's sub-goal, whether the robot's progress is
+        within lookahead + goal tolerance of the path's end). The second keeps a path that comes back
+        to its start (a loop) from counting as reached when it begins."""
+        path = self.path
+        if path is None:
+            raise RuntimeError("no path to follow")
+        sub, progress, remaining = follow_path(
+            path[None],
+            np.array([len(path)]),
+            np.array([pose[:2]], dtype=np.float32),
+            np.array([self.path_progress], dtype=np.float32),
+            self.path_rule,
+        )
+        self.path_progress = float(progress[0])
+        self._subgoal = (float(sub[0, 0]), float(sub[0, 1]))
+        self._path_remaining = float(remaining[0])
+        near_end = self._path_length - self.path_progress <= self.path_rule.lookahead + self.goal_tolerance
+        return self._subgoal, near_end

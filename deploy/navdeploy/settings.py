@@ -1,0 +1,297 @@
+"""The command gate's settings: the node's parameters resolved over the bundle's contract.
+
+:func:`resolve_settings` takes the typed parameters (:class:`navdeploy.node_params.NodeParams`, whose
+construction already checked every type and range) and the contract, and returns the
+:class:`GateSettings` the gate (:mod:`navdeploy.gate`) is built from, with the warnings to log. The
+node (``nav_policy.policy_node``) and the bag replay (``navbags.reference``, ``navbags.timeline``)
+both call it, so both resolve the same parameters to the same settings. The rules:
+
+- a numeric parameter of 0 takes the contract's value; for each command limit (``v_max``,
+  ``omega_max``) the smaller of the node's and the contract's wins;
+- the velocity smoother's acceleration limits (:func:`resolve_accel_limits`): a value > 0 replaces
+  the contract's ``robot_response.accel_limit`` (warned about when outside the trained range), 0
+  takes it; a bundle without the section has none; ``velocity_smoother`` false turns it off;
+- the path-following rule (:func:`resolve_path_rule`), the collision guard (:func:`resolve_guard`)
+  and the scan map (:func:`resolve_scan_map`), each with one line saying where it came from.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from navcontract.guard import GuardRule
+from navcontract.scan import ScanOptions
+from navcontract.subgoal import LookaheadRule
+from navdeploy.inputs import Transform2D, parse_goal_frames
+from navdeploy.node_params import PARAM, NodeParams, check_number
+from navdeploy.scan_map import ScanMapCfg
+from navdeploy.smoother import AccelLimits
+
+
+@dataclass(frozen=True)
+class Limits:
+    v_max: float
+    omega_max: float
+    limit_planar_speed: bool = True
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """The command gate's configuration, resolved from the node's parameters and the bundle's contract."""
+
+    control_period: float  # [s] the node's timer period
+    goal_tolerance: float  # [m]
+    limits: Limits
+    stale_timeout: float  # [s]
+    odom_frame: str
+    goal_frames: dict[str, Transform2D]
+    scan_options: ScanOptions
+    clock_timeout: float  # [s wall]
+    limit_sources: tuple[str, ...] = ()  # one line per limit: its value and which side set it
+    accel_limits: AccelLimits = field(default_factory=AccelLimits)  # the velocity smoother's; none: off
+    path_rule: LookaheadRule = field(default_factory=LookaheadRule)  # sub-goal of a path (navcontract.subgoal)
+    path_source: str = ""  # one line: the path rule's values and which side set each
+    guard: GuardRule | None = None  # the collision guard on driving commands (navcontract.guard); None: off
+    max_range: float = math.inf  # [m] the contract's lidar max_range: a beam at it is no return (the guard)
+    guard_source: str = ""  # one line: the guard in use, or why there is none
+    scan_map: ScanMapCfg | None = None  # goal without a path: plan on the robot's own scans; None: off
+    robot_radius: float | None = None  # [m] the contract's robot.radius (the scan map plans for it)
+    scan_map_source: str = ""  # one line: the scan map in use, or why there is none
+
+
+def resolve_settings(contract: Any, params: NodeParams | None = None) -> tuple[GateSettings, list[str]]:
+    """``params`` (default: every parameter at the table's default) over ``contract`` (see the module
+    docstring). Returns the settings and warnings to log; raises ValueError naming the parameter when
+    one is unusable with this contract (the node refuses to start with that one line)."""
+    params = NodeParams() if params is None else params
+    warnings: list[str] = []
+    sources: list[str] = []
+    period, tol, limits = resolve_limits(contract, params, warnings=warnings, sources=sources)
+    scan_options = resolve_scan_options(contract, params, warnings=warnings)
+    try:
+        frames = parse_goal_frames(params.static_goal_frames)
+    except ValueError as exc:
+        raise ValueError(f"parameter 'static_goal_frames': {exc}") from exc
+    accel = resolve_accel_limits(
+        contract,
+        params.velocity_smoother,
+        params.max_accel_linear,
+        params.max_accel_angular,
+        warnings=warnings,
+        sources=sources,
+    )
+    rule, path_source = resolve_path_rule(contract, params.path_lookahead, params.path_search_window, warnings=warnings)
+    guard_rule, guard_source = resolve_guard(contract, params.guard, warnings=warnings)
+    if guard_rule is not None and accel.linear is not None and accel.linear < guard_rule.decel:
+        warnings.append(
+            f"the velocity smoother's linear limit {accel.linear:g} m/s^2 is below the guard's braking "
+            f"deceleration {guard_rule.decel:g} m/s^2: the robot cannot stop where the guard plans to "
+            "(use a bundle trained with a lower env.guard.decel)"
+        )
+    map_cfg, radius, map_source = resolve_scan_map(contract, params.scan_map)
+    settings = GateSettings(
+        control_period=period,
+        goal_tolerance=tol,
+        limits=limits,
+        stale_timeout=params.stale_timeout,
+        odom_frame=params.odom_frame,
+        goal_frames=frames,
+        scan_options=scan_options,
+        clock_timeout=params.clock_timeout,
+        limit_sources=tuple(sources),
+        accel_limits=accel,
+        path_rule=rule,
+        path_source=path_source,
+        guard=guard_rule,
+        max_range=float(contract.max_range) if guard_rule is not None else math.inf,
+        guard_source=guard_source,
+        scan_map=map_cfg,
+        robot_radius=radius,
+        scan_map_source=map_source,
+    )
+    return settings, warnings
+
+
+def resolve_limits(
+    contract: Any, params: NodeParams, *, warnings: list[str], sources: list[str]
+) -> tuple[float, float, Limits]:
+    """The control period, goal tolerance and command limits: a parameter of 0 takes the contract's
+    value; a limit above the contract's is capped to it (warned about). ``sources`` gets one line per
+    limit saying which side set it. The resolved period must lie in (0, 10] s."""
+
+    def pick(name: str, value: float, default: float, unit: str, cap: bool) -> float:
+        if value == 0:
+            if cap:
+                sources.append(f"{name} {default:g} {unit} (bundle contract; node parameter 0 = the bundle's)")
+            return default
+        if cap and value > default:
+            warnings.append(f"{name}={value:g} exceeds the bundle's {default:g}; using {default:g}")
+            sources.append(f"{name} {default:g} {unit} (bundle contract, below node parameter {value:g})")
+            return default
+        if cap:
+            sources.append(f"{name} {value:g} {unit} (node parameter, below the bundle's {default:g})")
+        return value
+
+    period = pick("control_period", params.control_period, float(contract.control_period), "s", cap=False)
+    check_number("control_period", period, 0.0, 10.0, lo_open=True)
+    tol = pick("goal_tolerance", params.goal_tolerance, float(contract.goal_tolerance), "m", cap=False)
+    limits = Limits(
+        pick("v_max", params.v_max, float(contract.v_max), "m/s", cap=True),
+        pick("omega_max", params.omega_max, float(contract.omega_max), "rad/s", cap=True),
+        bool(contract.scaling.limit_planar_speed),
+    )
+    return period, tol, limits
+
+
+def resolve_scan_options(contract: Any, params: NodeParams, *, warnings: list[str]) -> ScanOptions:
+    """The scan rules (:class:`navcontract.scan.ScanOptions`) from the parameters; ``max_fill_gap``
+    must not exceed the contract's number of beams, ``fill_value`` counts only with fill 'constant'."""
+    gap = check_number("max_fill_gap", params.max_fill_gap, 0.0, float(contract.num_beams))
+    try:
+        scan_options = ScanOptions(
+            fill=params.fill,
+            fill_value=params.fill_value if params.fill == "constant" else None,
+            below_min=params.below_min,
+            min_valid_share=params.min_valid_share,
+            min_coverage=params.min_coverage,
+            max_fill_gap=int(gap),
+        )
+    except ValueError as exc:
+        raise ValueError(f"scan parameters: {exc}") from exc
+    if params.fill == "constant" and params.fill_value == 0.0:
+        warnings.append(
+            "fill 'constant' with fill_value 0: every unseen sector reads as an obstacle touching the robot"
+        )
+    return scan_options
+
+
+def resolve_scan_map(contract: Any, enabled: bool) -> tuple[ScanMapCfg | None, float | None, str]:
+    """The scan map (a goal without a path is driven along a path planned on the robot's own scans):
+    on when the parameter is and the contract states ``robot.radius``. Returns its configuration
+    (None: off), the radius and one line for the log."""
+    radius = getattr(contract, "robot_radius", None)
+    radius = None if radius is None else float(radius)
+    if not enabled:
+        return None, radius, "scan map off (parameter scan_map false): a goal without a path is driven to directly"
+    if radius is None:
+        return None, None, "scan map off: the bundle does not state robot.radius (exported before it)"
+    cfg = ScanMapCfg()
+    return (
+        cfg,
+        radius,
+        f"scan map on (goal without a path: {cfg.resolution:g} m cells, replan every "
+        f"{cfg.replan_period:g} s, radius {radius:g} m plus {cfg.margin:g} m, "
+        f"{cfg.squeeze:g} m less as the last resort)",
+    )
+
+
+def resolve_guard(contract: Any, enabled: bool, *, warnings: list[str]) -> tuple[GuardRule | None, str]:
+    """The collision guard from the node's ``guard`` parameter and the contract's ``guard`` section:
+    the section's rule when both are there, else None. Returns the rule and one line for the log;
+    appends a warning when the parameter turns off a guard the policy was trained with."""
+    enabled = PARAM["guard"].check(enabled)
+    trained: GuardRule | None = getattr(contract, "guard", None)
+    if trained is None:
+        return None, "guard none (the bundle has no guard section: the policy was trained without it)"
+    if not enabled:
+        warnings.append("guard off, but the policy was trained driving through it: nothing slows it near obstacles")
+        return None, "guard off (node parameter guard false)"
+    return trained, (
+        f"guard radius {trained.radius:g} m, margin {trained.margin:g} m, headway {trained.headway:g} s, "
+        f"decel {trained.decel:g} m/s^2, slide {'on' if trained.slide else 'off'} (bundle contract)"
+    )
+
+
+def resolve_path_rule(
+    contract: Any, lookahead: float, search_window: float, *, warnings: list[str]
+) -> tuple[LookaheadRule, str]:
+    """The path-following rule from the node's parameters and the contract's ``path_following``
+    section, as ``goal_tolerance`` is resolved: a parameter of 0 takes the bundle's trained value
+    (:class:`LookaheadRule`'s default in a bundle without the section), a value > 0 replaces it
+    (warned about when it differs from a rule the policy was trained to follow). Returns the rule and
+    one line for the log saying where each value came from; appends warnings to ``warnings``."""
+    given = (
+        ("path_lookahead", PARAM["path_lookahead"].check(lookahead)),
+        ("path_search_window", PARAM["path_search_window"].check(search_window)),
+    )
+    trained = getattr(contract, "path_following", None)
+    base = trained.rule if trained is not None else LookaheadRule()
+    values: list[float] = []
+    parts: list[str] = []
+    for (name, value), default in zip(given, (base.lookahead, base.search_window), strict=True):
+        if value > 0:
+            values.append(value)
+            origin = "node parameter" + (f"; the bundle's {default:g} m" if trained is not None else "")
+            if trained is not None and trained.trained_share > 0 and value != default:
+                warnings.append(
+                    f"{name}={value:g} m differs from the {default:g} m the policy was trained to follow paths with"
+                )
+        else:
+            values.append(default)
+            if trained is not None:
+                origin = "bundle contract; node parameter 0 = the bundle's"
+            else:
+                origin = "default; the bundle has no path_following section"
+        parts.append(f"{name} {values[-1]:g} m ({origin})")
+    if trained is None:
+        tail = "trained rule not stated (bundle exported before the path_following section)"
+    elif trained.trained_share > 0:
+        tail = f"the policy followed planned paths in {trained.trained_share * 100:g}% of its training episodes"
+    else:
+        tail = "the policy was trained without path following (share 0)"
+    return LookaheadRule(*values), f"{', '.join(parts)}; {tail}"
+
+
+def resolve_accel_limits(
+    contract: Any,
+    enabled: bool,
+    linear: float,
+    angular: float,
+    *,
+    warnings: list[str],
+    sources: list[str],
+) -> AccelLimits:
+    """The velocity smoother's limits from the node's parameters and the contract's
+    ``robot_response`` (see the module docstring); appends what to log to ``warnings`` and ``sources``."""
+    enabled = PARAM["velocity_smoother"].check(enabled)
+    lin = PARAM["max_accel_linear"].check(linear)
+    ang = PARAM["max_accel_angular"].check(angular)
+    response = getattr(contract, "response", None)
+    if not enabled:
+        sources.append("velocity smoother off (node parameter velocity_smoother false)")
+        if lin or ang:
+            warnings.append("max_accel_linear / max_accel_angular are ignored: velocity_smoother is false")
+        if response is not None and (response.accel_linear or response.accel_angular):
+            warnings.append(
+                "velocity smoother off, but the policy was trained with acceleration limits: "
+                "the base itself must not accelerate faster than " + response.describe()
+            )
+        return AccelLimits()
+    if response is None:
+        absent = "none (the bundle has no robot_response section: format 1)"
+    else:
+        absent = "none (the policy was trained without an acceleration limit)"
+    picked: list[float | None] = []
+    for name, value, trained, unit in (
+        ("max_accel_linear", lin, response.accel_linear if response else None, "m/s^2"),
+        ("max_accel_angular", ang, response.accel_angular if response else None, "rad/s^2"),
+    ):
+        if value > 0:
+            picked.append(value)
+            sources.append(f"{name} {value:g} {unit} (node parameter)")
+            if trained is not None and not trained[0] <= value <= trained[1]:
+                warnings.append(
+                    f"{name}={value:g} {unit} is outside the range the policy was trained with "
+                    f"({trained[0]:g}-{trained[1]:g} {unit})"
+                )
+        elif trained is not None:
+            picked.append(trained[0])
+            sources.append(
+                f"{name} {trained[0]:g} {unit} (bundle contract: the lowest trained, of {trained[0]:g}-{trained[1]:g})"
+            )
+        else:
+            picked.append(None)
+            sources.append(f"{name} {absent}")
+    return AccelLimits(*picked)
