@@ -29,7 +29,6 @@ from launch_ros.parameter_descriptions import ParameterValue
 
 def generate_launch_description():
     pkg_share = get_package_share_directory("nav_policy")
-    cfg = os.path.join(pkg_share, "config")
     try:
         sim_cfg = os.path.join(get_package_share_directory("nav_policy_sim"), "config")
     except PackageNotFoundError:
@@ -37,8 +36,20 @@ def generate_launch_description():
             "sim.launch.py needs the nav_policy_sim package (the simulator; not part of a robot install): "
             "build ros2_ws/src/nav_policy_sim, or use robot.launch.py on a robot"
         ) from None
-    use_sim_time = ParameterValue(LaunchConfiguration("use_sim_time"), value_type=bool)
-    sim = Node(
+    sim, policy = _sim_node(), _policy_node()
+    return LaunchDescription(
+        [
+            *_arguments(pkg_share, sim_cfg),
+            sim,
+            policy,
+            *_end_with_either(sim, policy),
+        ]
+    )
+
+
+def _sim_node():
+    """The MuJoCo sim node (package nav_policy_sim) with its params file and the launch arguments."""
+    return Node(
         package="nav_policy_sim",
         executable="sim_node",
         name="sim_node",
@@ -54,7 +65,11 @@ def generate_launch_description():
             },
         ],
     )
-    policy = Node(
+
+
+def _policy_node():
+    """The policy node with its params file, the bundle, the driver and simulated time."""
+    return Node(
         package="nav_policy",
         executable="policy_node",
         name="policy_node",
@@ -64,13 +79,16 @@ def generate_launch_description():
             {
                 "bundle_path": ParameterValue(LaunchConfiguration("bundle"), value_type=str),
                 "controller": ParameterValue(LaunchConfiguration("controller"), value_type=str),
-                "use_sim_time": use_sim_time,
+                "use_sim_time": ParameterValue(LaunchConfiguration("use_sim_time"), value_type=bool),
             },
         ],
     )
 
+
+def _end_with_either(sim, policy) -> list:
+    """Either node gone: shut everything down; a failure makes the launch exit non-zero."""
+
     def end_launch(event, context):
-        """Either node gone: shut everything down; a failure makes the launch exit non-zero."""
         who = "sim_node" if event.action is sim else "policy_node"
         if event.returncode != 0:
             raise RuntimeError(f"{who} exited with code {event.returncode}; shutting the launch down")
@@ -79,36 +97,38 @@ def generate_launch_description():
             Shutdown(reason=f"{who} exited"),
         ]
 
-    return LaunchDescription(
-        [
-            DeclareLaunchArgument(
-                "bundle",
-                default_value=EnvironmentVariable(
-                    "NAV_POLICY_BUNDLE", default_value=os.path.join(pkg_share, "default_bundle")
-                ),
-                description="policy bundle folder (policy.onnx + contract.json); default $NAV_POLICY_BUNDLE, "
-                "else the trained bundle installed with nav_policy (share/nav_policy/default_bundle)",
+    return [
+        RegisterEventHandler(OnProcessExit(target_action=sim, on_exit=end_launch)),
+        RegisterEventHandler(OnProcessExit(target_action=policy, on_exit=end_launch)),
+    ]
+
+
+def _arguments(pkg_share: str, sim_cfg: str) -> list:
+    """The launch arguments and their defaults."""
+    return [
+        DeclareLaunchArgument(
+            "bundle",
+            default_value=EnvironmentVariable(
+                "NAV_POLICY_BUNDLE", default_value=os.path.join(pkg_share, "default_bundle")
             ),
-            DeclareLaunchArgument("seed", default_value="0", description="room seed of the first episode"),
-            DeclareLaunchArgument("num_episodes", default_value="0", description="episodes to run, 0 = endless"),
-            DeclareLaunchArgument(
-                "controller", default_value="policy", description="policy | dwa (dynamic-window baseline)"
-            ),
-            DeclareLaunchArgument("use_sim_time", default_value="true", description="policy node follows /clock"),
-            DeclareLaunchArgument("real_time_factor", default_value="1.0", description="sim speed, 0 = max"),
-            DeclareLaunchArgument(
-                "lockstep", default_value="false", description="sim waits for each command (fast, exact timing)"
-            ),
-            DeclareLaunchArgument("sim_params_file", default_value=os.path.join(sim_cfg, "sim.yaml")),
-            DeclareLaunchArgument("policy_params_file", default_value=os.path.join(cfg, "policy.yaml")),
-            DeclareLaunchArgument(
-                "lockstep_timeout",
-                default_value="2.0",
-                description="lockstep: wall seconds to wait for each command (no policy node: no wait)",
-            ),
-            sim,
-            policy,
-            RegisterEventHandler(OnProcessExit(target_action=sim, on_exit=end_launch)),
-            RegisterEventHandler(OnProcessExit(target_action=policy, on_exit=end_launch)),
-        ]
-    )
+            description="policy bundle folder (policy.onnx + contract.json); default $NAV_POLICY_BUNDLE, "
+            "else the trained bundle installed with nav_policy (share/nav_policy/default_bundle)",
+        ),
+        DeclareLaunchArgument("seed", default_value="0", description="room seed of the first episode"),
+        DeclareLaunchArgument("num_episodes", default_value="0", description="episodes to run, 0 = endless"),
+        DeclareLaunchArgument(
+            "controller", default_value="policy", description="policy | dwa (dynamic-window baseline)"
+        ),
+        DeclareLaunchArgument("use_sim_time", default_value="true", description="policy node follows /clock"),
+        DeclareLaunchArgument("real_time_factor", default_value="1.0", description="sim speed, 0 = max"),
+        DeclareLaunchArgument(
+            "lockstep", default_value="false", description="sim waits for each command (fast, exact timing)"
+        ),
+        DeclareLaunchArgument("sim_params_file", default_value=os.path.join(sim_cfg, "sim.yaml")),
+        DeclareLaunchArgument("policy_params_file", default_value=os.path.join(pkg_share, "config", "policy.yaml")),
+        DeclareLaunchArgument(
+            "lockstep_timeout",
+            default_value="2.0",
+            description="lockstep: wall seconds to wait for each command (no policy node: no wait)",
+        ),
+    ]
