@@ -1,8 +1,11 @@
 """Bad input to the training CLIs: one line on stderr naming the problem, exit code 2, no
 traceback, and nothing expensive started (no worlds built, no run folder, no rollout).
 
-Each case runs the console script's module in a subprocess, as a user would. The checkpoints are
-made here without training (:func:`fake_checkpoint`), so these tests are fast.
+Each case calls the console script's ``main(argv)`` in this process, from the repository root:
+its exit code (returned, or argparse's ``SystemExit``), stdout and stderr are checked as a user
+would see them. :func:`test_console_script_refuses_in_one_line` runs each console script itself
+once in a subprocess (the script prints the same one line and exits 2). The checkpoints are made
+here without training (:func:`fake_checkpoint`), so these tests are fast.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ import hashlib
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -20,17 +25,41 @@ from tensordict import TensorDict
 
 from navsim.config import load_config, to_dict
 from navsim.observations import POLICY_GROUP
+from navtrain import evaluate_cli, export_cli, train_cli
 from navtrain.ppo_config import ACTOR_OBS_GROUPS, actor_cfg
 from support.paths import FIXTURE_BUNDLE, REPO
 
 BUILDING = "building the MuJoCo Warp worlds"
 
 
-def run_cli(module: str, *args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=300, cwd=cwd)
+@dataclass
+class Ran:
+    """What a user sees of one command: exit code, stdout, stderr."""
+
+    returncode: int
+    stdout: str
+    stderr: str
 
 
-def assert_one_line_error(proc: subprocess.CompletedProcess, tool: str, *words: str) -> str:
+@pytest.fixture
+def run_cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Callable[..., Ran]:
+    """``run_cli(main, *args)``: a CLI's ``main`` on ``args`` in this process, from the repository
+    root; an exception other than ``SystemExit`` (a traceback for the user) fails the test."""
+    monkeypatch.chdir(REPO)
+
+    def run(main: Callable[[list[str]], int], *args: str) -> Ran:
+        capsys.readouterr()
+        try:
+            code = main(list(args))
+        except SystemExit as exit_:
+            code = exit_.code
+        out, err = capsys.readouterr()
+        return Ran(code, out, err)
+
+    return run
+
+
+def assert_one_line_error(proc: Ran | subprocess.CompletedProcess, tool: str, *words: str) -> str:
     """Exit 2, exactly one stderr line, starting with the tool, holding ``words``; no traceback."""
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-3000:])
@@ -92,7 +121,7 @@ def broken(tmp_path_factory: pytest.TempPathFactory, ckpt: Path) -> dict[str, Pa
 # ------------------------------------------------------------------------------------------------
 # nav-train
 
-TRAIN = "navtrain.train"
+TRAIN = train_cli.main
 
 
 def train_args(log_root: Path, *extra: str) -> list[str]:
@@ -112,7 +141,9 @@ def train_args(log_root: Path, *extra: str) -> list[str]:
         (["--config", "no/such.yaml"], ["config file not found", "no/such.yaml"]),
     ],
 )
-def test_train_bad_input_is_one_line(tmp_path: Path, extra: list[str], words: list[str]) -> None:
+def test_train_bad_input_is_one_line(
+    run_cli: Callable[..., Ran], tmp_path: Path, extra: list[str], words: list[str]
+) -> None:
     proc = run_cli(TRAIN, *train_args(tmp_path, *extra))
     assert_one_line_error(proc, "nav-train", *words)
     assert BUILDING not in proc.stdout
@@ -132,7 +163,7 @@ def test_train_bad_input_is_one_line(tmp_path: Path, extra: list[str], words: li
     ],
 )
 def test_train_refuses_an_unusable_resume_checkpoint_before_building_worlds(
-    tmp_path: Path, broken: dict[str, Path], name: str, words: list[str]
+    run_cli: Callable[..., Ran], tmp_path: Path, broken: dict[str, Path], name: str, words: list[str]
 ) -> None:
     path = broken.get(name, tmp_path / "missing.pt")
     proc = run_cli(TRAIN, *train_args(tmp_path, "--resume", str(path)))
@@ -151,7 +182,7 @@ def test_train_refuses_an_unusable_resume_checkpoint_before_building_worlds(
     ],
 )
 def test_resume_with_another_observation_meaning_is_refused_naming_the_term(
-    tmp_path: Path, ckpt: Path, override: str, term: str
+    run_cli: Callable[..., Ran], tmp_path: Path, ckpt: Path, override: str, term: str
 ) -> None:
     """Same width (max_range, a goal_polar scale) or not: the fingerprints differ, the term is named."""
     proc = run_cli(TRAIN, *train_args(tmp_path, "--resume", str(ckpt), override))
@@ -159,13 +190,13 @@ def test_resume_with_another_observation_meaning_is_refused_naming_the_term(
     assert BUILDING not in proc.stdout
 
 
-def test_resume_with_another_actor_shape_is_refused(tmp_path: Path, ckpt: Path) -> None:
+def test_resume_with_another_actor_shape_is_refused(run_cli: Callable[..., Ran], tmp_path: Path, ckpt: Path) -> None:
     proc = run_cli(TRAIN, *train_args(tmp_path, "--resume", str(ckpt), "model.actor_hidden_dims=[32,32]"))
     assert_one_line_error(proc, "nav-train", "--resume", "does not fit the configured actor")
     assert BUILDING not in proc.stdout
 
 
-def test_train_unwritable_log_root_is_one_line(tmp_path: Path) -> None:
+def test_train_unwritable_log_root_is_one_line(run_cli: Callable[..., Ran], tmp_path: Path) -> None:
     blocker = tmp_path / "a_file"
     blocker.write_text("")
     proc = run_cli(TRAIN, *train_args(blocker / "logs"))
@@ -176,7 +207,7 @@ def test_train_unwritable_log_root_is_one_line(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------------------
 # nav-evaluate
 
-EVALUATE = "navtrain.evaluate"
+EVALUATE = evaluate_cli.main
 
 
 @pytest.mark.parametrize(
@@ -189,7 +220,7 @@ EVALUATE = "navtrain.evaluate"
     ],
 )
 def test_evaluate_refuses_an_unusable_checkpoint(
-    tmp_path: Path, broken: dict[str, Path], name: str, words: list[str]
+    run_cli: Callable[..., Ran], tmp_path: Path, broken: dict[str, Path], name: str, words: list[str]
 ) -> None:
     path = broken.get(name, tmp_path / "missing.pt")
     proc = run_cli(EVALUATE, "--checkpoint", str(path), "--episodes", "4")
@@ -204,13 +235,15 @@ def test_evaluate_refuses_an_unusable_checkpoint(
         ("env.lidar.max_range=8", ["change the policy observation", "max_range"]),
     ],
 )
-def test_evaluate_bad_override_is_one_line_before_any_world(ckpt: Path, override: str, words: list[str]) -> None:
+def test_evaluate_bad_override_is_one_line_before_any_world(
+    run_cli: Callable[..., Ran], ckpt: Path, override: str, words: list[str]
+) -> None:
     proc = run_cli(EVALUATE, "--checkpoint", str(ckpt), "--episodes", "4", override)
     assert_one_line_error(proc, "nav-evaluate", *words)
     assert "[evaluate]" not in proc.stdout
 
 
-def test_evaluate_bad_counts_and_outputs(tmp_path: Path, ckpt: Path) -> None:
+def test_evaluate_bad_counts_and_outputs(run_cli: Callable[..., Ran], tmp_path: Path, ckpt: Path) -> None:
     proc = run_cli(EVALUATE, "--checkpoint", str(ckpt), "--episodes", "0")
     assert_one_line_error(proc, "nav-evaluate", "--episodes", ">= 1")
     blocker = tmp_path / "a_file"
@@ -219,7 +252,7 @@ def test_evaluate_bad_counts_and_outputs(tmp_path: Path, ckpt: Path) -> None:
     assert_one_line_error(proc, "nav-evaluate", "--json", "is not a folder")
 
 
-def test_evaluate_bundle_with_invalid_contract_json(tmp_path: Path) -> None:
+def test_evaluate_bundle_with_invalid_contract_json(run_cli: Callable[..., Ran], tmp_path: Path) -> None:
     bundle = tmp_path / "bundle"
     shutil.copytree(FIXTURE_BUNDLE, bundle)
     (bundle / "contract.json").write_text('{"format": "nav_policy.bundle",\n  oops\n')
@@ -230,14 +263,16 @@ def test_evaluate_bundle_with_invalid_contract_json(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------------------
 # nav-export: the output folder is checked before the rollout
 
-EXPORT = "navtrain.export"
+EXPORT = export_cli.main
 
 
 def digests(folder: Path) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
 
 
-def test_export_refuses_to_replace_a_different_bundle_without_force(tmp_path: Path, ckpt: Path) -> None:
+def test_export_refuses_to_replace_a_different_bundle_without_force(
+    run_cli: Callable[..., Ran], tmp_path: Path, ckpt: Path
+) -> None:
     out = tmp_path / "bundle"
     shutil.copytree(FIXTURE_BUNDLE, out)
     before = digests(out)
@@ -247,7 +282,9 @@ def test_export_refuses_to_replace_a_different_bundle_without_force(tmp_path: Pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"], "no staging folder left behind"
 
 
-def test_export_refuses_a_folder_with_other_files_even_with_force(tmp_path: Path, ckpt: Path) -> None:
+def test_export_refuses_a_folder_with_other_files_even_with_force(
+    run_cli: Callable[..., Ran], tmp_path: Path, ckpt: Path
+) -> None:
     out = tmp_path / "home"
     out.mkdir()
     (out / "notes.txt").write_text("mine\n")
@@ -256,7 +293,9 @@ def test_export_refuses_a_folder_with_other_files_even_with_force(tmp_path: Path
     assert (out / "notes.txt").read_text() == "mine\n"
 
 
-def test_export_existing_invalid_contract_json_is_one_line(tmp_path: Path, ckpt: Path) -> None:
+def test_export_existing_invalid_contract_json_is_one_line(
+    run_cli: Callable[..., Ran], tmp_path: Path, ckpt: Path
+) -> None:
     out = tmp_path / "bundle"
     shutil.copytree(FIXTURE_BUNDLE, out)
     (out / "contract.json").write_text("{oops")
@@ -264,7 +303,9 @@ def test_export_existing_invalid_contract_json_is_one_line(tmp_path: Path, ckpt:
     assert_one_line_error(proc, "nav-export", "contract.json", "not valid JSON", "--force")
 
 
-def test_export_unwritable_out_and_bad_checkpoint_are_one_line(tmp_path: Path, ckpt: Path, broken) -> None:
+def test_export_unwritable_out_and_bad_checkpoint_are_one_line(
+    run_cli: Callable[..., Ran], tmp_path: Path, ckpt: Path, broken
+) -> None:
     blocker = tmp_path / "a_file"
     blocker.write_text("")
     proc = run_cli(EXPORT, "--checkpoint", str(ckpt), "--out", str(blocker / "bundle"), "--device", "cpu")
@@ -279,7 +320,7 @@ def test_export_unwritable_out_and_bad_checkpoint_are_one_line(tmp_path: Path, c
 @pytest.mark.skipif(
     not hasattr(__import__("os"), "geteuid") or __import__("os").geteuid() == 0, reason="root ignores modes"
 )
-def test_export_read_only_parent_is_one_line(tmp_path: Path, ckpt: Path) -> None:
+def test_export_read_only_parent_is_one_line(run_cli: Callable[..., Ran], tmp_path: Path, ckpt: Path) -> None:
     parent = tmp_path / "ro"
     parent.mkdir()
     parent.chmod(0o555)
@@ -288,3 +329,32 @@ def test_export_read_only_parent_is_one_line(tmp_path: Path, ckpt: Path) -> None
     finally:
         parent.chmod(0o755)
     assert_one_line_error(proc, "nav-export", "not writable")
+
+
+# ------------------------------------------------------------------------------------------------
+# The console scripts themselves, as a user starts them
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("tool", "args", "words"),
+    [
+        ("nav-train", ["algorithm.learning_rat=1e-4"], ["unknown key", "algorithm.learning_rat"]),
+        ("nav-evaluate", ["--checkpoint", "{text}", "--episodes", "4"], ["text.pt", "not a torch checkpoint"]),
+        ("nav-export", ["--checkpoint", "{text}", "--out", "{tmp}/b", "--device", "cpu"], ["not a torch checkpoint"]),
+    ],
+)
+def test_console_script_refuses_in_one_line(
+    tmp_path: Path, broken: dict[str, Path], tool: str, args: list[str], words: list[str]
+) -> None:
+    """The installed script prints the one line of its ``main`` and exits 2: nothing is built,
+    no run folder or bundle folder is made."""
+    script = Path(sys.executable).with_name(tool)
+    assert script.is_file(), "pip install --no-deps -e training"
+    args = [a.format(text=broken["text"], tmp=tmp_path) for a in args]
+    if tool == "nav-train":
+        args = train_args(tmp_path, *args)
+    proc = subprocess.run([str(script), *args], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert_one_line_error(proc, tool, *words)
+    assert BUILDING not in proc.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], "nothing written"

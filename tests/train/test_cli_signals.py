@@ -1,6 +1,6 @@
 """nav-train under SIGTERM, with real signals on a tiny run.
 
-The run is driven by a small script that starts ``navtrain.train.main`` in a subprocess and makes
+The run is driven by a small script that starts ``navtrain.train_cli.main`` in a subprocess and makes
 the process send itself SIGTERM at an exact moment: in the middle of a PPO update (after the
 update's second optimizer step) and, for the second signal, while the interrupt checkpoint is
 being written. Adam counts its steps, so a checkpoint tells how many updates went into its weights:
@@ -29,7 +29,7 @@ DRIVER = textwrap.dedent(
     import os, signal, sys
     import torch
     import navtrain.runner
-    from navtrain import train
+    from navtrain import train_cli
 
     KILL_AT_STEP = int(sys.argv[1])
     SECOND_DURING_SAVE = sys.argv[2] == "1"
@@ -53,7 +53,7 @@ DRIVER = textwrap.dedent(
         return save(obj, path)
 
     navtrain.runner.atomic_torch_save = save_with_a_second_signal
-    sys.exit(train.main(sys.argv[3:]))
+    sys.exit(train_cli.main(sys.argv[3:]))
     """
 )
 

@@ -10,12 +10,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from navtrain.evaluate import main
+from navtrain.evaluate_cli import main
 from navtrain.evaluation import eval_env
 from navtrain.robustness import merge_baseline, row_config, suite_rows, table
 from support.simenv import nav_config
 
 ROWS = "nominal,command_latency@high,lidar_bias@2x,all@high,all@train"  # in suite order
+SHORT_EPISODES = "env.episode_length_s=2.0"
+"""Evaluation override for the suites run here: 2 s episodes (not part of the observation), so that
+a row of the tiny policy ends in a few dozen control steps."""
 
 
 def test_rows_follow_the_registry_and_the_trained_ranges():
@@ -109,7 +112,7 @@ def test_unknown_rows_are_named(capsys, fixture_bundle):
 
 @pytest.mark.slow
 def test_checkpoint_and_bundle_suites_side_by_side(trained_checkpoint: Path, exported_bundle: Path, tmp_path: Path):
-    common = ["--suite", "robustness", "--episodes", "4", "--rows", ROWS]
+    common = ["--suite", "robustness", "--episodes", "4", "--rows", ROWS, SHORT_EPISODES]
     ckpt_out, bundle_out = tmp_path / "ckpt", tmp_path / "bundle"
     assert main([*common, "--checkpoint", str(trained_checkpoint), "--label", "torch", "--out", str(ckpt_out)]) == 0
     first = json.loads(ckpt_out.with_suffix(".json").read_text())

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from navtrain import train
+from navtrain import train_cli
 from navtrain.checkpoint import load_checkpoint
 from support.paths import REPO
 
@@ -41,13 +41,14 @@ SMALL = [
     "runner.save_interval=1",
     "model.actor_hidden_dims=[64,64]",
     "model.critic_hidden_dims=[64,64]",
+    "env.episode_length_s=3.0",  # 30 control steps: episodes end within the run and the final evaluation is short
 ]
 
 
 @pytest.fixture(scope="module")
 def first_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("logs")
-    rc = train.main(
+    rc = train_cli.main(
         [
             *SMALL,
             "--max-iterations",
@@ -118,7 +119,7 @@ def test_resume_continues_iterations_and_learning_rate(first_run: Path, tmp_path
     saved_lr = saved["optimizer_state_dict"]["param_groups"][0]["lr"]
     assert saved_lr != pytest.approx(3e-4)
     # A fixed schedule keeps whatever LR the run starts with: it must be the checkpoint's, not the config's.
-    rc = train.main(
+    rc = train_cli.main(
         [
             *SMALL,
             "--max-iterations",
@@ -142,12 +143,12 @@ def test_resume_continues_iterations_and_learning_rate(first_run: Path, tmp_path
 
 
 def test_unknown_override_key_is_rejected_with_its_name(capsys: pytest.CaptureFixture[str]) -> None:
-    rc = train.main(["--max-iterations", "1", "algorithm.learning_rat=1e-4"])
+    rc = train_cli.main(["--max-iterations", "1", "algorithm.learning_rat=1e-4"])
     assert rc == 2
     assert "algorithm.learning_rat" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("command", [["training/train.py"], ["-m", "navtrain.train"]])
+@pytest.mark.parametrize("command", [["training/train.py"], ["-m", "navtrain.train_cli"]])
 def test_documented_train_command_runs_the_entry_point(command: list[str]) -> None:
     """``python training/train.py`` (the documented command) and the module behind ``nav-train``."""
     proc = subprocess.run(
@@ -174,8 +175,8 @@ def test_learning_beats_the_untrained_policy(tmp_path: Path) -> None:
     from navtrain.evaluation import evaluate_checkpoint
 
     common = ["--num-envs", "64", "--device", "cpu", "--no-export", "--no-eval", "--seed", "3", *EASY]
-    assert train.main([*common, "--max-iterations", "0", f"runner.log_root={tmp_path / 'untrained'}"]) == 0
-    assert train.main([*common, "--max-iterations", "25", f"runner.log_root={tmp_path / 'trained'}"]) == 0
+    assert train_cli.main([*common, "--max-iterations", "0", f"runner.log_root={tmp_path / 'untrained'}"]) == 0
+    assert train_cli.main([*common, "--max-iterations", "25", f"runner.log_root={tmp_path / 'trained'}"]) == 0
     (before,) = _run_dirs(tmp_path / "untrained")
     (after,) = _run_dirs(tmp_path / "trained")
     assert load_checkpoint(before / "model_latest.pt")["iter"] == 0
