@@ -22,7 +22,9 @@ from navsim.world_pool import Curriculum, plan_worlds, planned_worlds
 from navtrain.checkpoint import load_checkpoint
 
 ALL = "env.worlds.families={rooms: 1.0, clutter: 1.0, corridors: 1.0, arenas: 1.0}"
-WORLDS_PER_FAMILY = 1000
+WORLDS_PER_FAMILY = {"fast": 50, "sweep": 250}
+"""Worlds checked per family (over all 5 levels): a quick sample in the fast tier, a larger one in
+the whole suite, each from its own seed."""
 
 
 def _config(*overrides: str):
@@ -95,16 +97,18 @@ def setup():
     return cfg, sizes, geom
 
 
+@pytest.mark.parametrize("sample", ["fast", pytest.param("sweep", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("family", FAMILIES)
-def test_every_generated_world_is_feasible_for_the_robot(setup, family):
-    """1000 worlds per family over all levels: the recorded path keeps more than the robot's radius
-    from every surface (sampled every 1 cm) and an independent grid planner joins start and goal."""
+def test_every_generated_world_is_feasible_for_the_robot(setup, family, sample):
+    """50 (fast) or 250 (sweep) worlds per family over all levels: the recorded path keeps more than
+    the robot's radius from every surface (sampled every 1 cm) and an independent grid planner joins
+    start and goal."""
     cfg, sizes, geom = setup
     radius = cfg.env.robot.radius
     levels = cfg.env.worlds.curriculum.levels
     gen = torch.Generator()
-    gen.manual_seed(1234 + FAMILY_INDEX[family])
-    per_level = WORLDS_PER_FAMILY // levels
+    gen.manual_seed(1234 + FAMILY_INDEX[family] + 100 * (sample == "sweep"))
+    per_level = WORLDS_PER_FAMILY[sample] // levels
     checked = 0
     for level in range(levels):
         batch, _ = planned_worlds(family, level, per_level, cfg.env, geom, gen)
@@ -122,7 +126,7 @@ def test_every_generated_world_is_feasible_for_the_robot(setup, family):
             if i % 4 == 0:  # the independent planner on every fourth world (it is slower)
                 assert _connected(world, start, goal, radius), f"{family} level {level} world {i}"
             checked += 1
-    assert checked >= WORLDS_PER_FAMILY
+    assert checked >= WORLDS_PER_FAMILY[sample]
 
 
 def test_independent_check_and_planner_refuse_a_blocked_world(setup):
