@@ -43,6 +43,9 @@ def _replay(*args: str) -> list[str]:
     return [console_script("nav-bag-replay"), *args]
 
 
+pytestmark = pytest.mark.slow  # every case runs a bag tool in a subprocess
+
+
 @pytest.fixture()
 def fixture_copy(tmp_path) -> Path:
     dst = tmp_path / "copy"

@@ -92,6 +92,7 @@ def test_reference_matches_the_recording_exactly_and_a_changed_rule_does_not(bag
 
 
 @pytest.mark.ros
+@pytest.mark.slow
 def test_replay_fails_when_the_reference_rule_changes(bag, monkeypatch, tmp_path) -> None:
     _, cmds, states = bag
     _change_rule(monkeypatch)  # this process only: the node keeps the real rule
@@ -103,6 +104,7 @@ def test_replay_fails_when_the_reference_rule_changes(bag, monkeypatch, tmp_path
 
 
 @pytest.mark.ros
+@pytest.mark.slow
 def test_node_and_reference_change_together_and_replay_fails_on_the_recording(bag, monkeypatch, tmp_path) -> None:
     _, cmds, states = bag
     script = tmp_path / "policy_node_changed_rule.py"

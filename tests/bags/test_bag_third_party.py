@@ -242,6 +242,7 @@ def test_goal_from_the_bag_topic(tmp_path, runtime):
 # ------------------------------------------------------------------- refusals: one line, before work
 
 
+@pytest.mark.slow
 def test_refuses_in_one_line_naming_what_is_missing(robot_bag):
     line = _one_line_refusal(_run(console_script("nav-bag-replay"), str(robot_bag), "--bundle", str(BUNDLE)))
     assert "no scan topic: /scan is not in the bag" in line and "/lidar/scan" in line and "--scan-topic" in line
@@ -274,6 +275,7 @@ def test_refuses_in_one_line_naming_what_is_missing(robot_bag):
 
 
 @pytest.mark.ros
+@pytest.mark.slow
 def test_third_party_bag_replays_with_an_exact_per_tick_comparison(robot_bag, tmp_path):
     report = tmp_path / "report.json"
     proc = _run(
@@ -314,6 +316,7 @@ def test_third_party_bag_replays_with_an_exact_per_tick_comparison(robot_bag, tm
 
 
 @pytest.mark.ros
+@pytest.mark.slow
 def test_third_party_replay_fails_when_the_node_differs(robot_bag, tmp_path):
     script = tmp_path / "policy_node_always_stale.py"
     script.write_text(textwrap.dedent(NODE_ALWAYS_STALE))
@@ -330,6 +333,7 @@ def test_third_party_replay_fails_when_the_node_differs(robot_bag, tmp_path):
 
 
 @pytest.mark.ros
+@pytest.mark.slow
 def test_a_replay_of_zero_ticks_fails_and_says_so(tmp_path):
     """A nav_policy bag whose only /clock lies before the node's first deadline: nothing is compared."""
     from navbags.bagio import write_bag
@@ -352,6 +356,7 @@ def test_a_replay_of_zero_ticks_fails_and_says_so(tmp_path):
 
 
 @pytest.mark.ros
+@pytest.mark.slow
 def test_clock_watchdog_zeros_of_a_slow_replay_are_counted_not_compared(robot_bag, tmp_path):
     """Paced at rate 1 (0.1 s wall between clocks) with the node's /clock watchdog at 20 ms, the node
     publishes clock_stalled zeros between ticks: they are no control ticks and must not shift them."""

@@ -192,6 +192,7 @@ def replays(tmp_path_factory):
 
 
 @pytest.mark.ros
+@pytest.mark.slow
 @pytest.mark.parametrize("name", FIXTURES)
 def test_replay_matches_offline_and_recorded(name, replays):
     rep = replays[name]
@@ -206,6 +207,7 @@ def test_replay_matches_offline_and_recorded(name, replays):
 
 
 @pytest.mark.ros
+@pytest.mark.slow
 @pytest.mark.parametrize("name", FIXTURES)
 def test_replay_accounts_for_every_message(name, replays):
     rep = replays[name]
@@ -223,6 +225,7 @@ def test_replay_accounts_for_every_message(name, replays):
 
 
 @pytest.mark.ros
+@pytest.mark.slow
 def test_fault_bag_zero_exactly_where_the_safety_rules_say(replays):
     rep = replays["faults_seed42"]
     messages, custom = read_bag(_bag("faults_seed42"))
@@ -283,6 +286,7 @@ def test_fault_bag_zero_exactly_where_the_safety_rules_say(replays):
 
 
 @pytest.mark.ros
+@pytest.mark.slow
 def test_time_scaled_replay(tmp_path):
     """Paced by the recorded log times (rate 1: as recorded) gives the same commands."""
     rep = replay_bag(_bag("nominal_seed3"), BUNDLE, rate=1.0, log_dir=tmp_path)
@@ -337,6 +341,7 @@ def test_record_cli_then_replay(tmp_path):
 
 
 @pytest.mark.ros
+@pytest.mark.slow
 def test_console_scripts_replay_a_fixture_and_run_as_modules(tmp_path):
     """nav-bag-replay (console script) replays a fixture bag and exits 0; the modules run with -m too."""
     import subprocess

@@ -19,7 +19,7 @@ import pytest
 
 import support.ros as h
 
-pytestmark = pytest.mark.ros
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
 STALE = 0.3  # [s] the node's stale_timeout in this module
 V_MAX, W_MAX = 1.0, 1.5  # configured limits, below the bundle's 1.5 / 2.0: clamping is exercised

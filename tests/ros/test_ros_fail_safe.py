@@ -13,7 +13,7 @@ import pytest
 
 import support.ros as h
 
-pytestmark = pytest.mark.ros
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
 
 @pytest.mark.parametrize(

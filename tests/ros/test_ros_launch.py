@@ -282,6 +282,7 @@ def _check_params_declared(tn, rec_node: h.RecordedNode, procs) -> None:
 
 
 @pytest.mark.ros
+@pytest.mark.slow
 def test_robot_launch_graph_runs_with_remapped_topics(install: Path, tmp_path: Path) -> None:
     from geometry_msgs.msg import PoseStamped, Twist
     from nav_msgs.msg import Odometry
@@ -410,6 +411,7 @@ def test_sim_launch_closed_loop_reaches_goals(
 
 
 @pytest.mark.ros
+@pytest.mark.slow
 def test_sim_launch_with_a_missing_bundle_shuts_down_failed(install: Path, tmp_path: Path) -> None:
     """A bundle that is not there: the policy node dies at startup; the launch then stops the sim node
     (which ran timeout episodes forever before) and exits non-zero. The processes are real; what

@@ -12,7 +12,7 @@ import pytest
 import support.ros as h
 from navsim.outcomes import Outcome
 
-pytestmark = pytest.mark.ros
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
 
 def test_sim_node_publishes_training_scan_odom_clock_goal_and_reports_timeouts(tmp_path) -> None:

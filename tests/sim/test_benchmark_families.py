@@ -24,6 +24,7 @@ def test_family_rows_are_each_family_then_the_mix() -> None:
     ]
 
 
+@pytest.mark.slow
 def test_families_option_writes_every_row(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "bench.json"
     argv = ["--num-envs", "4", "--steps", "1", "--warmup", "1", "--no-reference", "--families"]

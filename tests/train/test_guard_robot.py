@@ -257,6 +257,7 @@ def test_the_exporter_writes_the_section_from_env_guard(ckpt: dict, tmp_path: Pa
 
 # ------------------------------------------------------------------------------------- the node
 @pytest.mark.ros
+@pytest.mark.slow
 def test_the_node_slows_its_cmd_vel_before_a_wall(tmp_path: Path) -> None:
     """A goal 5 m ahead: the goal-seeking policy commands 1.5 m/s; with a wall 0.6 m ahead the node
     publishes that command scaled by the guard of the scan it received."""

@@ -255,6 +255,7 @@ def test_bad_input_is_one_line_before_any_world(tmp_path: Path, capsys) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "dir.gif"], "nothing written"
 
 
+@pytest.mark.slow
 def test_console_script_exists_and_refuses_in_one_line(tmp_path: Path) -> None:
     script = Path(sys.executable).with_name("nav-play")
     assert script.is_file(), "pip install --no-deps -e training"
