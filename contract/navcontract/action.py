@@ -7,11 +7,9 @@ the robot runtime applies it to the ONNX output. The ONNX policy outputs the *ra
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from navcontract.terms import config_value
 from navcontract.xp import ops_for
 
 ACTION_ORDER = ("linear.x", "linear.y", "angular.z")
@@ -22,15 +20,6 @@ class ActionScaling:
     v_max: float
     omega_max: float
     limit_planar_speed: bool
-
-    @classmethod
-    def from_config(cls, data: Mapping[str, Any]) -> ActionScaling:
-        """The one constructor from a nav_policy config (plain data): env.robot."""
-        return cls(
-            v_max=float(config_value(data, "env.robot.v_max")),
-            omega_max=float(config_value(data, "env.robot.omega_max")),
-            limit_planar_speed=bool(config_value(data, "env.robot.limit_planar_speed")),
-        )
 
     def to_dict(self) -> dict[str, Any]:
         return {

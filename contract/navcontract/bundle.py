@@ -9,28 +9,24 @@ agree; :func:`read_contract` checks it. Writing lives on the training side (``na
 which needs the ``onnx`` package); the metadata is read here through onnxruntime.
 
 Format versions: 2 carries the ``robot_response`` section (:mod:`navcontract.response`: the
-acceleration limits, latency budget and actuator time constants the policy was trained with); 1 is
-the layout before it, still read (``Contract.response`` is then None: no acceleration limit unless
-the node sets one). The fingerprint covers the observation spec only (what the policy reads); the
+acceleration limits, latency budget and actuator time constants the policy was trained with); 1 has
+no such section (``Contract.response`` is then None: no acceleration limit unless the node sets
+one). Both are read. The fingerprint covers the observation spec only (what the policy reads); the
 ``robot_response`` section, like the limits and the period, is protected by the two copies of the
 contract having to agree and by its own consistency checks, not by the fingerprint.
 
-The ``path_following`` section (:class:`navcontract.subgoal.TrainedPathFollowing`: the lookahead,
-search window and share of path-following episodes the policy was trained with) is optional and
-did not bump the format: it adds nothing the policy reads and changes nothing an older reader
-relies on (readers ignore keys they do not know, so an older runtime still loads a new bundle and
-follows paths with its own parameters). Every export writes it; a bundle without it (every one
-exported before, of either format) loads with ``Contract.path_following`` None, and the robot then
-follows paths with :class:`navcontract.subgoal.LookaheadRule`'s defaults. When present it is checked
-(finite numbers, lookahead >= 0, search window > 0, share in [0, 1]) and, like
-``robot_response``, protected by the two copies having to agree.
+Two more sections are optional in either format and outside the fingerprint; readers ignore keys
+they do not know, so adding them needs no new format:
 
-The ``guard`` section (:class:`navcontract.guard.GuardRule`: the collision guard the policy was
-trained driving through) follows the same pattern: optional, no format bump, outside the
-fingerprint. Every export of a policy trained with the guard writes it; without it
-(``Contract.guard`` None: bundles exported before it, or trained with ``env.guard.enabled`` false)
-the node applies no guard. When present it must state all four numbers (finite; radius, headway and
-decel > 0, margin >= 0; no other key) and its radius must be the contract's ``robot.radius``.
+- ``path_following`` (:class:`navcontract.subgoal.TrainedPathFollowing`: the lookahead, search
+  window and share of path-following episodes the policy was trained with). Without it
+  ``Contract.path_following`` is None and the robot follows paths with
+  :class:`navcontract.subgoal.LookaheadRule`'s defaults. When present it is checked (finite numbers,
+  lookahead >= 0, search window > 0, share in [0, 1]).
+- ``guard`` (:class:`navcontract.guard.GuardRule`: the collision guard the policy was trained
+  driving through). Without it (``Contract.guard`` None: trained without the guard) the node
+  applies no guard. When present it must state all four numbers (finite; radius, headway and decel
+  > 0, margin >= 0; no other key) and its radius must be the contract's ``robot.radius``.
 """
 
 from __future__ import annotations
@@ -54,7 +50,7 @@ FORMAT = "nav_policy.bundle"
 FORMAT_VERSION = 2
 """What :func:`make_contract` writes when it is given a ``robot_response``."""
 LEGACY_FORMAT_VERSION = 1
-"""Bundles exported before the ``robot_response`` section (still read)."""
+"""Contracts without the ``robot_response`` section (read as well)."""
 METADATA_KEY = "nav_policy_contract"
 FINGERPRINT_KEY = "nav_policy_fingerprint"
 ONNX_FILE = "policy.onnx"
@@ -100,21 +96,21 @@ class Contract:
     control_period: float
     goal_tolerance: float
     robot_radius: float | None
-    """Radius of the robot's cylinder shell in training [m]; None in bundles exported before it was
-    part of the contract."""
+    """Radius of the robot's cylinder shell in training [m]; None when the contract has no ``robot``
+    section."""
     raw: dict[str, Any] = field(repr=False, compare=False)
     trained_fov: float = 2.0 * math.pi
     """Field of view [rad] the policy was trained with (``lidar.trained_fov``): a scan covering less
-    than the node's ``min_coverage`` share of it is refused. Bundles without it were trained on 360
+    than the node's ``min_coverage`` share of it is refused. A contract without it stands for 360
     degrees."""
     response: RobotResponse | None = None
     """How the base responded in training (``robot_response``, format 2); None in format 1 bundles."""
     path_following: TrainedPathFollowing | None = None
-    """The path-following rule the policy was trained with (``path_following``); None in bundles
-    exported before the section existed (the robot then uses ``LookaheadRule()``)."""
+    """The path-following rule the policy was trained with (``path_following``); None without the
+    section (the robot then uses ``LookaheadRule()``)."""
     guard: GuardRule | None = None
-    """The collision guard the policy was trained with (``guard``); None in bundles exported before
-    the section existed or trained without the guard (the node then applies none)."""
+    """The collision guard the policy was trained with (``guard``); None without the section
+    (trained without the guard: the node then applies none)."""
 
     # The beam layout's angles, for planners and logs: always the training layout's (checked on load).
     @property
@@ -144,19 +140,16 @@ def make_contract(
     path_following: TrainedPathFollowing | None = None,
     guard: GuardRule | None = None,
 ) -> dict[str, Any]:
-    """The contract as plain JSON data (``robot_radius``: the training shell radius, if known;
-    ``trained_fov``: the lidar field of view [rad] the policy was trained with, which a robot scan
-    must cover; ``sim_lidar``: how the simulator rendered the scan, for the record; ``response``:
-    the ``robot_response`` section, :meth:`RobotResponse.from_config` of the training config; with
-    it the contract is format 2, without it format 1; ``path_following``: the optional
-    ``path_following`` section, :meth:`TrainedPathFollowing.from_config` of the training config;
-    ``guard``: the optional ``guard`` section, the training config's ``env.guard_rule()``, None when
-    the policy was trained without the guard)."""
+    """The contract as plain JSON data, one section per builder below.
+
+    ``robot_radius``: the training shell radius, if known; ``trained_fov``: the lidar field of view
+    [rad] the policy was trained with, which a robot scan must cover; ``sim_lidar``: how the
+    simulator rendered the scan, for the record; ``response``: the ``robot_response`` section (with
+    it the contract is format 2, without it format 1); ``path_following``: the optional
+    ``path_following`` section; ``guard``: the optional ``guard`` section, None when the policy was
+    trained without the guard; ``extra``: further top-level keys (the training side's ``source``).
+    """
     d = spec.dims
-    terms, start = [], 0
-    for t in spec.terms:
-        terms.append({**t.to_dict(), "slice": [start, start + t.width]})
-        start += t.width
     if (scaling.v_max, scaling.omega_max) != (d.v_max, d.omega_max):
         raise BundleError(
             f"action scaling (v_max {scaling.v_max}, omega_max {scaling.omega_max}) differs from the "
@@ -166,57 +159,95 @@ def make_contract(
         "format": FORMAT,
         "format_version": FORMAT_VERSION if response is not None else LEGACY_FORMAT_VERSION,
         "fingerprint": spec.fingerprint(),
-        "observation": {
-            "dim": spec.obs_dim,
-            "dtype": "float32",
-            "terms": terms,
-            "spec": spec.to_dict(),
-            "builder": "navcontract.spec.build_policy_obs",
-        },
-        "lidar": {
-            **BeamLayout(d.num_beams).to_dict(),
-            "max_range": d.max_range,
-            "frame": "base_link; beam j at angle_min + j * angle_increment, 0 = forward, CCW positive",
-            "no_return": "max_range",
-            "resampling": "navcontract.scan.resample_scan (docs/deploy_contract.md)",
-            "trained_fov": float(trained_fov),
-            **({"simulator": dict(sim_lidar)} if sim_lidar else {}),
-        },
+        "observation": observation_section(spec),
+        "lidar": lidar_section(spec, trained_fov, sim_lidar),
         "v_max": d.v_max,
         "omega_max": d.omega_max,
-        "action": {
-            **scaling.to_dict(),
-            "dim": len(ACTION_ORDER),
-            "frame": "base_link (body frame), SI units: m/s, m/s, rad/s",
-            "onnx_output": "raw deterministic mean action, BEFORE clip and scaling; "
-            "apply navcontract.action.action_to_command exactly once",
-        },
+        "action": action_section(scaling),
         "control_period": float(control_period),
         "goal_tolerance": float(goal_tolerance),
-        "onnx": {
-            "file": ONNX_FILE,
-            "input": {"name": INPUT_NAME, "shape": ["batch", spec.obs_dim], "dtype": "float32"},
-            "output": {"name": OUTPUT_NAME, "shape": ["batch", len(ACTION_ORDER)], "dtype": "float32"},
-            "normalizer": "folded in: (obs - mean) / (std + eps), training buffers, never re-estimated",
-            "normalizer_eps": float(normalizer_eps),
-            "opset": OPSET,
-        },
+        "onnx": onnx_section(spec, normalizer_eps),
     }
-    if robot_radius is not None:
-        contract["robot"] = {"radius": float(robot_radius), "shape": "vertical cylinder about base_link"}
-    if response is not None:
-        contract[RESPONSE_SECTION] = response.to_dict()
-    if path_following is not None:
-        contract[PATH_SECTION] = path_following.to_dict()
-    if guard is not None:
-        contract[GUARD_SECTION] = guard.to_dict()
+    contract.update(optional_sections(robot_radius, response, path_following, guard))
     if extra:
         contract.update(extra)
     return contract
 
 
+def observation_section(spec: PolicySpec) -> dict[str, Any]:
+    """``observation``: the spec, and each term with its slice of the observation vector."""
+    terms, start = [], 0
+    for t in spec.terms:
+        terms.append({**t.to_dict(), "slice": [start, start + t.width]})
+        start += t.width
+    return {
+        "dim": spec.obs_dim,
+        "dtype": "float32",
+        "terms": terms,
+        "spec": spec.to_dict(),
+        "builder": "navcontract.spec.build_policy_obs",
+    }
+
+
+def lidar_section(spec: PolicySpec, trained_fov: float, sim_lidar: dict[str, Any] | None) -> dict[str, Any]:
+    """``lidar``: the training beam layout, the range, the field of view trained with, and (for the
+    record) how the simulator rendered the scan."""
+    d = spec.dims
+    return {
+        **BeamLayout(d.num_beams).to_dict(),
+        "max_range": d.max_range,
+        "frame": "base_link; beam j at angle_min + j * angle_increment, 0 = forward, CCW positive",
+        "no_return": "max_range",
+        "resampling": "navcontract.scan.resample_scan (docs/deploy_contract.md)",
+        "trained_fov": float(trained_fov),
+        **({"simulator": dict(sim_lidar)} if sim_lidar else {}),
+    }
+
+
+def action_section(scaling: ActionScaling) -> dict[str, Any]:
+    """``action``: the scaling rule from the raw ONNX output to a body-frame command."""
+    return {
+        **scaling.to_dict(),
+        "dim": len(ACTION_ORDER),
+        "frame": "base_link (body frame), SI units: m/s, m/s, rad/s",
+        "onnx_output": "raw deterministic mean action, BEFORE clip and scaling; "
+        "apply navcontract.action.action_to_command exactly once",
+    }
+
+
+def onnx_section(spec: PolicySpec, normalizer_eps: float) -> dict[str, Any]:
+    """``onnx``: the graph's file, input, output and folded-in normaliser."""
+    return {
+        "file": ONNX_FILE,
+        "input": {"name": INPUT_NAME, "shape": ["batch", spec.obs_dim], "dtype": "float32"},
+        "output": {"name": OUTPUT_NAME, "shape": ["batch", len(ACTION_ORDER)], "dtype": "float32"},
+        "normalizer": "folded in: (obs - mean) / (std + eps), training buffers, never re-estimated",
+        "normalizer_eps": float(normalizer_eps),
+        "opset": OPSET,
+    }
+
+
+def optional_sections(
+    robot_radius: float | None,
+    response: RobotResponse | None,
+    path_following: TrainedPathFollowing | None,
+    guard: GuardRule | None,
+) -> dict[str, Any]:
+    """``robot``, ``robot_response``, ``path_following`` and ``guard``, each only when given."""
+    out: dict[str, Any] = {}
+    if robot_radius is not None:
+        out["robot"] = {"radius": float(robot_radius), "shape": "vertical cylinder about base_link"}
+    if response is not None:
+        out[RESPONSE_SECTION] = response.to_dict()
+    if path_following is not None:
+        out[PATH_SECTION] = path_following.to_dict()
+    if guard is not None:
+        out[GUARD_SECTION] = guard.to_dict()
+    return out
+
+
 def _check_beam_layout(lidar: dict[str, Any], layout: BeamLayout) -> None:
-    """The lidar section may restate the layout (every export so far does); it must be ours."""
+    """The lidar section may restate the layout (every export does); it must be ours."""
     ours = layout.to_dict()
     for key in ("angle_min", "angle_increment", "fov"):
         if key in lidar and not math.isclose(float(lidar[key]), ours[key], rel_tol=0.0, abs_tol=1e-9):

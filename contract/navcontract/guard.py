@@ -15,7 +15,7 @@ The rule, per world, for a planar command ``v`` of speed ``s = |v|`` in directio
    ``rho_j = radius + margin + r_j sin(delta)``. A beam at ``max_range`` or beyond (no return)
    blocks nothing.
 
-   1b. With ``slide`` (bundles trained since it exists), a return inside the margin (or within
+   1b. With ``slide``, a return inside the margin (or within
    ``SLIDE_EPS`` of it) keeps only what is left of its gap: ``rho_j = min(rho_j, max(r_j - SLIDE_EPS,
    radius + r_j sin(delta)))``. A motion that passes it no closer than ``r_j - SLIDE_EPS`` is
    free; one toward it gets a free distance of at most ``SLIDE_EPS`` (step 2), so inside the
@@ -66,13 +66,14 @@ SLIDE_EPS = 0.01
 
 @dataclass(frozen=True)
 class GuardRule:
-    """The guard's parameters (see the module docstring for the rule)."""
+    """The guard's parameters (see the module docstring for the rule). Every one is required: the
+    values a policy trained with come from its training config (``env.guard``) or its contract."""
 
-    radius: float = 0.2  # [m] the robot's shell radius
-    margin: float = 0.03  # [m] kept free beyond the radius
-    headway: float = 0.5  # [s] time headway to the nearest blocking return
-    decel: float = 2.5  # [m/s^2] braking deceleration the cap allows for
-    slide: bool = False  # a return already within the margin may be slid past (rule step 1b)
+    radius: float  # [m] the robot's shell radius
+    margin: float  # [m] kept free beyond the radius
+    headway: float  # [s] time headway to the nearest blocking return
+    decel: float  # [m/s^2] braking deceleration the cap allows for
+    slide: bool  # a return already within the margin may be slid past (rule step 1b)
 
     NUMBERS: ClassVar[tuple[str, ...]] = ("radius", "margin", "headway", "decel")
 
@@ -94,8 +95,8 @@ class GuardRule:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> GuardRule:
         """The contract's ``guard`` section: the four numbers, each required, and ``slide`` (a
-        boolean; absent in bundles from before it existed, which slid nothing); an unknown,
-        missing or mistyped key is an error naming it."""
+        boolean; a section without it slides nothing); an unknown, missing or mistyped key is an
+        error naming it."""
         known = set(cls.NUMBERS) | {"slide"}
         unknown = sorted(set(data) - known)
         if unknown:

@@ -1,5 +1,6 @@
 """How the robot's base must answer a command for the policy to behave as trained: the contract's
-``robot_response`` section, built once here from the training config's ``randomization`` section.
+``robot_response`` section. The training side fills it in from its randomisation
+(``navsim.contract_objects.robot_response``) through :meth:`RobotResponse.checked`.
 
 Training may randomise how the simulated base responds (``randomization.terms``): a first-order
 actuator lag (``actuator_lag.params.tau`` [s]), acceleration limits (``accel_limit.params.linear``
@@ -12,28 +13,22 @@ drawn per episode; a policy trained on it tolerates any base inside it. The sect
 - ``latency_budget`` [s]: the largest total delay the policy saw, (command + observation + jitter
   substeps at their high ends) x the physics substep; 0 when none was trained;
 - ``actuator_tau`` [s]: the trained actuator time constant range, null when not trained;
-- ``randomized``: whether the training config's ``randomization.enabled`` was on.
+- ``randomized``: whether training randomised the base at all;
+- ``terms``: the randomisation terms that were on, sorted by name.
 
-An absent ``randomization`` section, or ``enabled: false``, means nothing was randomised. A section
-or a term that is present counts as on unless it says ``enabled: false`` (the convention of the
-observation terms). The section is not part of the observation fingerprint: it does not change the
-78 numbers the policy reads, it describes the base they came from.
+The section is not part of the observation fingerprint: it does not change the 78 numbers the
+policy reads, it describes the base they came from.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from navcontract.terms import config_value
-
 SECTION = "robot_response"
 """The contract key of this section."""
-
-CONFIG_SECTION = "randomization"
-"""The training config's key it is built from."""
 
 Range = tuple[float, float]
 StepRange = tuple[int, int]
@@ -41,7 +36,7 @@ T = TypeVar("T")
 
 
 class ResponseError(ValueError):
-    """The randomization config or the contract's robot_response section is unusable."""
+    """The values of a robot_response section (from training or from a contract) are unusable."""
 
 
 def _range(where: str, value: Any, *, positive: bool = False) -> Range:
@@ -76,7 +71,7 @@ class RobotResponse:
     """The parsed section. Ranges are (lo, hi); None where the term was not trained."""
 
     randomized: bool
-    physics_substep: float  # [s] env.control_period / env.physics_substeps
+    physics_substep: float  # [s] the physics timestep of training (control period / substeps)
     terms: tuple[str, ...] = ()  # the randomisation terms that were on, sorted by name
     accel_linear: Range | None = None  # [m/s^2] trained range, per linear axis
     accel_angular: Range | None = None  # [rad/s^2] trained range
@@ -104,59 +99,33 @@ class RobotResponse:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_config(cls, data: Mapping[str, Any]) -> RobotResponse:
-        """The one constructor from a nav_policy config as plain data (``randomization`` and
-        ``env.control_period`` / ``env.physics_substeps``); ResponseError naming the key if unusable."""
-        try:
-            period = float(config_value(data, "env.control_period"))
-            substeps = int(config_value(data, "env.physics_substeps"))
-        except (ValueError, TypeError) as exc:
-            raise ResponseError(str(exc)) from None
-        if not (math.isfinite(period) and period > 0 and substeps >= 1):
-            raise ResponseError(f"env.control_period {period} / env.physics_substeps {substeps} give no substep")
-        substep = period / substeps
-        section = data.get(CONFIG_SECTION)
-        if section is None:
-            return cls(False, substep)
-        if not isinstance(section, Mapping):
-            raise ResponseError(f"{CONFIG_SECTION} must be a mapping, got {type(section).__name__}")
-        if not bool(section.get("enabled", True)):
-            return cls(False, substep)
-        terms = section.get("terms") or {}
-        if not isinstance(terms, Mapping):
-            raise ResponseError(f"{CONFIG_SECTION}.terms must be a mapping, got {type(terms).__name__}")
-        on: dict[str, Mapping[str, Any]] = {}
-        for name, term in terms.items():
-            term = term or {}
-            if not isinstance(term, Mapping):
-                raise ResponseError(f"{CONFIG_SECTION}.terms.{name} must be a mapping")
-            if bool(term.get("enabled", True)):
-                on[str(name)] = term.get("params") or {}
-
-        def param(term: str, key: str) -> Any:
-            if term not in on:
-                return None
-            if key not in on[term]:
-                raise ResponseError(f"config has no '{CONFIG_SECTION}.terms.{term}.params.{key}'")
-            return on[term][key]
-
-        def where(term: str, key: str) -> str:
-            return f"{CONFIG_SECTION}.terms.{term}.params.{key}"
-
+    def checked(
+        cls,
+        randomized: Any,
+        physics_substep: tuple[Any, str],
+        terms: Iterable[str] = (),
+        ranges: Mapping[str, tuple[Any, str]] | None = None,
+    ) -> RobotResponse:
+        """A RobotResponse from unchecked values, each paired with the ``where`` that errors name:
+        ``randomized`` true or false; ``physics_substep`` one finite number > 0; ``ranges`` maps a
+        range field (:data:`RANGE_FIELDS`) to ``(value, where)``, value None (not trained), one
+        number or ``[lo, hi]`` with finite ``0 <= lo <= hi`` (``0 < lo`` for the accelerations,
+        whole numbers for the substeps); a field left out is None. ResponseError if unusable."""
+        ranges = dict(ranges or {})
+        unknown = sorted(set(ranges) - set(RANGE_FIELDS))
+        if unknown:
+            raise ResponseError(f"unknown range field(s) {', '.join(unknown)} (known: {', '.join(RANGE_FIELDS)})")
+        substep, substep_where = physics_substep
+        parsed = {
+            name: _optional(ranges[name][0], RANGE_FIELDS[name], ranges[name][1])
+            for name in RANGE_FIELDS
+            if name in ranges
+        }
         return cls(
-            randomized=True,
-            physics_substep=substep,
-            terms=tuple(sorted(on)),  # config order does not survive JSON written with sorted keys
-            accel_linear=_optional(param("accel_limit", "linear"), _pos_range, where("accel_limit", "linear")),
-            accel_angular=_optional(param("accel_limit", "angular"), _pos_range, where("accel_limit", "angular")),
-            actuator_tau=_optional(param("actuator_lag", "tau"), _range, where("actuator_lag", "tau")),
-            command_latency=_optional(
-                param("command_latency", "substeps"), _steps, where("command_latency", "substeps")
-            ),
-            observation_latency=_optional(
-                param("observation_latency", "substeps"), _steps, where("observation_latency", "substeps")
-            ),
-            control_jitter=_optional(param("control_jitter", "substeps"), _steps, where("control_jitter", "substeps")),
+            randomized=_bool(f"{SECTION}.randomized", randomized),
+            physics_substep=_number(substep_where, substep),
+            terms=tuple(str(t) for t in terms),
+            **parsed,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -193,19 +162,18 @@ class RobotResponse:
         try:
             trained = data["accel_limit_trained"]
             latency = data["latency_substeps"]
-            substep = _number(f"{SECTION}.physics_substep", data["physics_substep"])
-            resp = cls(
-                randomized=_bool(f"{SECTION}.randomized", data["randomized"]),
-                physics_substep=substep,
-                terms=tuple(str(t) for t in data["terms"]),
-                accel_linear=_optional(trained["linear"], _pos_range, f"{SECTION}.accel_limit_trained.linear"),
-                accel_angular=_optional(trained["angular"], _pos_range, f"{SECTION}.accel_limit_trained.angular"),
-                actuator_tau=_optional(data["actuator_tau"], _range, f"{SECTION}.actuator_tau"),
-                command_latency=_optional(latency["command"], _steps, f"{SECTION}.latency_substeps.command"),
-                observation_latency=_optional(
-                    latency["observation"], _steps, f"{SECTION}.latency_substeps.observation"
-                ),
-                control_jitter=_optional(latency["jitter"], _steps, f"{SECTION}.latency_substeps.jitter"),
+            resp = cls.checked(
+                data["randomized"],
+                (data["physics_substep"], f"{SECTION}.physics_substep"),
+                data["terms"],
+                {
+                    "accel_linear": (trained["linear"], f"{SECTION}.accel_limit_trained.linear"),
+                    "accel_angular": (trained["angular"], f"{SECTION}.accel_limit_trained.angular"),
+                    "actuator_tau": (data["actuator_tau"], f"{SECTION}.actuator_tau"),
+                    "command_latency": (latency["command"], f"{SECTION}.latency_substeps.command"),
+                    "observation_latency": (latency["observation"], f"{SECTION}.latency_substeps.observation"),
+                    "control_jitter": (latency["jitter"], f"{SECTION}.latency_substeps.jitter"),
+                },
             )
             stated = data["accel_limit"]
             pairs = (
@@ -258,7 +226,12 @@ def _bool(where: str, value: Any) -> bool:
     return value
 
 
-def robot_response(data: Mapping[str, Any]) -> dict[str, Any]:
-    """The contract's ``robot_response`` section for a nav_policy config as plain data (what the
-    exporter writes); ResponseError naming the key when the ``randomization`` section is unusable."""
-    return RobotResponse.from_config(data).to_dict()
+RANGE_FIELDS: dict[str, Callable[[str, Any], Any]] = {
+    "accel_linear": _pos_range,
+    "accel_angular": _pos_range,
+    "actuator_tau": _range,
+    "command_latency": _steps,
+    "observation_latency": _steps,
+    "control_jitter": _steps,
+}
+"""The range fields of :class:`RobotResponse` and the parser that checks each."""

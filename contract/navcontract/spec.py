@@ -87,12 +87,11 @@ def make_policy_spec(terms: dict[str, dict[str, Any]], dims: SensorDims) -> Poli
 
 
 def policy_spec_from_terms(policy: Mapping[str, Any] | None, dims: SensorDims) -> PolicySpec:
-    """The spec that a config's ``observations.policy`` section (plain data) declares.
+    """The spec that a table of policy terms declares: ``{name: {"enabled": bool, "params": {...}}}``.
 
-    Terms in registry order; a term the section does not name takes its registry default
+    Terms in registry order; a term the table does not name takes its registry default
     (:data:`~navcontract.terms.DEFAULT_POLICY_TERMS_ENABLED`, default params); a named term is on
-    unless ``enabled: false``, with its ``params`` over the defaults. Training's
-    ObservationManager and the robot's config check both build their spec here.
+    unless ``enabled: false``, with its ``params`` over the defaults.
     """
     policy = policy or {}
     enabled = {}
@@ -108,13 +107,6 @@ def policy_spec_from_terms(policy: Mapping[str, Any] | None, dims: SensorDims) -
     if unknown:
         raise SpecError(f"unknown policy observation term(s): {', '.join(unknown)}")
     return make_policy_spec(enabled, dims)
-
-
-def policy_spec_from_config(data: Mapping[str, Any]) -> PolicySpec:
-    """The policy spec of a nav_policy config (conf/nav.yaml as plain data): the terms of
-    ``observations.policy`` (:func:`policy_spec_from_terms`), dims from env.lidar and env.robot."""
-    observations = data.get("observations") or {}
-    return policy_spec_from_terms(observations.get("policy"), SensorDims.from_config(data))
 
 
 def spec_from_dict(data: dict[str, Any]) -> PolicySpec:

@@ -27,11 +27,10 @@ are harmless. Everything is float32; torch in gives torch out on the same device
 is vectorised over worlds and over segments (no Python loop).
 
 The rule a policy was trained with travels in its bundle: the contract's optional
-``path_following`` section (:class:`TrainedPathFollowing`), built once here from the training
-config's ``env.worlds`` (``lookahead``, ``search_window``, and ``path_following``, the share of
-training episodes that followed a planned path). A config without ``env.worlds`` (stored before
-path following existed) gives :class:`LookaheadRule`'s defaults and a share of 0. A bundle without
-the section (exported before it) is followed with :class:`LookaheadRule`'s defaults.
+``path_following`` section (:class:`TrainedPathFollowing`: the lookahead, the search window and the
+share of training episodes that followed a planned path), which the training side fills in through
+:meth:`TrainedPathFollowing.checked`. A bundle without the section is followed with
+:class:`LookaheadRule`'s defaults.
 """
 
 from __future__ import annotations
@@ -45,9 +44,6 @@ from navcontract.xp import ops_for
 
 SECTION = "path_following"
 """The contract key of the trained rule (:class:`TrainedPathFollowing`)."""
-
-CONFIG_SECTION = "env.worlds"
-"""The training config's section it is built from."""
 
 MIN_SEGMENT = 1e-6
 """[m] Segments shorter than this count as points (no division by their length)."""
@@ -74,7 +70,7 @@ class LookaheadRule:
 
 
 class PathFollowingError(ValueError):
-    """The training config's ``env.worlds`` rule or the contract's ``path_following`` section is unusable."""
+    """The values of a path_following section (from training or from a contract) are unusable."""
 
 
 def _number(where: str, value: Any, lo: float, hi: float = math.inf, *, lo_open: bool = False) -> float:
@@ -97,26 +93,6 @@ class TrainedPathFollowing:
     trained_share: float  # share of training episodes fed a sub-goal along a planned path, in [0, 1]
 
     @classmethod
-    def from_config(cls, data: Mapping[str, Any]) -> TrainedPathFollowing:
-        """The one constructor from a nav_policy config as plain data (``env.worlds.lookahead``,
-        ``.search_window``, ``.path_following``); a key the config lacks takes
-        :class:`LookaheadRule`'s default (share 0); PathFollowingError naming the key if unusable."""
-        env = data.get("env") if isinstance(data, Mapping) else None
-        worlds = env.get("worlds") if isinstance(env, Mapping) else None
-        if worlds is None:
-            worlds = {}
-        if not isinstance(worlds, Mapping):
-            raise PathFollowingError(f"{CONFIG_SECTION} must be a mapping, got {type(worlds).__name__}")
-        default = LookaheadRule()
-        return cls._checked(
-            CONFIG_SECTION,
-            worlds.get("lookahead", default.lookahead),
-            worlds.get("search_window", default.search_window),
-            worlds.get("path_following", 0.0),
-            share_key="path_following",
-        )
-
-    @classmethod
     def from_dict(cls, data: Any) -> TrainedPathFollowing:
         """Parse and check a contract section; PathFollowingError naming the key if unusable."""
         if not isinstance(data, Mapping):
@@ -124,12 +100,15 @@ class TrainedPathFollowing:
         missing = [k for k in ("lookahead", "search_window", "trained_share") if k not in data]
         if missing:
             raise PathFollowingError(f"{SECTION} has no {', '.join(missing)}")
-        return cls._checked(SECTION, data["lookahead"], data["search_window"], data["trained_share"])
+        return cls.checked(SECTION, data["lookahead"], data["search_window"], data["trained_share"])
 
     @classmethod
-    def _checked(
+    def checked(
         cls, where: str, lookahead: Any, search_window: Any, share: Any, share_key: str = "trained_share"
     ) -> TrainedPathFollowing:
+        """From unchecked values: finite numbers, ``lookahead >= 0``, ``search_window > 0``, the share
+        in [0, 1]; PathFollowingError naming ``where.lookahead``, ``where.search_window`` or
+        ``where.<share_key>`` otherwise."""
         rule = LookaheadRule(
             _number(f"{where}.lookahead", lookahead, 0.0),
             _number(f"{where}.search_window", search_window, 0.0, lo_open=True),
@@ -152,12 +131,6 @@ class TrainedPathFollowing:
             f"trained with lookahead {self.rule.lookahead:g} m, search window {self.rule.search_window:g} m "
             f"on {self.trained_share * 100:g}% of its episodes"
         )
-
-
-def path_following_section(config_data: Mapping[str, Any]) -> dict[str, Any]:
-    """The contract's ``path_following`` section for a nav_policy config as plain data (what the
-    exporter writes); PathFollowingError naming the key when ``env.worlds`` is unusable."""
-    return TrainedPathFollowing.from_config(config_data).to_dict()
 
 
 @dataclass

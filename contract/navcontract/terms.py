@@ -10,7 +10,7 @@ Every term scales itself to O(1). Arrays are batched: leading dimension = number
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,17 +18,6 @@ from navcontract.xp import ops_for
 
 DEPLOYABLE = "DEPLOYABLE"
 SIM_ONLY = "SIM_ONLY"
-
-
-def config_value(data: Mapping[str, Any], dotted: str) -> Any:
-    """``data['a']['b']['c']`` for ``'a.b.c'`` in plain config data (conf/nav.yaml as loaded);
-    a missing key is a ValueError naming it (the defaults live with the config, not here)."""
-    node: Any = data
-    for key in dotted.split("."):
-        if not isinstance(node, Mapping) or key not in node:
-            raise ValueError(f"config has no '{dotted}'")
-        node = node[key]
-    return node
 
 
 @dataclass(frozen=True)
@@ -39,16 +28,6 @@ class SensorDims:
     max_range: float
     v_max: float
     omega_max: float
-
-    @classmethod
-    def from_config(cls, data: Mapping[str, Any]) -> SensorDims:
-        """The one constructor from a nav_policy config (plain data): env.lidar and env.robot."""
-        return cls(
-            num_beams=int(config_value(data, "env.lidar.num_beams")),
-            max_range=float(config_value(data, "env.lidar.max_range")),
-            v_max=float(config_value(data, "env.robot.v_max")),
-            omega_max=float(config_value(data, "env.robot.omega_max")),
-        )
 
 
 @dataclass

@@ -22,7 +22,7 @@ import numpy as np
 from navcontract.action import action_to_command, clip_action
 from navcontract.bundle import ONNX_FILE, BundleError, Contract, read_contract
 from navcontract.scan import ScanInput, ScanOptions, ScanReport, ScanUnusable, resample_scan
-from navcontract.spec import PolicySpec, build_policy_obs, compare_specs, make_policy_spec, policy_spec_from_config
+from navcontract.spec import PolicySpec, build_policy_obs, compare_specs, make_policy_spec
 from navcontract.terms import DEPLOYABLE_TERMS, ObsContext
 
 __all__ = [
@@ -32,7 +32,6 @@ __all__ = [
     "ScanOptions",
     "ScanReport",
     "ScanUnusable",
-    "policy_spec_from_config",
     "registry_spec_for",
 ]
 
@@ -140,8 +139,8 @@ class PolicyRuntime(ContractScanReader):
     ) -> PolicyRuntime:
         """Load ``bundle_dir`` (policy.onnx [+ contract.json]) and check its contract.
 
-        ``spec`` is the runtime's own observation spec (e.g. :func:`policy_spec_from_config` of the
-        robot's config); without it the runtime checks the bundle against its own term registry
+        ``spec`` is an observation spec the bundle must match (e.g. the one a training config
+        declares); without it the runtime checks the bundle against its own term registry
         (names, widths and versions of the terms for the bundle's params). Any difference raises
         :class:`ContractError` naming the differing term(s).
         """

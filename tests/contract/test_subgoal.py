@@ -20,7 +20,6 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-import yaml
 
 from navcontract.bundle import CONTRACT_FILE, BundleError, parse_contract, read_contract
 from navcontract.subgoal import (
@@ -29,7 +28,6 @@ from navcontract.subgoal import (
     PathFollowingError,
     TrainedPathFollowing,
     follow_path,
-    path_following_section,
     path_length,
 )
 from navdeploy.gate import CommandGate
@@ -37,7 +35,7 @@ from navdeploy.inputs import MAX_PATH_POINTS, parse_goal_frames
 from navdeploy.node_params import NodeParams
 from navdeploy.settings import Limits, resolve_settings
 from navdeploy.states import State
-from support.paths import FIXTURE_BUNDLE, REPO
+from support.paths import FIXTURE_BUNDLE
 
 RULE = LookaheadRule(lookahead=1.0, search_window=2.0)
 
@@ -413,42 +411,25 @@ def test_path_parameters_of_zero_take_the_bundles_rule() -> None:
     assert s.path_source.endswith("the policy was trained without path following (share 0)")
 
 
-def worlds_config(**worlds) -> dict:
-    return {"env": {"control_period": 0.1, "worlds": {"families": {"rooms": 1.0}, **worlds}}}
-
-
-def test_section_from_the_training_config() -> None:
-    data = yaml.safe_load((REPO / "conf" / "nav.yaml").read_text())
-    w = data["env"]["worlds"]
-    section = path_following_section(data)
-    assert section["lookahead"] == w["lookahead"] and section["search_window"] == w["search_window"]
-    assert section["trained_share"] == w["path_following"]
-    assert TrainedPathFollowing.from_dict(section) == TrainedPathFollowing.from_config(data)
-    got = TrainedPathFollowing.from_config(worlds_config(lookahead=0.7, search_window=3, path_following=0.25))
+def test_the_checked_constructor_names_where_the_values_came_from() -> None:
+    got = TrainedPathFollowing.checked("trained", 0.7, 3, 0.25)
     assert got == TrainedPathFollowing(LookaheadRule(0.7, 3.0), 0.25)
     assert TrainedPathFollowing.from_dict(got.to_dict()) == got
     assert "lookahead 0.7 m, search window 3 m on 25% of its episodes" in got.describe()
 
 
-@pytest.mark.parametrize("data", [{}, {"env": {"control_period": 0.1}}, worlds_config()])
-def test_config_without_the_rule_gives_the_lookahead_rules_defaults(data: dict) -> None:
-    """Configs stored before path following existed: LookaheadRule's defaults, never followed a path."""
-    assert TrainedPathFollowing.from_config(data) == TrainedPathFollowing(LookaheadRule(), 0.0)
-    assert path_following_section(data)["lookahead"] == LookaheadRule().lookahead
-
-
 @pytest.mark.parametrize(
-    "worlds, needle",
+    "values, needle",
     [
-        ({"lookahead": -0.5}, "env.worlds.lookahead = -0.5 must be finite and >= 0"),
-        ({"search_window": 0.0}, "env.worlds.search_window = 0.0 must be finite and > 0"),
-        ({"path_following": 1.5}, "env.worlds.path_following = 1.5 must be finite and >= 0 and <= 1"),
-        ({"lookahead": "far"}, "env.worlds.lookahead must be a number"),
+        ((-0.5, 2.0, 0.0), "where.lookahead = -0.5 must be finite and >= 0"),
+        ((1.0, 0.0, 0.0), "where.search_window = 0.0 must be finite and > 0"),
+        ((1.0, 2.0, 1.5), "where.share = 1.5 must be finite and >= 0 and <= 1"),
+        (("far", 2.0, 0.0), "where.lookahead must be a number"),
     ],
 )
-def test_unusable_config_is_refused_naming_the_key(worlds: dict, needle: str) -> None:
+def test_unusable_values_are_refused_naming_the_key(values: tuple, needle: str) -> None:
     with pytest.raises(PathFollowingError, match=re.escape(needle)):
-        TrainedPathFollowing.from_config(worlds_config(**worlds))
+        TrainedPathFollowing.checked("where", *values, share_key="share")
 
 
 def fixture_contract_data() -> dict:
@@ -456,8 +437,8 @@ def fixture_contract_data() -> dict:
 
 
 def test_a_bundle_without_the_section_follows_paths_with_the_defaults() -> None:
-    """Every bundle exported before the section (the committed fixture, the shipped default) loads;
-    the robot then follows paths with LookaheadRule's defaults."""
+    """A bundle without the section (the committed fixture, the shipped default) loads; the robot
+    then follows paths with LookaheadRule's defaults."""
     contract = read_contract(FIXTURE_BUNDLE)
     assert SECTION not in contract.raw and contract.path_following is None
     s, warnings = resolve_settings(contract)

@@ -13,15 +13,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 from navcontract.action import ActionScaling, action_to_command
 from navcontract.bundle import CONTRACT_FILE, BundleError, make_contract, parse_contract
 from navcontract.scan import BeamLayout, ScanOptions, beam_angles, resample_scan
-from navcontract.spec import build_policy_obs, make_policy_spec
+from navcontract.spec import build_policy_obs, make_policy_spec, policy_spec_from_terms
 from navcontract.terms import ObsContext, SensorDims
-from navdeploy.runtime import ContractError, PolicyRuntime, ScanInput, ScanUnusable, policy_spec_from_config
-from navtrain.onnx_writer import MlpWeights, write_bundle
+from navdeploy.runtime import ContractError, PolicyRuntime, ScanInput, ScanUnusable
+from navtrain.onnx_graph import MlpWeights, write_bundle
 
 B = 72
 R = 6.0
@@ -355,14 +354,13 @@ def test_edited_or_inconsistent_contract_is_refused(tmp_path: Path) -> None:
         write_bundle(tmp_path / "stale", random_weights(78), c)
 
 
-def test_policy_spec_from_the_robot_config_matches_the_bundle(tmp_path: Path) -> None:
+def test_a_given_spec_must_match_the_bundle(tmp_path: Path) -> None:
     bdir, _ = synthetic_bundle(tmp_path)
-    data = yaml.safe_load((REPO / "conf" / "nav.yaml").read_text())
-    spec = policy_spec_from_config(data)
+    spec = policy_spec_from_terms({"action_prev": {"enabled": False}}, DIMS)
     assert PolicyRuntime.load(bdir, spec=spec).contract.fingerprint == spec.fingerprint()
-    data["env"]["lidar"]["num_beams"] = 360
+    wide = policy_spec_from_terms({}, SensorDims(num_beams=360, max_range=R, v_max=1.5, omega_max=2.0))
     with pytest.raises(ContractError, match="num_beams: bundle 72 vs runtime 360"):
-        PolicyRuntime.load(bdir, spec=policy_spec_from_config(data))
+        PolicyRuntime.load(bdir, spec=wide)
 
 
 def test_goal_reached_uses_the_contract_tolerance(tmp_path: Path) -> None:
@@ -373,7 +371,7 @@ def test_goal_reached_uses_the_contract_tolerance(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# The beam layout, the contract objects from a config, and the committed bundle
+# The beam layout and the committed bundle
 
 
 def test_beam_layout_is_the_laser_scan_of_the_training_lidar() -> None:
@@ -388,17 +386,6 @@ def test_beam_layout_is_the_laser_scan_of_the_training_lidar() -> None:
     assert (scan.angle_min, scan.angle_increment) == (layout.angle_min, layout.angle_increment)
     with pytest.raises(ValueError, match="num_beams"):
         BeamLayout(0)
-
-
-def test_contract_objects_have_one_constructor_from_config_data() -> None:
-    data = yaml.safe_load((REPO / "conf" / "nav.yaml").read_text())
-    assert SensorDims.from_config(data) == DIMS
-    assert ActionScaling.from_config(data) == SCALING
-    data["env"]["robot"]["v_max"] = 1.0
-    assert SensorDims.from_config(data).v_max == ActionScaling.from_config(data).v_max == 1.0
-    del data["env"]["lidar"]["max_range"]
-    with pytest.raises(ValueError, match="env.lidar.max_range"):  # no second set of defaults here
-        SensorDims.from_config(data)
 
 
 def test_contract_states_the_beam_layout_and_refuses_another(tmp_path: Path) -> None:
@@ -433,9 +420,7 @@ def test_committed_bundle_loads_with_its_fingerprint() -> None:
     assert c.fingerprint == "23cb46e4de12b7e0" == rt.spec.fingerprint()
     assert c.robot_radius == 0.2 and c.beams == BeamLayout(72) and c.trained_fov == pytest.approx(2 * math.pi)
     assert c.raw["lidar"]["simulator"]["rays_per_beam"] == 21
-    data = yaml.safe_load((REPO / "conf" / "nav.yaml").read_text())
-    assert policy_spec_from_config(data).fingerprint() == c.fingerprint
-    assert c.scaling == ActionScaling.from_config(data)
+    assert c.scaling == SCALING
 
 
 def test_a_bundle_from_before_the_robot_and_field_of_view_fields_still_loads(tmp_path: Path) -> None:

@@ -3,8 +3,8 @@
 The smoother (``navdeploy.smoother``) limits each axis of a driving command to ``accel * dt`` from
 the last sent command; the command gate (``navdeploy.gate``) applies it to driving
 commands only, so a stop is always an immediate zero. Its default limits come from the bundle's
-``robot_response`` section, which ``navcontract.response`` builds from the training config's
-``randomization`` section.
+``robot_response`` section (:class:`navcontract.response.RobotResponse`; the training side fills it
+in from its randomisation, tests/sim/test_contract_objects.py).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from navcontract.bundle import (
     parse_contract,
     read_contract,
 )
-from navcontract.response import SECTION, ResponseError, RobotResponse, robot_response
+from navcontract.response import SECTION, ResponseError, RobotResponse
 from navdeploy.gate import CommandGate
 from navdeploy.node_params import NodeParams
 from navdeploy.runtime import PolicyRuntime, ScanInput
@@ -37,30 +37,24 @@ PERIOD = 0.1
 A_LIN, A_ANG = 2.5, 3.2  # the low ends of the trained ranges below
 
 
-def config(randomization: dict | None = None) -> dict:
-    """Plain config data: the two env keys the section needs, and a randomization section."""
-    data: dict = {"env": {"control_period": PERIOD, "physics_substeps": 5}}
-    if randomization is not None:
-        data["randomization"] = randomization
-    return data
-
-
-TERMS = {
-    "actuator_lag": {"enabled": True, "params": {"tau": [0.02, 0.12]}},
-    "accel_limit": {"enabled": True, "params": {"linear": [A_LIN, 6.0], "angular": [A_ANG, 8.0]}},
-    "command_latency": {"enabled": True, "params": {"substeps": [0, 2]}},
-    "observation_latency": {"enabled": True, "params": {"substeps": [0, 2]}},
-    "control_jitter": {"enabled": True, "params": {"substeps": [0, 1]}},
-    "lidar_noise": {"enabled": True, "params": {"std": [0.005, 0.03]}},
+SUBSTEP = (0.02, "physics_substep")
+RANGES = {
+    "actuator_tau": ([0.02, 0.12], "actuator_tau"),
+    "accel_linear": ([A_LIN, 6.0], "accel_linear"),
+    "accel_angular": ([A_ANG, 8.0], "accel_angular"),
+    "command_latency": ([0, 2], "command_latency"),
+    "observation_latency": ([0, 2], "observation_latency"),
+    "control_jitter": ([0, 1], "control_jitter"),
 }
-TRAINED = RobotResponse.from_config(config({"enabled": True, "terms": TERMS}))
+TERMS = ("accel_limit", "actuator_lag", "command_latency", "control_jitter", "lidar_noise", "observation_latency")
+TRAINED = RobotResponse.checked(True, SUBSTEP, TERMS, RANGES)
 
 
 # --------------------------------------------------------------------------- the section
 
 
-def test_section_from_the_randomization_config() -> None:
-    sec = robot_response(config({"enabled": True, "terms": TERMS}))
+def test_section_of_trained_ranges() -> None:
+    sec = TRAINED.to_dict()
     assert sec["randomized"] is True
     assert sec["accel_limit"] == {"linear": A_LIN, "angular": A_ANG}  # the most restrictive trained
     assert sec["accel_limit_trained"] == {"linear": [A_LIN, 6.0], "angular": [A_ANG, 8.0]}
@@ -68,17 +62,12 @@ def test_section_from_the_randomization_config() -> None:
     assert sec["physics_substep"] == pytest.approx(0.02)
     assert sec["latency_budget"] == pytest.approx((2 + 2 + 1) * 0.02)  # the high ends x the substep
     assert sec["latency_substeps"] == {"command": [0, 2], "observation": [0, 2], "jitter": [0, 1]}
-    assert sec["terms"] == sorted(TERMS)
+    assert sec["terms"] == list(TERMS)
     assert RobotResponse.from_dict(json.loads(json.dumps(sec))) == TRAINED  # JSON round trip
 
 
-@pytest.mark.parametrize(
-    "randomization",
-    [None, {"enabled": False, "terms": TERMS}, {"enabled": False}],
-    ids=["absent", "disabled", "disabled-no-terms"],
-)
-def test_absent_or_disabled_randomization_means_nothing_trained(randomization) -> None:
-    r = RobotResponse.from_config(config(randomization))
+def test_nothing_trained_means_no_limit_and_no_budget() -> None:
+    r = RobotResponse.checked(False, SUBSTEP)
     assert not r.randomized and r.terms == ()
     assert r.accel_limit_linear is None and r.accel_limit_angular is None and r.actuator_tau is None
     assert r.latency_budget == 0.0
@@ -87,33 +76,31 @@ def test_absent_or_disabled_randomization_means_nothing_trained(randomization) -
     assert RobotResponse.from_dict(sec) == r
 
 
-def test_a_term_switched_off_or_left_without_enabled() -> None:
-    terms = copy.deepcopy(TERMS)
-    terms["accel_limit"]["enabled"] = False
-    terms["command_latency"]["enabled"] = False
-    del terms["observation_latency"]["enabled"]  # present without 'enabled': on (the observation terms' rule)
-    r = RobotResponse.from_config(config({"terms": terms}))  # section without 'enabled': on
-    assert r.randomized and "accel_limit" not in r.terms and "observation_latency" in r.terms
-    assert r.accel_limit_linear is None and r.accel_limit_angular is None
+def test_a_range_left_out_or_null_was_not_trained() -> None:
+    ranges = {k: v for k, v in RANGES.items() if k not in ("accel_linear", "command_latency")}
+    ranges["accel_angular"] = (None, "accel_angular")
+    r = RobotResponse.checked(True, SUBSTEP, ("observation_latency",), ranges)
+    assert r.randomized and r.accel_limit_linear is None and r.accel_limit_angular is None
     assert r.latency_budget == pytest.approx((2 + 1) * 0.02)
 
 
 @pytest.mark.parametrize(
-    "term, params, needle",
+    "field, value, needle",
     [
-        ("accel_limit", {"linear": [0.0, 6.0], "angular": [3.2, 8.0]}, "accel_limit.params.linear"),
-        ("accel_limit", {"linear": [6.0, 2.5], "angular": [3.2, 8.0]}, "accel_limit.params.linear"),
-        ("accel_limit", {"angular": [3.2, 8.0]}, "accel_limit.params.linear"),
-        ("actuator_lag", {"tau": [float("nan"), 0.1]}, "actuator_lag.params.tau"),
-        ("command_latency", {"substeps": [0, 1.5]}, "whole substeps"),
-        ("control_jitter", {"substeps": "two"}, "control_jitter.params.substeps"),
+        ("accel_linear", [0.0, 6.0], "where.accel_linear must be finite with 0 < lo"),
+        ("accel_linear", [6.0, 2.5], "where.accel_linear"),
+        ("actuator_tau", [float("nan"), 0.1], "where.actuator_tau"),
+        ("command_latency", [0, 1.5], "whole substeps"),
+        ("control_jitter", "two", "where.control_jitter"),
+        ("speed", [0, 1], "unknown range field"),
     ],
 )
-def test_unusable_ranges_are_refused_naming_the_key(term: str, params: dict, needle: str) -> None:
-    terms = copy.deepcopy(TERMS)
-    terms[term]["params"] = params
+def test_unusable_ranges_are_refused_naming_where_they_came_from(field: str, value, needle: str) -> None:
+    ranges = {**RANGES, field: (value, f"where.{field}")}
     with pytest.raises(ResponseError, match=needle):
-        RobotResponse.from_config(config({"enabled": True, "terms": terms}))
+        RobotResponse.checked(True, SUBSTEP, TERMS, ranges)
+    with pytest.raises(ResponseError, match="where.substep"):
+        RobotResponse.checked(True, (0.0, "where.substep"), TERMS, RANGES)
 
 
 def test_the_sections_derived_numbers_must_agree_with_its_ranges() -> None:

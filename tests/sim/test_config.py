@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from navsim.config import DEFAULT_CONFIG, ConfigError, NavConfig, apply_override, load_config, to_dict
+from navsim.config import ConfigError, NavConfig, StuckParams
+from navsim.config_load import DEFAULT_CONFIG, apply_override, config_from_data, load_config, to_dict
+from navsim.contract_objects import action_scaling, policy_spec, sensor_dims
 from navsim.observations import ObservationConfigError
-from navsim.rewards import RewardConfigError
 
 
 def _write(tmp_path: Path, data: dict) -> Path:
@@ -31,6 +32,7 @@ def test_repository_config_loads_with_design_values():
     assert cfg.env.lidar.num_beams == 72 and cfg.env.lidar.max_range == 6.0
     assert cfg.rewards["collision"].weight == -12.0
     assert cfg.rewards["stuck"].params == {"window": 25, "min_move": 0.30}
+    assert isinstance(cfg.rewards["stuck"].params, StuckParams) and cfg.rewards["stuck"].params.window == 25
     assert cfg.observations.policy["action_prev"].enabled is False
     assert cfg.algorithm.learning_rate == pytest.approx(3e-4)
 
@@ -151,10 +153,14 @@ def test_unknown_observation_and_reward_terms_are_errors():
         load_config(overrides=["observations.policy.lidar_raw.enabled=true"])
     with pytest.raises(ObservationConfigError, match=r"goal_polar.*distance_scal\b"):
         load_config(overrides=["observations.policy.goal_polar.params.distance_scal=3"])
-    with pytest.raises(RewardConfigError, match="'progres'"):
+    with pytest.raises(ConfigError, match=r"unknown key 'rewards\.progres'"):
         load_config(overrides=["rewards.progres.weight=1"])
-    with pytest.raises(RewardConfigError, match=r"stuck.*windw"):
+    with pytest.raises(
+        ConfigError, match=r"unknown key 'rewards\.stuck\.params\.windw' \(known here: min_move, window\)"
+    ):
         load_config(overrides=["rewards.stuck.params.windw=10"])
+    with pytest.raises(ConfigError, match=r"rewards\.stuck\.params\.window: expected an integer"):
+        load_config(overrides=["rewards.stuck.params.window=2.5"])
 
 
 def test_missing_file_is_an_error(tmp_path):
@@ -176,15 +182,16 @@ def test_scientific_notation_without_a_dot_is_a_number(tmp_path, base):
 
 
 def test_the_yaml_states_exactly_the_code_defaults():
-    """Defaults live in the code (dataclasses, term registries); conf/nav.yaml restates them."""
+    """Defaults live in the code (dataclasses, observation term registries); conf/nav.yaml restates
+    them (tests/sim/test_config_defaults.py checks it value by value)."""
     from navsim.observations import ObservationManager
     from navsim.rewards import RewardManager
 
     from_yaml, from_code = load_config(), NavConfig()
-    for section in ("env", "randomization", "algorithm", "model", "runner", "cpu"):
+    for section in ("env", "randomization", "rewards", "algorithm", "model", "runner", "presets"):
         assert to_dict(getattr(from_yaml, section)) == to_dict(getattr(from_code, section)), section
-    assert from_yaml.policy_spec() == from_code.policy_spec()
-    dims = from_code.sensor_dims()
+    assert policy_spec(from_yaml) == policy_spec(from_code)
+    dims = sensor_dims(from_code)
     yaml_priv = ObservationManager(from_yaml.observations, dims, 1, "cpu").privileged_terms
     code_priv = ObservationManager(from_code.observations, dims, 1, "cpu").privileged_terms
     assert [(t.name, p, w) for t, p, w in yaml_priv] == [(t.name, p, w) for t, p, w in code_priv]
@@ -195,20 +202,20 @@ def test_the_yaml_states_exactly_the_code_defaults():
 
 def test_contract_objects_come_from_the_config():
     cfg = load_config(overrides=["env.robot.v_max=1.2", "env.lidar.num_beams=90"])
-    dims, scaling = cfg.sensor_dims(), cfg.action_scaling()
+    dims, scaling = sensor_dims(cfg), action_scaling(cfg)
     assert (dims.num_beams, dims.max_range, dims.v_max, dims.omega_max) == (90, 6.0, 1.2, 2.0)
     assert (scaling.v_max, scaling.omega_max, scaling.limit_planar_speed) == (1.2, 2.0, True)
-    spec = cfg.policy_spec()
+    spec = policy_spec(cfg)
     assert spec.dims == dims and spec.obs_dim == 90 + 6
-    assert load_config().policy_spec().fingerprint() == "23cb46e4de12b7e0"  # the fixture bundle's and bags'
+    assert policy_spec(load_config()).fingerprint() == "23cb46e4de12b7e0"  # the fixture bundle's and bags'
 
 
 def test_robot_radius_drives_the_model_and_the_rooms():
     import mujoco
     import torch
 
+    from navsim.families.rooms import RoomGeometry, generate_rooms
     from navsim.robot import build_mjcf, slot_sizes
-    from navsim.rooms import RoomGeometry, generate_rooms
 
     cfg = load_config(overrides=["env.robot.radius=0.35"]).env
     model = mujoco.MjModel.from_xml_string(build_mjcf(cfg))
@@ -233,7 +240,8 @@ def test_removed_settings_are_unknown_keys():
         "algorithm.learning_rate=-1e-4",
         "algorithm.learning_rate=0",
         "env.num_envs=0",
-        "cpu.num_envs=-8",
+        "presets.cpu.num_envs=-8",
+        "presets.cpu.num_mini_batches=0",
         "runner.num_steps_per_env=0",
         "algorithm.num_mini_batches=0",
     ],
@@ -245,11 +253,36 @@ def test_sizes_and_learning_rate_must_be_positive(override: str):
 
 
 def test_a_stored_config_without_rays_per_beam_keeps_the_one_ray_lidar_it_was_trained_with() -> None:
-    from navsim.config import config_from_data
-
     data = to_dict(load_config())
     assert data["env"]["lidar"]["rays_per_beam"] != 1  # today's default renders the sector minimum
     del data["env"]["lidar"]["rays_per_beam"]
     assert config_from_data(data).env.lidar.rays_per_beam == 1
     data["env"]["lidar"]["rays_per_beam"] = 5
     assert config_from_data(data).env.lidar.rays_per_beam == 5
+
+
+def test_a_term_refines_its_default_weight_and_params():
+    cfg = load_config(overrides=["rewards={goal: {weight: 1.0}}", "rewards.stuck.params.window=10"])
+    stuck = cfg.rewards["stuck"]
+    assert (stuck.weight, stuck.params["window"], stuck.params["min_move"]) == (-0.03, 10, 0.30)
+    assert cfg.rewards["goal"].weight == 1.0
+    assert list(cfg.rewards) == list(NavConfig().rewards)  # a term the data leaves out keeps its default
+    assert load_config(overrides=["rewards.progress.weight=null"]).rewards["progress"].weight == 2.0
+
+
+def test_presets_are_named_sizings_refined_entry_by_entry():
+    cfg = load_config(
+        overrides=["presets.cpu.num_envs=64", "presets.small={num_envs: 8, max_iterations: 2, num_mini_batches: 1}"]
+    )
+    assert (cfg.presets["cpu"].num_envs, cfg.presets["cpu"].max_iterations) == (64, 500)
+    assert cfg.presets["small"].num_envs == 8
+    with pytest.raises(ConfigError, match=r"'presets\.tiny' needs max_iterations, num_mini_batches"):
+        load_config(overrides=["presets.tiny={num_envs: 8}"])
+    with pytest.raises(ConfigError, match=r"unknown key 'cpu'"):
+        load_config(overrides=["cpu.num_envs=8"])
+
+
+def test_a_stored_config_with_a_cpu_section_reads_it_as_the_cpu_preset() -> None:
+    data = to_dict(load_config())
+    data["cpu"] = data.pop("presets")["cpu"] | {"num_envs": 256}
+    assert config_from_data(data).presets["cpu"].num_envs == 256

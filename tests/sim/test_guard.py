@@ -16,7 +16,7 @@ from support.simenv import NO_RANDOMIZATION, empty_rooms, place_obstacle
 
 B = 72
 R_MAX = 6.0
-RULE = GuardRule(radius=0.2, margin=0.03, headway=0.5, decel=2.5)
+RULE = GuardRule(radius=0.2, margin=0.03, headway=0.5, decel=2.5, slide=False)
 FORWARD = B // 2  # the beam at body angle 0 (the layout starts at -pi)
 HALF_SECTOR = math.pi / B
 
@@ -140,9 +140,9 @@ def test_torch_and_numpy_agree_batched():
 
 def test_rule_rejects_bad_values_and_unknown_keys():
     with pytest.raises(ValueError, match="headway"):
-        GuardRule(headway=0.0)
+        GuardRule(**{**RULE.to_dict(), "headway": 0.0})
     with pytest.raises(ValueError, match="margin"):
-        GuardRule(margin=-0.01)
+        GuardRule(**{**RULE.to_dict(), "margin": -0.01})
     with pytest.raises(ValueError, match="unknown guard key.*speed"):
         GuardRule.from_dict({"speed": 1.0})
     assert GuardRule.from_dict(RULE.to_dict()) == RULE

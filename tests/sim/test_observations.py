@@ -12,7 +12,7 @@ import yaml
 
 from navcontract.spec import SpecError
 from navcontract.terms import DEPLOYABLE, DEPLOYABLE_TERMS, SIM_ONLY, ObsContext, SensorDims
-from navsim.config import DEFAULT_CONFIG, load_config
+from navsim.config_load import DEFAULT_CONFIG, load_config
 from navsim.observations import (
     SIM_ONLY_TERMS,
     ObservationConfigError,

@@ -8,7 +8,8 @@ import math
 import pytest
 import torch
 
-from navsim.config import ConfigError, config_from_data, load_config, to_dict
+from navsim.config import ConfigError, RandomizationCfg, RandTermsCfg
+from navsim.config_load import config_from_data, load_config, to_dict
 from navsim.env import NavEnv
 from navsim.randomization import (
     RANDOMIZATION_TERMS,
@@ -34,13 +35,20 @@ def only(*terms: str, **ranges: str) -> list[str]:
 # Config and registry
 
 
-def test_yaml_names_every_term_with_its_registry_defaults():
+def test_the_config_has_one_field_per_registered_term_and_param():
+    terms = RandTermsCfg()
+    assert list(terms) == list(RANDOMIZATION_TERMS)
+    for name, term in terms.items():
+        assert tuple(term.params) == RANDOMIZATION_TERMS[name].param_names, name
+
+
+def test_yaml_names_every_term_with_its_defaults():
     cfg = load_config()
     assert cfg.randomization.enabled is True
     assert list(cfg.randomization.terms) == list(RANDOMIZATION_TERMS)
     for name, term in cfg.randomization.terms.items():
         assert term.enabled is True
-        assert term.params == RANDOMIZATION_TERMS[name].default_ranges(), name
+        assert term.params == RandomizationCfg().terms[name].params, name
     assert cfg.randomization.terms["accel_limit"].params == {"linear": (2.5, 6.0), "angular": (3.2, 8.0)}
 
 
@@ -58,7 +66,7 @@ def test_left_out_terms_and_params_are_filled_in_with_the_defaults():
 @pytest.mark.parametrize(
     "override, match",
     [
-        ("randomization.terms.lidar_bais.enabled=false", "'lidar_bais'"),
+        ("randomization.terms.lidar_bais.enabled=false", r"unknown key 'randomization\.terms\.lidar_bais'"),
         ("randomization.terms.lidar_bias.params.offest=[0,1]", r"'randomization\.terms\.lidar_bias\.params\.offest'"),
         ("randomization.terms.actuator_lag.params.tau=[0.2,0.1]", r"actuator_lag\.params\.tau"),
         ("randomization.terms.actuator_lag.params.tau=[-0.1,0.1]", r"actuator_lag\.params\.tau"),

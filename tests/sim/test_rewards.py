@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from navsim.config import RewardTermCfg
-from navsim.rewards import REWARD_TERMS, RewardConfigError, RewardManager, RewardState
+from navsim.config import ConfigError, RewardsCfg
+from navsim.config_load import build
+from navsim.rewards import REWARD_TERMS, RewardManager, RewardState
 from support.simenv import NO_RANDOMIZATION, empty_rooms, nav_config
 
 F, T = False, True
@@ -62,13 +63,17 @@ def _state_for_backward() -> RewardState:
 def test_each_term_matches_hand_computed_values(name):
     tdef = REWARD_TERMS[name]
     state = _state_for_backward() if name == "backward" else hand_state()
-    got = tdef.fn(state, dict(tdef.default_params))
+    got = tdef.fn(state, dict(RewardsCfg()[name].params))
     assert got.shape == (3,)
     assert torch.allclose(got, torch.tensor(EXPECTED[name]), atol=1e-6), (name, got)
 
 
 def test_every_registered_term_has_a_hand_case():
     assert set(EXPECTED) == set(REWARD_TERMS)
+
+
+def test_the_config_has_one_field_per_registered_term_in_registry_order():
+    assert list(RewardsCfg()) == list(REWARD_TERMS)
 
 
 def test_progress_with_potential_discount():
@@ -114,8 +119,8 @@ def test_manager_disables_terms_and_takes_params_from_config():
     assert torch.allclose(total, expected, atol=1e-5)
 
 
-def test_manager_uses_registry_defaults_for_terms_missing_from_yaml():
-    manager = RewardManager({"goal": RewardTermCfg(weight=1.0)}, 3, "cpu")
+def test_manager_uses_the_default_terms_missing_from_the_data():
+    manager = RewardManager(build(RewardsCfg, {"goal": {"weight": 1.0}}, "rewards", RewardsCfg()), 3, "cpu")
     manager.compute(hand_state())
     assert torch.allclose(manager.last_values["goal"], torch.tensor([1.0, 0.0, 0.0]))
     assert torch.allclose(manager.last_values["collision"], torch.tensor([0.0, -12.0, 0.0]))
@@ -135,10 +140,12 @@ def test_episode_sums_pop_only_finished_worlds():
 
 
 def test_unknown_reward_term_or_param_raises():
-    with pytest.raises(RewardConfigError, match="'colision'"):
-        RewardManager({"colision": RewardTermCfg(weight=-1.0)}, 1, "cpu")
-    with pytest.raises(RewardConfigError, match="safe"):
-        RewardManager({"near_obstacle": RewardTermCfg(weight=-1.0, params={"safe": 1.0})}, 1, "cpu")
+    with pytest.raises(ConfigError, match=r"unknown key 'rewards\.colision'"):
+        build(RewardsCfg, {"colision": {"weight": -1.0}}, "rewards", RewardsCfg())
+    with pytest.raises(
+        ConfigError, match=r"unknown key 'rewards\.near_obstacle\.params\.safe' \(known here: safe_dist\)"
+    ):
+        build(RewardsCfg, {"near_obstacle": {"params": {"safe": 1.0}}}, "rewards", RewardsCfg())
 
 
 # ----------------------------------------------------------------------------------------------

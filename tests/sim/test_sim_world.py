@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from navcontract.scan import BeamLayout
-from navsim.config import load_config
+from navsim.config_load import load_config
+from navsim.families.rooms import RoomBatch
 from navsim.outcomes import OUTCOMES, Outcome
 from navsim.robot import body_to_world
-from navsim.rooms import RoomBatch
 from navsim.sim_world import Room, SimWorld
 from support.simenv import NO_GUARD, NO_RANDOMIZATION
 

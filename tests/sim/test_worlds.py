@@ -1,6 +1,6 @@
 """World families: every generated world is feasible for the robot (checked here independently of
 the generator's planner), the curriculum moves levels as specified, path following feeds the
-policy the robot's sub-goal rule, and the default configuration stays today's rooms."""
+policy the robot's sub-goal rule, and the default configuration draws the rooms of env.room without the planner."""
 
 from __future__ import annotations
 
@@ -13,11 +13,12 @@ import torch
 from scipy import ndimage
 
 from navcontract.subgoal import LookaheadRule, follow_path
-from navsim.config import load_config
+from navsim.config_load import load_config
 from navsim.env import NavEnv
-from navsim.families import FAMILIES, FAMILY_INDEX, family_half_extent, generate_family
+from navsim.families import FAMILIES, FAMILY_INDEX, extent_half, family_half_extent, planned
+from navsim.families.generate import generate_family, place_bounds
+from navsim.families.rooms import RoomBatch, RoomGeometry
 from navsim.robot import build_mjcf, slot_sizes
-from navsim.rooms import RoomBatch, RoomGeometry
 from navsim.world_pool import Curriculum, plan_worlds, planned_worlds
 from navtrain.checkpoint import load_checkpoint
 
@@ -33,7 +34,7 @@ def _config(*overrides: str):
 
 # ------------------------------------------------------------------------------------------------
 # An independent feasibility check: its own distance code (numpy) and its own planner (connected
-# components of the free grid), sharing nothing with navsim.rooms / navsim.grid_planner.
+# components of the free grid), sharing nothing with navsim.families.rooms / navsim.grid_planner.
 
 
 def _distances(points: np.ndarray, world: dict) -> np.ndarray:
@@ -143,8 +144,6 @@ def test_independent_check_and_planner_refuse_a_blocked_world(setup):
         batch.slot_pos[0, slot] = torch.tensor([0.0, -hy + (2 * j + 1) * 0.25])
         batch.slot_yaw[0, slot] = math.pi / 2
         batch.slot_active[0, slot] = True
-    from navsim.families import place_bounds
-
     place_bounds(batch, sizes, cfg.env.room.wall_thickness)
     plan = plan_worlds(batch, cfg.env, geom)
     assert not plan.feasible[0]
@@ -180,8 +179,6 @@ def test_the_followed_path_keeps_clear_of_a_narrow_gap_when_a_wide_one_is_near(s
         batch.slot_active[0, slot] = True
     batch.start[0] = torch.tensor([-5.0, 0.0, 0.0])
     batch.goal[0] = torch.tensor([5.0, 0.0])
-    from navsim.families import place_bounds
-
     place_bounds(batch, sizes, cfg.env.room.wall_thickness)
     world = _world(batch, sizes, 0)
     env_cfg = copy.deepcopy(cfg.env)
@@ -367,11 +364,11 @@ def test_policy_goal_is_the_robot_sub_goal_rule():
 
 def test_default_config_is_todays_rooms():
     cfg = load_config()
-    assert not cfg.env.worlds.planned()
+    assert not planned(cfg.env.worlds)
     sizes = slot_sizes(cfg.env)
     assert sizes.num_slots == cfg.env.room.num_cylinder_slots + cfg.env.room.num_box_slots
     assert set(sizes.roles) == {"room_cylinder", "room_box"}
-    assert cfg.env.extent_half() == cfg.env.room.size / 2
+    assert extent_half(cfg.env) == cfg.env.room.size / 2
     xml = build_mjcf(cfg.env)
     assert 'name="obs_box7"' in xml and 'name="obs_box8"' not in xml and 'name="obs_cyl8"' not in xml
 
@@ -414,7 +411,7 @@ def test_c_mujoco_world_builds_planned_families():
 
     cfg = _config("env.worlds.families={clutter: 1.0, corridors: 1.0}")
     world = SimWorld(cfg, noise_std=0.0)
-    assert world.half == cfg.env.extent_half()
+    assert world.half == extent_half(cfg.env)
     kinds = set()
     for seed in range(6):
         room = world.make_room(seed)

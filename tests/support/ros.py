@@ -121,15 +121,11 @@ def write_goal_seeking_bundle(
     ``guard`` (a ``navcontract.guard.GuardRule``) that ``guard`` section and the contract's robot radius
     (the guard's). ``turn`` > 0 also turns toward the goal: wz = clip(turn sin(bearing)) omega_max.
     """
-    from navcontract.action import ActionScaling
-    from navcontract.bundle import make_contract
-    from navdeploy.runtime import policy_spec_from_config
-    from navsim.config import load_config, to_dict
-    from navtrain.onnx_writer import MlpWeights, write_bundle
+    from navcontract.bundle import make_contract, read_contract
+    from navtrain.onnx_graph import MlpWeights, write_bundle
 
-    cfg = load_config()
-    data = to_dict(cfg)
-    spec = policy_spec_from_config(data)
+    fixture = read_contract(FIXTURE_BUNDLE)  # the observation, limits and period of conf/nav.yaml
+    spec = fixture.spec
     sl = spec.slices()["goal_polar"]
     w = np.zeros((3, spec.obs_dim), dtype=np.float32)
     w[0, sl.start + 2] = 2.0  # cos -> forward
@@ -142,12 +138,11 @@ def write_goal_seeking_bundle(
         layers=[(w, np.zeros(3, dtype=np.float32))],
         activation="identity",
     )
-    r = cfg.env.robot
     contract = make_contract(
         spec,
-        ActionScaling(r.v_max, r.omega_max, r.limit_planar_speed),
-        cfg.env.control_period,
-        cfg.env.goal_tolerance,
+        fixture.scaling,
+        fixture.control_period,
+        fixture.goal_tolerance,
         0.0,
         extra={"source": {"kind": "hand-made goal-seeking test policy"}},
         response=response,

@@ -24,9 +24,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from navsim.config import NavConfig, load_config
+from navsim.config import NavConfig
+from navsim.config_load import load_config
 from navsim.env import NavEnv
-from navsim.rooms import RoomBatch
+from navsim.families.rooms import RoomBatch
 from support.paths import REPO
 
 SMALL_WORLDS = 16

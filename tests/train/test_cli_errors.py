@@ -23,7 +23,8 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from navsim.config import load_config, to_dict
+from navsim.config_load import load_config, to_dict
+from navsim.contract_objects import policy_spec
 from navsim.observations import POLICY_GROUP
 from navtrain import evaluate_cli, export_cli, train_cli
 from navtrain.ppo_config import ACTOR_OBS_GROUPS, actor_cfg
@@ -80,7 +81,7 @@ def fake_checkpoint(path: Path, *overrides: str, hidden: list[int] | None = None
     cfg = load_config(overrides=list(overrides))
     if hidden is not None:
         cfg.model.actor_hidden_dims = hidden
-    dim = cfg.policy_spec().obs_dim
+    dim = policy_spec(cfg).obs_dim
     kwargs = {k: v for k, v in actor_cfg(cfg).items() if k != "class_name"}
     actor = MLPModel(
         TensorDict({POLICY_GROUP: torch.zeros(1, dim)}, batch_size=[1]), ACTOR_OBS_GROUPS, "actor", 3, **kwargs

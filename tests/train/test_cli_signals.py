@@ -65,7 +65,7 @@ def run_interrupted(
         "--device", "cpu", "--num-envs", "16", "--max-iterations", "4", "--no-eval", "--no-export", "--seed", "1",
         f"runner.log_root={log_root}", "runner.num_steps_per_env=8", f"runner.save_interval={save_interval}",
         f"algorithm.num_learning_epochs={EPOCHS}", f"algorithm.num_mini_batches={MINI_BATCHES}",
-        f"cpu.num_mini_batches={MINI_BATCHES}", "model.actor_hidden_dims=[32,32]", "model.critic_hidden_dims=[32,32]",
+        f"presets.cpu.num_mini_batches={MINI_BATCHES}", "model.actor_hidden_dims=[32,32]", "model.critic_hidden_dims=[32,32]",
     ]  # fmt: skip
     proc = subprocess.run(
         [sys.executable, "-c", DRIVER, str(kill_at_step), "1" if second_during_save else "0", *args],

@@ -19,28 +19,27 @@ import onnx
 import onnxruntime as ort
 import pytest
 import torch
-from support.paths import REPO
-from support.simenv import TRAIN_OVERRIDES
 
 from navcontract.bundle import CONTRACT_FILE, FINGERPRINT_KEY, METADATA_KEY, ONNX_FILE, BundleError, make_contract
-from navcontract.response import robot_response
-from navcontract.subgoal import LookaheadRule, TrainedPathFollowing, path_following_section
+from navcontract.subgoal import LookaheadRule, TrainedPathFollowing
 from navdeploy.gate import CommandGate
 from navdeploy.node_params import NodeParams
 from navdeploy.runtime import PolicyRuntime
 from navdeploy.settings import resolve_settings
-from navsim.config import load_config, to_dict
+from navsim.config_load import config_from_data, load_config
+from navsim.contract_objects import action_scaling, guard_rule, path_following, policy_spec, robot_response
 from navtrain.checkpoint import CheckpointError, build_actor, config_from_checkpoint
-from navtrain.export_onnx import (
+from navtrain.export import (
     ExportCheckError,
     ExportError,
     actor_mean,
     actor_weights,
     check_onnx,
     export_bundle,
-    policy_spec_for,
 )
-from navtrain.onnx_writer import write_bundle
+from navtrain.onnx_graph import write_bundle
+from support.paths import REPO
+from support.simenv import TRAIN_OVERRIDES
 
 pytestmark = pytest.mark.slow
 
@@ -77,7 +76,7 @@ def test_contract_in_metadata_equals_contract_file_and_says_everything(bundle: P
     beside = json.loads((bundle / CONTRACT_FILE).read_text())
     assert embedded == beside
     cfg = load_config(overrides=TRAIN_OVERRIDES)
-    spec = policy_spec_for(cfg)
+    spec = policy_spec(cfg)
     assert beside["fingerprint"] == meta[FINGERPRINT_KEY] == spec.fingerprint()
     terms = beside["observation"]["terms"]
     assert [(t["name"], t["width"], t["slice"]) for t in terms] == [
@@ -101,14 +100,14 @@ def test_contract_in_metadata_equals_contract_file_and_says_everything(bundle: P
     assert beside["source"]["iteration"] == ckpt["iter"]
     # How the base responded in training, from the config's randomization section (format 2).
     assert beside["format_version"] == 2
-    assert beside["robot_response"] == robot_response(to_dict(cfg))
-    assert beside["robot_response"] == robot_response(beside["source"]["nav_config"])
+    assert beside["robot_response"] == robot_response(cfg).to_dict()
+    assert beside["robot_response"] == robot_response(config_from_data(beside["source"]["nav_config"])).to_dict()
     # The path-following rule it was trained with, from the config's env.worlds (format 2 still).
-    assert beside["path_following"] == path_following_section(to_dict(cfg))
+    assert beside["path_following"] == path_following(cfg).to_dict()
     assert beside["path_following"]["lookahead"] == cfg.env.worlds.lookahead
     assert beside["path_following"]["trained_share"] == cfg.env.worlds.path_following
     # The collision guard it drove through, from the config's env.guard (on by default).
-    assert beside["guard"] == cfg.env.guard_rule().to_dict() and beside["guard"]["radius"] == 0.2
+    assert beside["guard"] == guard_rule(cfg.env).to_dict() and beside["guard"]["radius"] == 0.2
 
 
 def test_self_check_ran_on_recorded_observations_within_tolerance(bundle: Path) -> None:
@@ -145,10 +144,10 @@ def test_fresh_export_round_trips_through_the_runtime(bundle: Path, ckpt: dict) 
     cfg = load_config(overrides=TRAIN_OVERRIDES)
     actor = build_actor(ckpt, cfg)
     rt = PolicyRuntime.load(bundle)
-    assert rt.contract.fingerprint == policy_spec_for(cfg).fingerprint()
+    assert rt.contract.fingerprint == policy_spec(cfg).fingerprint()
     assert (rt.contract.num_beams, rt.contract.max_range, rt.contract.control_period) == (72, 6.0, 0.1)
     assert rt.contract.robot_radius == cfg.env.robot.radius
-    assert rt.contract.scaling == cfg.action_scaling()
+    assert rt.contract.scaling == action_scaling(cfg)
     obs = torch.as_tensor(np.random.default_rng(1).uniform(0, 1, size=(64, 78)), dtype=torch.float32)
     raw = rt.act(obs.numpy())
     assert np.abs(raw - actor_mean(actor, obs).numpy()).max() <= 1e-5
@@ -163,7 +162,7 @@ def test_check_fails_with_the_numbers_when_onnx_drifts(ckpt: dict, tmp_path: Pat
     w = actor_weights(actor, "elu")
     w_last, b_last = w.layers[-1]
     drifted = type(w)(w.mean, w.std, w.eps, [*w.layers[:-1], (w_last, b_last + 1e-3)], w.activation)
-    contract = make_contract(policy_spec_for(cfg), cfg.action_scaling(), 0.1, 0.3, w.eps)
+    contract = make_contract(policy_spec(cfg), action_scaling(cfg), 0.1, 0.3, w.eps)
     path = write_bundle(tmp_path, drifted, contract)
     obs = torch.rand(1000, 78)
     with pytest.raises(ExportCheckError) as info:
@@ -191,7 +190,7 @@ def test_checkpoint_without_config_needs_the_fallback(ckpt: dict, trained_checkp
     data = yaml.safe_load((REPO / "conf" / "nav.yaml").read_text())
     cfg_yaml.write_text(yaml.safe_dump(data))
     onnx_path = export_bundle(path, tmp_path / "b1", config=cfg_yaml, observations=obs)
-    assert PolicyRuntime.load(onnx_path.parent).contract.fingerprint == policy_spec_for(load_config()).fingerprint()
+    assert PolicyRuntime.load(onnx_path.parent).contract.fingerprint == policy_spec(load_config()).fingerprint()
     # A fallback config that disagrees with the checkpoint's own is refused, naming the term.
     data["observations"]["policy"]["goal_polar"]["params"]["distance_scale"] = 4.0
     cfg_yaml.write_text(yaml.safe_dump(data))
@@ -223,7 +222,7 @@ def test_the_contract_carries_the_trained_path_rule_and_the_controller_follows_i
     assert (section["lookahead"], section["search_window"], section["trained_share"]) == (0.7, 2.0, 0.5)
     rt = PolicyRuntime.load(out)
     assert rt.contract.path_following == TrainedPathFollowing(LookaheadRule(0.7, 2.0), 0.5)
-    assert rt.contract.fingerprint == policy_spec_for(load_config(overrides=TRAIN_OVERRIDES)).fingerprint()
+    assert rt.contract.fingerprint == policy_spec(load_config(overrides=TRAIN_OVERRIDES)).fingerprint()
     # The node's parameters: 0 (the default) takes the bundle's rule, a positive value replaces it.
     settings, _ = resolve_settings(rt.contract)
     assert settings.path_rule == LookaheadRule(0.7, 2.0)
@@ -285,15 +284,18 @@ def test_stored_config_of_an_older_version_still_loads(ckpt: dict) -> None:
     stored = json.loads(json.dumps(ckpt["infos"]["nav_config"]))
     stored["env"]["stuck_window"] = 25
     cfg = config_from_checkpoint({"infos": {"nav_config": stored}})
-    assert cfg.policy_spec().fingerprint() == load_config(overrides=TRAIN_OVERRIDES).policy_spec().fingerprint()
+    assert policy_spec(cfg).fingerprint() == policy_spec(load_config(overrides=TRAIN_OVERRIDES)).fingerprint()
     stored["env"]["stuck_windw"] = 25
     with pytest.raises(CheckpointError, match="env.stuck_windw"):
         config_from_checkpoint({"infos": {"nav_config": stored}})
 
 
 def test_export_module_and_console_script_agree_on_usage() -> None:
-    """``python -m navtrain.export`` is the console script's module, and training/export.py wraps it."""
-    for cmd in ([sys.executable, "-m", "navtrain.export", "--help"], [sys.executable, "training/export.py", "--help"]):
+    """``python -m navtrain.export_cli`` is the console script's module, and training/export.py wraps it."""
+    for cmd in (
+        [sys.executable, "-m", "navtrain.export_cli", "--help"],
+        [sys.executable, "training/export.py", "--help"],
+    ):
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO)
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert "--checkpoint" in proc.stdout and "--out" in proc.stdout
@@ -360,7 +362,7 @@ def test_the_self_check_is_absolute_inside_the_clip_and_relative_beyond() -> Non
     clips it to -1 either way, so the check scales the difference beyond |action| 1."""
     import numpy as np
 
-    from navtrain.export_onnx import ExportCheckError, compare_actions
+    from navtrain.export import ExportCheckError, compare_actions
 
     want = np.array([[-31.89458, 0.5, 0.99]], dtype=np.float32)
     got = np.array([[-31.89456, 0.500004, 0.99]], dtype=np.float32)

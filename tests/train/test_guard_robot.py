@@ -17,10 +17,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import support.ros as h
 import torch
-from support.paths import FIXTURE_BUNDLE
 
+import support.ros as h
 from navcontract.bundle import CONTRACT_FILE, BundleError, make_contract, parse_contract
 from navcontract.guard import GUARD_SECTION, GuardRule, apply_guard, guard_scale
 from navdeploy.gate import CommandGate
@@ -29,8 +28,9 @@ from navdeploy.runtime import PolicyRuntime, ScanInput
 from navdeploy.settings import resolve_settings
 from navdeploy.smoother import AccelLimits
 from navdeploy.states import State
+from support.paths import FIXTURE_BUNDLE
 
-RULE = GuardRule(radius=0.2, margin=0.05, headway=0.4, decel=2.0)
+RULE = GuardRule(radius=0.2, margin=0.05, headway=0.4, decel=2.0, slide=False)
 BEARING = math.radians(30.0)  # of the goal: the goal-seeking policy drives at 45 deg (both axes clip) and turns
 MAX_RANGE = 6.0
 
@@ -215,7 +215,7 @@ def ckpt(trained_checkpoint: Path) -> dict:
 def export_with(ckpt: dict, tmp_path: Path, edit) -> dict:
     """The contract of ``ckpt`` exported with its stored config edited by ``edit`` (plain data),
     checked on observations drawn around its normaliser (no rollout)."""
-    from navtrain.export_onnx import export_bundle
+    from navtrain.export import export_bundle
 
     stored = json.loads(json.dumps(ckpt["infos"]["nav_config"]))
     edit(stored)
@@ -232,7 +232,8 @@ def export_with(ckpt: dict, tmp_path: Path, edit) -> dict:
 
 @pytest.mark.slow
 def test_the_exporter_writes_the_section_from_env_guard(ckpt: dict, tmp_path: Path) -> None:
-    from navsim.config import config_from_data
+    from navsim.config_load import config_from_data
+    from navsim.contract_objects import guard_rule
 
     def on(stored: dict) -> None:
         stored["env"]["guard"] = {"enabled": True, "margin": 0.05, "headway": 0.4, "decel": 2.0}
@@ -251,7 +252,7 @@ def test_the_exporter_writes_the_section_from_env_guard(ckpt: dict, tmp_path: Pa
     contract = export_with(ckpt, tmp_path / "older", older)
     stored = json.loads(json.dumps(ckpt["infos"]["nav_config"]))
     older(stored)
-    rule = config_from_data(stored).env.guard_rule()  # the rebuilt config decides, nothing else
+    rule = guard_rule(config_from_data(stored).env)  # the rebuilt config decides, nothing else
     assert parse_contract(contract).guard == rule
 
 

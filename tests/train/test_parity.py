@@ -19,11 +19,12 @@ import pytest
 from navcontract.action import action_to_command
 from navcontract.guard import guard_scale
 from navcontract.scan import BeamLayout
-from navdeploy.runtime import PolicyRuntime, ScanInput, policy_spec_from_config
-from navsim.config import load_config, to_dict
+from navdeploy.runtime import PolicyRuntime, ScanInput
+from navsim.config_load import load_config
+from navsim.contract_objects import policy_spec
 from navsim.env import NavEnv
 from navtrain.checkpoint import build_actor, load_checkpoint
-from navtrain.export_onnx import actor_mean
+from navtrain.export import actor_mean
 from support.simenv import TRAIN_OVERRIDES
 
 pytestmark = pytest.mark.slow
@@ -121,7 +122,7 @@ def test_robot_config_spec_equals_the_training_spec(rollout: dict[str, np.ndarra
     """The node can check the bundle against its own config: same spec as the env's ObservationManager."""
     cfg = load_config(overrides=TRAIN_OVERRIDES)
     env_fingerprint = str(rollout["env_fingerprint"])
-    own = policy_spec_from_config(to_dict(cfg))
+    own = policy_spec(cfg)
     assert own.fingerprint() == env_fingerprint
     rt = PolicyRuntime.load(exported_bundle, spec=own)
     assert rt.contract.fingerprint == env_fingerprint

@@ -16,8 +16,9 @@ import torch
 from matplotlib.figure import Figure
 from PIL import Image
 
+from navsim.families import extent_half
+from navsim.families.rooms import RoomBatch
 from navsim.outcomes import Outcome
-from navsim.rooms import RoomBatch
 from navtrain.evaluation import EpisodeTrace, plot_trace
 from navtrain.play import FAMILIES, main, panel_layout
 from support.paths import FIXTURE_BUNDLE
@@ -143,7 +144,7 @@ def test_recording_keeps_world_extents_path_and_sub_goals() -> None:
     assert (np.linalg.norm(rec.goals[0] - rec.rooms.goal.numpy(), axis=-1) > 0.5).all()  # a sub-goal, not the goal
     assert world_half(rec.rooms, 0, cfg.env) == pytest.approx((4.8, 1.8))
     nan_half = RoomBatch(rec.rooms.slot_pos, rec.rooms.slot_yaw, rec.rooms.slot_active, rec.rooms.start, rec.rooms.goal)
-    assert world_half(nan_half, 0, cfg.env) == (cfg.env.extent_half(),) * 2
+    assert world_half(nan_half, 0, cfg.env) == (extent_half(cfg.env),) * 2
     fig, ax = plt.subplots()
     draw_room(ax, rec.rooms, 1, cfg.env)
     sizes = slot_sizes(cfg.env)

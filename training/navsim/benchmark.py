@@ -64,7 +64,8 @@ import torch
 from mujoco import rollout
 
 from navcontract.action import action_to_command
-from navsim.config import NavConfig, load_config
+from navsim.config import NavConfig
+from navsim.config_load import load_config
 from navsim.robot import body_to_world, geom_ids
 from navsim.sim_world import RayCaster, Room, compile_world_model, place_room, slot_frames
 
@@ -354,10 +355,11 @@ def planner_cost(cfg: NavConfig, family: str, worlds: int, device: str, seed: in
     """The grid planner on ``worlds`` draws of ``family`` at its top level: one batch planned
     (time per draw, share refused), then ``planned_worlds`` delivering that many feasible worlds
     (time per world, redraws included)."""
-    from navsim.families import family_half_extent, generate_family
+    from navsim.families import family_half_extent
+    from navsim.families.generate import generate_family
+    from navsim.families.rooms import RoomGeometry
     from navsim.grid_planner import Grid
     from navsim.robot import slot_sizes
-    from navsim.rooms import RoomGeometry
     from navsim.world_pool import plan_worlds, planned_worlds
 
     env_cfg = cfg.env

@@ -3,7 +3,8 @@
 Everything in ``step()`` is batched tensor work on the Warp device; torch and Warp share the
 buffers (``wp.to_torch`` / ``wp.from_torch``) without copies. There are no per-world Python loops
 and no host round-trips in the physics, lidar, rewards or resets: finished worlds are reset with
-masks, taking fresh rooms from a ring of spare rooms that is refilled a slice per step.
+masks, taking fresh worlds from the env's world source (:mod:`navsim.world_source`: a ring of spare
+rooms refilled a slice per step, or pools of planned worlds).
 
 Episode statistics reach rsl_rl the way its ``VecEnv`` documents: ``extras["log"]`` holds, for the
 episodes that ended on this step, their per-term reward sums (``Episode_Reward/<term>``), their
@@ -43,18 +44,21 @@ from navcontract.guard import apply_guard
 from navcontract.subgoal import LookaheadRule, follow_path
 from navcontract.terms import ObsContext, goal_in_body
 from navsim.actuation import BaseDynamics
-from navsim.config import NavConfig, to_dict
-from navsim.families import FAMILIES, generate_family
+from navsim.config import NavConfig
+from navsim.config_load import to_dict
+from navsim.contract_objects import action_scaling, guard_rule, sensor_dims
+from navsim.families import FAMILIES, extent_half, planned
+from navsim.families.rooms import RoomBatch, RoomGeometry
 from navsim.lidar import BatchedLidar
 from navsim.observations import ObservationManager, SimTruth
 from navsim.outcomes import OUTCOMES
 from navsim.randomization import RandomizationManager
 from navsim.rewards import RewardManager, RewardState
 from navsim.robot import OBSTACLE_HALF_HEIGHT, PARK_Z, build_mjcf, geom_ids, slot_sizes
-from navsim.rooms import RoomBatch, RoomGeometry, generate_rooms
 from navsim.scan_faults import LidarFaults, MissingFill
 from navsim.sectors import FovFill, SectorRays
-from navsim.world_pool import Curriculum, WorldPool, planned_worlds
+from navsim.world_pool import Curriculum
+from navsim.world_source import PlannedWorldSource, RoomSource, WorldSource
 
 BASE_TERMS = ("actuator_lag", "accel_limit", "command_latency", "control_jitter", "observation_latency")
 """Randomisation terms applied by :class:`navsim.actuation.BaseDynamics` (with its state record)."""
@@ -117,17 +121,45 @@ class NavEnv(VecEnv):
         dev = resolve_device(device or ecfg.device)
         self.wp_device = wp.get_device(dev)
         self.device = torch.device("cuda", self.wp_device.ordinal) if self.wp_device.is_cuda else torch.device("cpu")
-        self.cfg = to_dict(cfg)
+        self.cfg = to_dict(cfg)  # rsl_rl's VecEnv.cfg: the config as plain data
         self.seed = int(ecfg.seed if seed is None else seed)
         self.max_episode_length = int(round(ecfg.episode_length_s / ecfg.control_period))
         self.auto_reset = ecfg.auto_reset
-        self.half = ecfg.extent_half()
+        self.half = extent_half(ecfg)
         self.radius = float(ecfg.robot.radius)
-        self.dims = cfg.sensor_dims()
-        self.scaling = cfg.action_scaling()
+        self.dims = sensor_dims(cfg)
+        self.scaling = action_scaling(cfg)
+        self.guard = guard_rule(ecfg)
+        self.lookahead = LookaheadRule(lookahead=ecfg.worlds.lookahead, search_window=ecfg.worlds.search_window)
         self.log_episodes = True  # extras["log"] with the statistics of the episodes ending each step
+        self._build_model()
+        self._build_lidar()
+        self._build_randomization()
+        # Worlds, managers, buffers.
+        self.geometry = RoomGeometry(ecfg, self.sizes, self.device)
+        self.gen = torch.Generator(device=self.device)
+        self.gen.manual_seed(self.seed)
+        self.noise_gen = torch.Generator(device=self.device)
+        self.noise_gen.manual_seed(self.seed + 7919)
+        self.obs_manager = ObservationManager(cfg.observations, self.dims, self.num_envs, self.device)
+        self.reward_manager = RewardManager(cfg.rewards, self.num_envs, self.device)
+        stuck = self.reward_manager.params("stuck")
+        self.stuck_window = int(stuck["window"])
+        self.stuck_min_move = float(stuck["min_move"])
+        self.gamma = cfg.algorithm.gamma
+        self._build_buffers()
+        n = self.num_envs
+        if planned(ecfg.worlds):
+            self.world_source: WorldSource = PlannedWorldSource(ecfg, self.geometry, n, self.gen, world_pool)
+        else:
+            self.world_source = RoomSource(ecfg, self.geometry, n, self.gen)
+        self.rooms: RoomBatch = self.world_source.first
+        self.reset()
 
-        # Model and data on the Warp device.
+    def _build_model(self) -> None:
+        """The MJCF of the config, compiled, and put on the Warp device with N worlds; the torch
+        views of the state the env reads and writes."""
+        ecfg = self.env_cfg
         self.mjcf = build_mjcf(ecfg)
         self.mj_model = mujoco.MjModel.from_xml_string(self.mjcf)
         mj_data = mujoco.MjData(self.mj_model)
@@ -152,8 +184,14 @@ class NavEnv(VecEnv):
         self.contact_geom = wp.to_torch(self.d.contact.geom)
         self.contact_dist = wp.to_torch(self.d.contact.dist)
         self._contact_index = torch.arange(self.contact_world.shape[0], device=self.device)
-        robot_body = self.mj_model.body("base").id
-        lcfg = ecfg.lidar
+        self._graph = None
+        self.command = torch.zeros(self.num_envs, 3, device=self.device)  # body-frame [vx, vy, wz]
+        self.guard_scale = torch.ones(self.num_envs, device=self.device)  # the guard's last factor
+        self._command_wp = wp.from_torch(self.command)
+
+    def _build_lidar(self) -> None:
+        """The batched lidar of ``env.lidar``: sector minima, the runtime's fill outside the view."""
+        lcfg = self.env_cfg.lidar
         self.sector_rays = SectorRays(self.dims.num_beams, lcfg.rays_per_beam, lcfg.fov_deg)
         self.lidar = BatchedLidar(
             self.mj_model,
@@ -162,17 +200,16 @@ class NavEnv(VecEnv):
             self.num_envs,
             self.dims.num_beams,
             self.dims.max_range,
-            robot_body,
+            self.mj_model.body("base").id,
             self.device,
             rays=self.sector_rays,
             fill=FovFill(self.sector_rays.seen, self.dims.max_range, lcfg.fov_fill, lcfg.fov_fill_value),
         )
-        self._graph = None
-        self.command = torch.zeros(self.num_envs, 3, device=self.device)  # body-frame [vx, vy, wz]
-        self.guard = ecfg.guard_rule()
-        self.guard_scale = torch.ones(self.num_envs, device=self.device)  # the guard's last factor
-        self._command_wp = wp.from_torch(self.command)
-        self.randomization = RandomizationManager(cfg.randomization, self.num_envs, self.device, self.seed)
+
+    def _build_randomization(self) -> None:
+        """The randomisation manager, the base's dynamics when a base term is on, the lidar faults."""
+        ecfg, lcfg = self.env_cfg, self.env_cfg.lidar
+        self.randomization = RandomizationManager(self.nav_cfg.randomization, self.num_envs, self.device, self.seed)
         rand = self.randomization
         self.base: BaseDynamics | None = None
         if any(rand.enabled(t) for t in BASE_TERMS):
@@ -186,52 +223,17 @@ class NavEnv(VecEnv):
         seen = torch.as_tensor(self.sector_rays.seen.copy(), device=self.device)
         self.lidar_faults = LidarFaults(rand, seen, self.dims.max_range, lcfg.noise_std, self.lidar.fill, missing)
 
-        # Rooms, managers, buffers.
-        self.geometry = RoomGeometry(ecfg, self.sizes, self.device)
-        self.gen = torch.Generator(device=self.device)
-        self.gen.manual_seed(self.seed)
-        self.noise_gen = torch.Generator(device=self.device)
-        self.noise_gen.manual_seed(self.seed + 7919)
-        self.obs_manager = ObservationManager(cfg.observations, self.dims, self.num_envs, self.device)
-        self.reward_manager = RewardManager(cfg.rewards, self.num_envs, self.device)
-        stuck = self.reward_manager.params("stuck")
-        self.stuck_window = int(stuck["window"])
-        self.stuck_min_move = float(stuck["min_move"])
-        self.gamma = cfg.algorithm.gamma
+    def _build_buffers(self) -> None:
+        """Per-world state of the episode, the path following and the observations."""
         n = self.num_envs
         self.episode_length_buf = torch.zeros(n, dtype=torch.long, device=self.device)
         self.prev_action = torch.zeros(n, 3, device=self.device)
         self.prev_goal_dist = torch.zeros(n, device=self.device)
         self.pos_window = torch.zeros(n, self.stuck_window, 2, device=self.device)
-        # Spare rooms: worlds that finish take the next ones; a slice is regenerated every step,
-        # sized well above the usual completion rate (~1/30 of the worlds per step).
-        self.spare_size = max(64, n // 2)
-        self.spare_refill = max(16, n // 16)
-        self._spare_ptr = 0
-        self._spare_head = torch.zeros((), dtype=torch.long, device=self.device)
-        # World families (env.worlds): planned pools, the curriculum and path following; with the
-        # defaults, today's rooms from the spare ring and none of this.
-        wcfg = ecfg.worlds
-        self.planned = wcfg.planned()
-        self.pool: WorldPool | None = None
-        self.curriculum: Curriculum | None = None
         self.follow = torch.zeros(n, dtype=torch.bool, device=self.device)
         self.path_progress = torch.zeros(n, device=self.device)  # the policy's, from what it observes
         self.reward_progress = torch.zeros(n, device=self.device)  # the reward's, from the true pose
         self.policy_goal = torch.zeros(n, 2, device=self.device)
-        self._steps = 0
-        if self.planned:
-            self.lookahead = LookaheadRule(lookahead=wcfg.lookahead, search_window=wcfg.search_window)
-            self.curriculum = Curriculum(ecfg, n, self.device, self.gen)
-            if world_pool:
-                self.pool = WorldPool(ecfg, self.geometry, self.gen)
-                self.rooms = self.pool.draw(self.curriculum.slot, self.curriculum.level, self.gen)
-            else:
-                fam = wcfg.active_families()[0]
-                self.rooms = generate_family(fam, wcfg.curriculum.levels - 1, n, ecfg, self.geometry, self.gen)
-        else:
-            self.rooms: RoomBatch = generate_rooms(n, ecfg, self.geometry, self.gen)
-            self.spare: RoomBatch = generate_rooms(self.spare_size, ecfg, self.geometry, self.gen)
         self.obs_buf: dict[str, torch.Tensor] = self.obs_manager.zeros()
         self.last_info: StepInfo | None = None
         self.scan = torch.full((n, self.dims.num_beams), self.dims.max_range, device=self.device)
@@ -239,7 +241,6 @@ class NavEnv(VecEnv):
         self.scan_readings = self.scan
         self.observed_pose = torch.zeros(n, 3, device=self.device)
         self.observed_twist = torch.zeros(n, 3, device=self.device)
-        self.reset()
 
     # ------------------------------------------------------------------------------------------
     # rsl_rl VecEnv interface
@@ -249,13 +250,7 @@ class NavEnv(VecEnv):
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict[str, Any]]:
         action = clip_action(actions.to(self.device).float())
-        if self.base is not None:
-            self._prepare_base()
-        command = action_to_command(actions.to(self.device).float(), self.scaling)
-        if self.guard is not None:  # on the scan the policy just saw, as the node does
-            command, self.guard_scale = apply_guard(self.scan, command, self.guard, self.dims.max_range)
-        self.command.copy_(command)
-        self._simulate()
+        self._drive(actions)
         self.episode_length_buf += 1
 
         pose = self.pose()
@@ -263,8 +258,41 @@ class NavEnv(VecEnv):
         goal_dist = torch.linalg.norm(self.rooms.goal - pose[:, :2], dim=-1)
         out_of_bounds = (pose[:, :2].abs() > self.half).any(dim=-1)
         success = (goal_dist < self.env_cfg.goal_tolerance) & ~collision & ~out_of_bounds
-        progress_dist = goal_dist
-        reward_goal = self.rooms.goal
+        terminated = success | collision | out_of_bounds
+        time_outs = (self.episode_length_buf >= self.max_episode_length) & ~terminated
+        dones = terminated | time_outs
+        flags = {"success": success, "collision": collision, "timeout": time_outs, "out_of_bounds": out_of_bounds}
+        rewards = self._rewards(pose, action, goal_dist, flags)
+        # Outcomes by priority (navsim.outcomes): a collision outside the room counts as a collision.
+        left_room = out_of_bounds & ~collision
+        self.last_info = StepInfo(pose, success, collision, time_outs, left_room)
+
+        flags["out_of_bounds"] = left_room
+        extras, ended = self._extras(dones, {str(o): flags[o] for o in OUTCOMES})
+        if self.auto_reset:
+            self._reset_where(dones, fresh=True)
+            collision = collision & ~dones
+            if "log" in extras and self.randomization.active:
+                extras["log"].update(self.randomization.log(ended))
+        self._observe(contact=collision)
+        return self.get_observations(), rewards, dones.long(), extras
+
+    def _drive(self, actions: torch.Tensor) -> None:
+        """The raw actions through the action rule and the guard (on the scan the policy just saw,
+        as the node does) to the base, for one control period of physics."""
+        if self.base is not None:
+            self._prepare_base()
+        command = action_to_command(actions.to(self.device).float(), self.scaling)
+        if self.guard is not None:
+            command, self.guard_scale = apply_guard(self.scan, command, self.guard, self.dims.max_range)
+        self.command.copy_(command)
+        self._simulate()
+
+    def _rewards(
+        self, pose: torch.Tensor, action: torch.Tensor, goal_dist: torch.Tensor, flags: dict[str, torch.Tensor]
+    ) -> torch.Tensor:
+        """The step's rewards; the progress and stuck bookkeeping move on to this step."""
+        progress_dist, reward_goal = goal_dist, self.rooms.goal
         if self.follow_active:
             # Following a path, progress is measured along it and the policy faces its sub-goal.
             sub, self.reward_progress, remaining = follow_path(
@@ -272,16 +300,10 @@ class NavEnv(VecEnv):
             )
             progress_dist = torch.where(self.follow, remaining, goal_dist)
             reward_goal = torch.where(self.follow[:, None], sub, self.rooms.goal)
-        terminated = success | collision | out_of_bounds
-        time_outs = (self.episode_length_buf >= self.max_episode_length) & ~terminated
-        dones = terminated | time_outs
-
         twist = self.body_twist()
-        ctx = self._context(pose, twist, action, reward_goal)
-        gx, gy = goal_in_body(ctx)
+        gx, gy = goal_in_body(self._context(pose, twist, action, reward_goal))
         goal_cos = gx / torch.sqrt(gx * gx + gy * gy).clamp(min=1e-9)
         clearance, _ = self.geometry.nearest(self.rooms, pose[:, None, :2])
-        surface = clearance[:, 0] - self.radius
         slot = self.episode_length_buf % self.stuck_window
         oldest = self.pos_window.gather(1, slot[:, None, None].expand(-1, 1, 2))[:, 0]
         displacement = torch.linalg.norm(pose[:, :2] - oldest, dim=-1)
@@ -293,53 +315,50 @@ class NavEnv(VecEnv):
             v_forward=twist[:, 0],
             action=action,
             prev_action=self.prev_action,
-            surface_clearance=surface,
+            surface_clearance=clearance[:, 0] - self.radius,
             displacement=displacement,
             window_full=self.episode_length_buf >= self.stuck_window,
-            success=success,
-            collision=collision,
-            timeout=time_outs,
-            out_of_bounds=out_of_bounds,
+            success=flags["success"],
+            collision=flags["collision"],
+            timeout=flags["timeout"],
+            out_of_bounds=flags["out_of_bounds"],
             v_max=self.dims.v_max,
             gamma=self.gamma,
         )
         rewards = self.reward_manager.compute(state)
         self.prev_goal_dist = progress_dist
         self.prev_action = action
-        # Outcomes by priority (navsim.outcomes): a collision outside the room counts as a collision.
-        left_room = out_of_bounds & ~collision
-        self.last_info = StepInfo(pose, success, collision, time_outs, left_room)
+        return rewards
 
-        flags = {"success": success, "collision": collision, "timeout": time_outs, "out_of_bounds": left_room}
-        reasons = {str(o): flags[o] for o in OUTCOMES}
+    def _extras(
+        self, dones: torch.Tensor, reasons: dict[str, torch.Tensor]
+    ) -> tuple[dict[str, Any], torch.Tensor | None]:
+        """rsl_rl's extras of the step and the worlds whose episode ended (None without episode
+        logging); the world source's bookkeeping of the step happens here too."""
         length_s = self.episode_length_buf.float() * self.env_cfg.control_period * dones.float()
         sums = self.reward_manager.close_episodes(dones)
-        extras: dict[str, Any] = {"time_outs": time_outs, "termination": reasons, "episode_length_s": length_s}
+        extras: dict[str, Any] = {"time_outs": reasons["timeout"], "termination": reasons, "episode_length_s": length_s}
         ended = dones.nonzero()[:, 0] if self.log_episodes else None  # the one host sync of the step
         if ended is not None and ended.numel() > 0:
             extras["log"] = self._episode_log(ended, reasons, sums, length_s)
             if self.planned:
-                extras["log"].update(self._family_log(ended, success, collision))
+                extras["log"].update(self._family_log(ended, reasons["success"], reasons["collision"]))
             if self.guard is not None:  # share of the worlds whose command the guard slowed this step
                 extras["log"]["Guard/limited"] = (self.guard_scale < 1.0).float().mean()
-        if self.curriculum is not None and self.auto_reset:
-            self.curriculum.update(dones, success)
-            if "log" in extras:
-                extras["log"].update(self.curriculum.log())
-        if self.pool is not None:
-            self._steps += 1
-            if self._steps % self.env_cfg.worlds.refresh_interval == 0:
-                self.pool.refresh(self.env_cfg.worlds.refresh_size)
-        if self.auto_reset:
-            self._reset_where(dones, fresh=True)
-            collision = collision & ~dones
-            if "log" in extras and self.randomization.active:
-                extras["log"].update(self.randomization.log(ended))
-        self._observe(contact=collision)
-        return self.get_observations(), rewards, dones.long(), extras
+        self.world_source.end_step(dones, reasons["success"], self.auto_reset, extras.get("log"))
+        return extras, ended
 
     # ------------------------------------------------------------------------------------------
     # Public helpers
+
+    @property
+    def planned(self) -> bool:
+        """True when the worlds are planned worlds of the families (:class:`PlannedWorldSource`)."""
+        return self.world_source.planned
+
+    @property
+    def curriculum(self) -> Curriculum | None:
+        return self.world_source.curriculum
 
     def reset(self, rooms: RoomBatch | None = None) -> TensorDict:
         """Reset every world (with ``rooms`` when given, else the current ones)."""
@@ -370,26 +389,10 @@ class NavEnv(VecEnv):
         return self.planned and self.env_cfg.worlds.path_following > 0
 
     def new_rooms(self, n: int, gen: torch.Generator) -> RoomBatch:
-        """``n`` fresh worlds from ``gen``: today's rooms, or planned worlds of the configured
-        families at their top level (in family order; counts by the shares, largest remainders
-        rounded up)."""
-        if not self.planned:
-            return generate_rooms(n, self.env_cfg, self.geometry, gen)
-        w = self.env_cfg.worlds
-        fams = w.active_families()
-        shares = [w.families[f] for f in fams]
-        exact = [n * s / sum(shares) for s in shares]
-        counts = [int(e) for e in exact]
-        by_remainder = sorted(range(len(fams)), key=lambda i: counts[i] - exact[i])  # largest remainder first
-        for i in by_remainder[: n - sum(counts)]:
-            counts[i] += 1
-        top = w.curriculum.levels - 1
-        parts = [
-            planned_worlds(f, top, c, self.env_cfg, self.geometry, gen)[0]
-            for f, c in zip(fams, counts, strict=True)
-            if c
-        ]
-        return RoomBatch.cat(parts)
+        """``n`` fresh worlds from ``gen``: rooms of ``env.room``, or planned worlds of the
+        configured families at their top level (in family order; counts by the shares, largest
+        remainders rounded up)."""
+        return self.world_source.new_rooms(n, gen)
 
     # ------------------------------------------------------------------------------------------
     # Internals
@@ -455,26 +458,9 @@ class NavEnv(VecEnv):
     ) -> ObsContext:
         return ObsContext(scan=self.scan, pose=pose, twist=twist, goal=goal, prev_action=prev_action, dims=self.dims)
 
-    def _take_spare(self, mask: torch.Tensor) -> RoomBatch:
-        """Rooms for the worlds in ``mask`` from the spare ring (no host sync), then refill."""
-        order = torch.cumsum(mask.long(), dim=0) - 1
-        idx = (self._spare_head + order) % self.spare_size
-        self._spare_head = (self._spare_head + mask.long().sum()) % self.spare_size
-        taken = self.spare.index(idx)
-        refill = (torch.arange(self.spare_refill, device=self.device) + self._spare_ptr) % self.spare_size
-        self._spare_ptr = (self._spare_ptr + self.spare_refill) % self.spare_size
-        fresh = generate_rooms(self.spare_refill, self.env_cfg, self.geometry, self.gen)
-        self.spare.assign(refill, fresh)
-        return taken
-
     def _reset_where(self, mask: torch.Tensor, fresh: bool) -> None:
-        if fresh and self.planned:
-            if self.pool is None:
-                raise RuntimeError("auto-reset of planned worlds needs the world pool (NavEnv(world_pool=True))")
-            drawn = self.pool.draw(self.curriculum.slot, self.curriculum.level, self.gen)
-            self.rooms = self.rooms.where(mask, drawn)
-        elif fresh:
-            self.rooms = self.rooms.where(mask, self._take_spare(mask))
+        if fresh:
+            self.rooms = self.rooms.where(mask, self.world_source.take(mask))
         m1 = mask[:, None]
         self.qpos.copy_(torch.where(m1, self.rooms.start, self.qpos))
         self.qvel.copy_(torch.where(m1, torch.zeros_like(self.qvel), self.qvel))

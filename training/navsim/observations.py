@@ -17,6 +17,8 @@ import torch
 
 from navcontract.spec import PolicySpec, SpecError, build_policy_obs, policy_spec_from_terms
 from navcontract.terms import DEPLOYABLE_TERMS, SIM_ONLY, ObsContext, SensorDims
+from navsim.config import ObservationsCfg
+from navsim.contract_objects import policy_terms
 
 POLICY_GROUP = "policy"
 PRIVILEGED_GROUP = "privileged"
@@ -78,7 +80,7 @@ SIM_ONLY_TERMS: dict[str, SimTermDef] = {
 GROUP_REGISTRY: dict[str, dict[str, Any]] = {POLICY_GROUP: DEPLOYABLE_TERMS, PRIVILEGED_GROUP: SIM_ONLY_TERMS}
 
 
-def validate_observation_cfg(obs_cfg: Any) -> None:
+def validate_observation_cfg(obs_cfg: ObservationsCfg) -> None:
     """Terms named in YAML must exist in their group's registry, with known params."""
     for group in (POLICY_GROUP, PRIVILEGED_GROUP):
         registry = GROUP_REGISTRY[group]
@@ -110,10 +112,9 @@ def check_actor_groups(actor_groups: list[str]) -> None:
 class ObservationManager:
     """Builds the observation groups of the batched env from a context and the sim truth."""
 
-    def __init__(self, obs_cfg: Any, dims: SensorDims, num_envs: int, device: torch.device | str) -> None:
+    def __init__(self, obs_cfg: ObservationsCfg, dims: SensorDims, num_envs: int, device: torch.device | str) -> None:
         validate_observation_cfg(obs_cfg)
-        policy = {name: {"enabled": t.enabled, "params": dict(t.params)} for name, t in obs_cfg.policy.items()}
-        self.policy_spec: PolicySpec = policy_spec_from_terms(policy, dims)
+        self.policy_spec: PolicySpec = policy_spec_from_terms(policy_terms(obs_cfg), dims)
         self.privileged_terms: list[tuple[SimTermDef, dict[str, Any], int]] = []
         for name, tdef in SIM_ONLY_TERMS.items():
             term = obs_cfg.privileged.get(name)

@@ -1,10 +1,11 @@
 """Randomisation registry: what a real base does differently from the simulator, per world per episode.
 
-Each term is registered once (:data:`RANDOMIZATION_TERMS`) with its params; every param has a
-default range, the value that means "no perturbation" (:attr:`ParamDef.nominal`), its unit and
-bounds, and its own rule for "at severity s" (:meth:`ParamDef.at_severity`), which the
-robustness suite (``navtrain.robustness``) uses without knowing the terms. YAML
-(``randomization.terms.<name>``) may switch a term off and change its ranges, nothing else.
+Each term is registered once (:data:`RANDOMIZATION_TERMS`) with its params; every param has the
+value that means "no perturbation" (:attr:`ParamDef.nominal`), its unit and bounds, and its own
+rule for "at severity s" (:meth:`ParamDef.at_severity`), which the robustness suite
+(``navtrain.robustness``) uses without knowing the terms. The trained ranges, and their defaults,
+are the config's (``randomization.terms``, :class:`navsim.config.RandTermsCfg`: one field per
+registered term, in registry order); YAML may switch a term off and change its ranges, nothing else.
 
 Sampling happens on the device, for the worlds in a reset mask, from the manager's own
 ``torch.Generator`` (the room and lidar-noise streams are untouched): a continuous param is
@@ -29,9 +30,7 @@ from dataclasses import dataclass
 
 import torch
 
-from navsim.config import ConfigError, EnvCfg, RandomizationCfg, RandTermCfg
-
-Range = tuple[float, float]
+from navsim.config import ConfigError, EnvCfg, RandomizationCfg, Range
 
 
 @dataclass(frozen=True)
@@ -42,7 +41,6 @@ class ParamDef:
     and no limit is ``1/value = 0``). ``integer``: values are whole numbers (physics substeps)."""
 
     name: str
-    default: Range
     nominal: float
     unit: str
     lower: float = -math.inf
@@ -90,12 +88,9 @@ class RandTermDef:
     def param_names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.params)
 
-    def default_ranges(self) -> dict[str, Range]:
-        return {p.name: p.default for p in self.params}
-
     def at_severity(self, ranges: Mapping[str, Range], s: float) -> dict[str, Range]:
         """Every param of the term at severity ``s`` (see :meth:`ParamDef.at_severity`)."""
-        return {p.name: p.at_severity(ranges.get(p.name, p.default), s) for p in self.params}
+        return {p.name: p.at_severity(ranges[p.name], s) for p in self.params}
 
 
 _SUBSTEPS = "physics substeps"
@@ -105,62 +100,62 @@ RANDOMIZATION_TERMS: dict[str, RandTermDef] = {
         RandTermDef(
             "actuator_lag",
             "first-order time constant of the base following its command (same for vx, vy, wz)",
-            (ParamDef("tau", (0.02, 0.12), 0.0, "s", lower=0.0),),
+            (ParamDef("tau", 0.0, "s", lower=0.0),),
         ),
         RandTermDef(
             "accel_limit",
             "largest change of the applied command per second, per body axis (vx, vy: linear; wz: angular)",
             (
-                ParamDef("linear", (2.5, 6.0), math.inf, "m/s^2", lower=1e-6, inverse=True),
-                ParamDef("angular", (3.2, 8.0), math.inf, "rad/s^2", lower=1e-6, inverse=True),
+                ParamDef("linear", math.inf, "m/s^2", lower=1e-6, inverse=True),
+                ParamDef("angular", math.inf, "rad/s^2", lower=1e-6, inverse=True),
             ),
         ),
         RandTermDef(
             "command_latency",
             "the command reaches the base this many physics substeps late",
-            (ParamDef("substeps", (0, 2), 0.0, _SUBSTEPS, lower=0.0, integer=True),),
+            (ParamDef("substeps", 0.0, _SUBSTEPS, lower=0.0, integer=True),),
         ),
         RandTermDef(
             "observation_latency",
             "the policy's scan and odometry are those of this many substeps before the end of the step",
-            (ParamDef("substeps", (0, 2), 0.0, _SUBSTEPS, lower=0.0, integer=True),),
+            (ParamDef("substeps", 0.0, _SUBSTEPS, lower=0.0, integer=True),),
         ),
         RandTermDef(
             "control_jitter",
             "per episode a jitter amplitude J; every control step adds a delay drawn from 0..J substeps",
-            (ParamDef("substeps", (0, 1), 0.0, _SUBSTEPS, lower=0.0, integer=True),),
+            (ParamDef("substeps", 0.0, _SUBSTEPS, lower=0.0, integer=True),),
         ),
         RandTermDef(
             "lidar_noise",
             "Gaussian range noise std, replacing env.lidar.noise_std while enabled",
-            (ParamDef("std", (0.005, 0.03), 0.0, "m", lower=0.0),),
+            (ParamDef("std", 0.0, "m", lower=0.0),),
         ),
         RandTermDef(
             "lidar_bias",
             "calibration of the returns: scale * range + offset (no-return beams stay max_range)",
-            (ParamDef("offset", (-0.02, 0.02), 0.0, "m"), ParamDef("scale", (0.98, 1.02), 1.0, "", lower=1e-6)),
+            (ParamDef("offset", 0.0, "m"), ParamDef("scale", 1.0, "", lower=1e-6)),
         ),
         RandTermDef(
             "lidar_dropout",
             "per beam per scan: an invalid reading, filled by the robot's rule for missing sectors",
-            (ParamDef("prob", (0.0, 0.05), 0.0, "", lower=0.0, upper=1.0),),
+            (ParamDef("prob", 0.0, "", lower=0.0, upper=1.0),),
         ),
         RandTermDef(
             "lidar_spurious",
             "per beam per scan: a spurious no-return reading (max_range)",
-            (ParamDef("prob", (0.0, 0.01), 0.0, "", lower=0.0, upper=1.0),),
+            (ParamDef("prob", 0.0, "", lower=0.0, upper=1.0),),
         ),
         RandTermDef(
             "lidar_yaw",
             "mounting yaw error: the scan is cast from the pose's yaw plus this angle",
-            (ParamDef("deg", (-2.0, 2.0), 0.0, "deg"),),
+            (ParamDef("deg", 0.0, "deg"),),
         ),
         RandTermDef(
             "odom_twist",
             "observed body twist = scale * twist + Gaussian noise (std in m/s and rad/s), per step",
             (
-                ParamDef("noise_std", (0.0, 0.05), 0.0, "m/s, rad/s", lower=0.0),
-                ParamDef("scale", (0.95, 1.05), 1.0, ""),
+                ParamDef("noise_std", 0.0, "m/s, rad/s", lower=0.0),
+                ParamDef("scale", 1.0, ""),
             ),
         ),
     ]
@@ -168,11 +163,6 @@ RANDOMIZATION_TERMS: dict[str, RandTermDef] = {
 
 DELAY_TERMS = ("command_latency", "observation_latency", "control_jitter")
 """Terms whose maxima add up to a delay, together at most ``env.physics_substeps``."""
-
-
-def default_term_cfgs() -> dict[str, RandTermCfg]:
-    """Every registered term, enabled, with its default ranges (the config's default)."""
-    return {name: RandTermCfg(True, dict(t.default_ranges())) for name, t in RANDOMIZATION_TERMS.items()}
 
 
 def nominal_values() -> dict[str, dict[str, float]]:
@@ -186,47 +176,21 @@ def trained_ranges(rcfg: RandomizationCfg) -> dict[str, dict[str, Range]]:
         return {}
     out = {}
     for name, tdef in RANDOMIZATION_TERMS.items():
-        term = rcfg.terms.get(name)
-        if term is not None and not term.enabled:
-            continue
-        given = dict(term.params) if term is not None else {}
-        out[name] = {p: tuple(given.get(p, r)) for p, r in tdef.default_ranges().items()}
+        term = rcfg.terms[name]
+        if term.enabled:
+            out[name] = {p: tuple(term.params[p]) for p in tdef.param_names}
     return out
 
 
-def complete_randomization_cfg(rcfg: RandomizationCfg) -> None:
-    """Fill in, in place, the terms and params that a config leaves out (registry defaults), so
-    that plain config data names every term; unknown terms or params are ConfigErrors."""
-    for name, term in rcfg.terms.items():
-        tdef = RANDOMIZATION_TERMS.get(name)
-        if tdef is None:
-            raise ConfigError(f"randomization.terms: unknown term '{name}' (known: {', '.join(RANDOMIZATION_TERMS)})")
-        for key in term.params:
-            if key not in tdef.param_names:
-                raise ConfigError(
-                    f"unknown key 'randomization.terms.{name}.params.{key}' (known here: {', '.join(tdef.param_names)})"
-                )
-    terms = {}
-    for name, tdef in RANDOMIZATION_TERMS.items():
-        term = rcfg.terms.get(name, RandTermCfg())
-        term.params = {p: tuple(term.params.get(p, r)) for p, r in tdef.default_ranges().items()}
-        terms[name] = term
-    rcfg.terms = terms
-
-
 def validate_randomization_cfg(rcfg: RandomizationCfg, env: EnvCfg) -> None:
-    """Known terms and params, ordered ranges inside each param's bounds, whole substeps, and the
-    delays (latencies plus jitter) within one control step."""
+    """Ordered ranges inside each param's bounds, whole substeps, and the delays (latencies plus
+    jitter) within one control step (the schema already holds only registered terms and params)."""
     if not 0.0 <= rcfg.nominal_share < 1.0:
         raise ConfigError(f"randomization.nominal_share must be in [0, 1), got {rcfg.nominal_share}")
     for name, term in rcfg.terms.items():
-        tdef = RANDOMIZATION_TERMS.get(name)
-        if tdef is None:
-            raise ConfigError(f"randomization.terms: unknown term '{name}' (known: {', '.join(RANDOMIZATION_TERMS)})")
+        tdef = RANDOMIZATION_TERMS[name]
         for key, rng in term.params.items():
             where = f"randomization.terms.{name}.params.{key}"
-            if key not in tdef.param_names:
-                raise ConfigError(f"unknown key '{where}' (known here: {', '.join(tdef.param_names)})")
             p = tdef.param(key)
             lo, hi = rng
             if not (p.lower <= lo <= hi <= p.upper):

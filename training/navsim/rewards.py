@@ -1,4 +1,6 @@
-"""Reward registry: every term of the design, weights and params from YAML.
+"""Reward registry: every term of the design; weights and params are the config's (``rewards``,
+:class:`navsim.config.RewardsCfg`: one field per registered term, in registry order, with its
+default weight and params).
 
 A term is ``fn(state, params) -> (N,)`` of unweighted values; the manager multiplies by the
 weight, sums, and keeps per-episode sums per term for logging. Distances in ``near_obstacle`` are
@@ -13,9 +15,7 @@ from typing import Any
 
 import torch
 
-
-class RewardConfigError(ValueError):
-    pass
+from navsim.config import RewardsCfg
 
 
 @dataclass
@@ -92,58 +92,42 @@ def r_out_of_bounds(s: RewardState, p: dict[str, Any]) -> torch.Tensor:
 class RewardTermDef:
     name: str
     fn: Callable[[RewardState, dict[str, Any]], torch.Tensor]
-    default_weight: float
-    default_params: dict[str, Any]
 
 
 REWARD_TERMS: dict[str, RewardTermDef] = {
     t.name: t
     for t in [
-        RewardTermDef("goal", r_goal, 15.0, {}),
-        RewardTermDef("progress", r_progress, 2.0, {"potential_discount": False}),
-        RewardTermDef("face_goal", r_face_goal, 0.05, {}),
-        RewardTermDef("time", r_time, -0.02, {}),
-        RewardTermDef("near_obstacle", r_near_obstacle, -0.08, {"safe_dist": 0.25}),
-        RewardTermDef("action_smooth", r_action_smooth, -0.02, {}),
-        RewardTermDef("backward", r_backward, -0.05, {"thresh": -0.05}),
-        RewardTermDef("stuck", r_stuck, -0.03, {"window": 25, "min_move": 0.30}),
-        RewardTermDef("collision", r_collision, -12.0, {}),
-        RewardTermDef("timeout", r_timeout, -4.0, {}),
-        RewardTermDef("out_of_bounds", r_out_of_bounds, -12.0, {}),
+        RewardTermDef("goal", r_goal),
+        RewardTermDef("progress", r_progress),
+        RewardTermDef("face_goal", r_face_goal),
+        RewardTermDef("time", r_time),
+        RewardTermDef("near_obstacle", r_near_obstacle),
+        RewardTermDef("action_smooth", r_action_smooth),
+        RewardTermDef("backward", r_backward),
+        RewardTermDef("stuck", r_stuck),
+        RewardTermDef("collision", r_collision),
+        RewardTermDef("timeout", r_timeout),
+        RewardTermDef("out_of_bounds", r_out_of_bounds),
     ]
 }
-
-
-def validate_reward_cfg(rewards_cfg: dict[str, Any]) -> None:
-    for name, term in rewards_cfg.items():
-        if name not in REWARD_TERMS:
-            raise RewardConfigError(f"rewards: unknown term '{name}' (known: {', '.join(REWARD_TERMS)})")
-        extra = [k for k in term.params if k not in REWARD_TERMS[name].default_params]
-        if extra:
-            raise RewardConfigError(f"rewards.{name}: unknown param(s) {', '.join(extra)}")
 
 
 class RewardManager:
     """Weighted sum of the enabled terms, with per-episode sums per term."""
 
-    def __init__(self, rewards_cfg: dict[str, Any], num_envs: int, device: torch.device | str) -> None:
-        validate_reward_cfg(rewards_cfg)
-        self.terms: list[tuple[RewardTermDef, float, dict[str, Any]]] = []
-        for name, tdef in REWARD_TERMS.items():
-            term = rewards_cfg.get(name)
-            if term is not None and not term.enabled:
-                continue
-            weight = term.weight if term is not None and term.weight is not None else tdef.default_weight
-            params = {**tdef.default_params, **(dict(term.params) if term is not None else {})}
-            self.terms.append((tdef, float(weight), params))
+    def __init__(self, rewards: RewardsCfg, num_envs: int, device: torch.device | str) -> None:
+        self.rewards = rewards
+        self.terms: list[tuple[RewardTermDef, float, dict[str, Any]]] = [
+            (tdef, float(rewards[name].weight), dict(rewards[name].params))
+            for name, tdef in REWARD_TERMS.items()
+            if rewards[name].enabled
+        ]
         self.episode_sums = {t.name: torch.zeros(num_envs, device=device) for t, _, _ in self.terms}
         self.last_values: dict[str, torch.Tensor] = {}
 
     def params(self, name: str) -> dict[str, Any]:
-        for tdef, _, params in self.terms:
-            if tdef.name == name:
-                return params
-        return dict(REWARD_TERMS[name].default_params)
+        """The params of term ``name``, enabled or not."""
+        return dict(self.rewards[name].params)
 
     def compute(self, state: RewardState) -> torch.Tensor:
         total = torch.zeros_like(state.goal_dist)

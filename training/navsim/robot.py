@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from navsim.config import EnvCfg
+from navsim.families import active_families, extent_half, maze_edge_count, planned
 
 ROBOT_HALF_HEIGHT = 0.15
 LIDAR_HEIGHT = 0.15  # rays leave the robot centre at this height, horizontally
@@ -63,11 +64,9 @@ class SlotSizes:
 
 def slot_sizes(cfg: EnvCfg) -> SlotSizes:
     """Deterministic sizes spread over the configured ranges (part of the model, not the seed)."""
-    from navsim.families import maze_edge_count
-
     r = cfg.room
     w = cfg.worlds
-    fams = set(w.active_families())
+    fams = set(active_families(w))
     cyl = [np.linspace(r.cylinder_radius[0], r.cylinder_radius[1], r.num_cylinder_slots)]
     lo, hi = r.box_half_size
     n = r.num_box_slots
@@ -87,9 +86,9 @@ def slot_sizes(cfg: EnvCfg) -> SlotSizes:
         m = maze_edge_count(k.cols, k.rows)
         boxes.append(np.tile([k.cell / 2 + k.wall_thickness / 2, k.wall_thickness / 2], (m, 1)))
         box_roles.append(("maze", m))
-    if w.planned():
+    if planned(w):
         t = r.wall_thickness
-        boxes.append(np.tile([cfg.extent_half() + t, t / 2], (4, 1)))
+        boxes.append(np.tile([extent_half(cfg) + t, t / 2], (4, 1)))
         box_roles.append(("bound", 4))
     roles: dict[str, np.ndarray] = {}
     start = 0
@@ -102,7 +101,7 @@ def slot_sizes(cfg: EnvCfg) -> SlotSizes:
 def build_mjcf(cfg: EnvCfg) -> str:
     """The complete MJCF for ``cfg``: room, walls, obstacle slots, robot and actuators."""
     room = cfg.room
-    half = cfg.extent_half()
+    half = extent_half(cfg)
     t = room.wall_thickness
     dt = cfg.control_period / cfg.physics_substeps
     sizes = slot_sizes(cfg)

@@ -6,7 +6,7 @@ simulator benchmark's C reference (``navsim.benchmark``) builds its per-world mo
 the lidar and physics tests compare NavEnv against these.
 
 - The MJCF comes from ``navsim.robot.build_mjcf`` and the rooms from
-  ``navsim.rooms.generate_rooms`` (the training code), so it is the very robot, room and obstacle
+  ``navsim.families.rooms.generate_rooms`` (the training code), so it is the very robot, room and obstacle
   pool the policy was trained in.
 - Obstacles are static geoms of the world body, placed after compilation by writing
   ``geom_pos`` / ``geom_quat`` (:func:`place_room`). Two compiler optimisations would silently
@@ -34,10 +34,12 @@ import torch
 
 from navcontract.scan import BeamLayout
 from navsim.config import EnvCfg, NavConfig
+from navsim.families import active_families, extent_half, planned
+from navsim.families.rooms import RoomBatch, RoomGeometry, generate_rooms
 from navsim.outcomes import Outcome, judge
 from navsim.robot import LIDAR_HEIGHT, OBSTACLE_HALF_HEIGHT, PARK_Z, body_to_world, build_mjcf, geom_ids, slot_sizes
-from navsim.rooms import RoomBatch, RoomGeometry, generate_rooms
 from navsim.sectors import FovFill, SectorRays
+from navsim.world_pool import planned_worlds
 
 
 @dataclass(frozen=True)
@@ -221,7 +223,7 @@ class SimWorld:
         self.noise_std = float(e.lidar.noise_std if noise_std is None or noise_std < 0 else noise_std)
         self.goal_tolerance = float(e.goal_tolerance)
         self.max_steps = int(round(e.episode_length_s / e.control_period))
-        self.half = e.extent_half()  # the fixed walls; a smaller world is closed by its bound slots
+        self.half = extent_half(e)  # the fixed walls; a smaller world is closed by its bound slots
         self.model = compile_world_model(e)
         self.data = mujoco.MjData(self.model)
         ids = geom_ids(self.model)
@@ -237,17 +239,15 @@ class SimWorld:
 
     # ------------------------------------------------------------------ rooms
     def make_room(self, seed: int) -> Room:
-        """The world that ``seed`` selects (training's generator, one world): today's rooms, or with
+        """The world that ``seed`` selects (training's generator, one world): a room of ``env.room``, or with
         world families configured (``env.worlds``) a planned world of a family drawn by its share,
         at the top level."""
         gen = torch.Generator(device="cpu")
         gen.manual_seed(int(seed))
         w = self.env_cfg.worlds
-        if not w.planned():
+        if not planned(w):
             return Room.from_batch(generate_rooms(1, self.env_cfg, self.geometry, gen), 0, seed=int(seed))
-        from navsim.world_pool import planned_worlds
-
-        fams = w.active_families()
+        fams = active_families(w)
         shares = torch.tensor([w.families[f] for f in fams], dtype=torch.float64)
         fam = fams[int(torch.multinomial(shares / shares.sum(), 1, generator=gen))]
         batch, _ = planned_worlds(fam, w.curriculum.levels - 1, 1, self.env_cfg, self.geometry, gen)

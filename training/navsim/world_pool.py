@@ -21,9 +21,10 @@ from contextlib import contextmanager
 import torch
 
 from navsim.config import EnvCfg
-from navsim.families import FAMILIES, FAMILY_INDEX, generate_family
+from navsim.families import FAMILIES, FAMILY_INDEX, active_families
+from navsim.families.generate import generate_family
+from navsim.families.rooms import RoomBatch, RoomGeometry
 from navsim.grid_planner import Grid, PlanResult, plan_paths
-from navsim.rooms import RoomBatch, RoomGeometry
 
 MAX_ROUNDS = 50
 MIN_DRAW = 16
@@ -105,7 +106,7 @@ class Curriculum:
 
     def __init__(self, cfg: EnvCfg, n: int, device: torch.device, gen: torch.Generator) -> None:
         w = cfg.worlds
-        self.families = w.active_families()
+        self.families = active_families(w)
         self.levels = w.curriculum.levels
         self.enabled = w.curriculum.enabled
         shares = torch.tensor([w.families[f] for f in self.families], dtype=torch.float32)
@@ -176,7 +177,7 @@ class WorldPool:
         self.geom = geom
         self.gen = gen
         w = cfg.worlds
-        self.families = w.active_families()
+        self.families = active_families(w)
         self.levels = w.curriculum.levels if w.curriculum.enabled else 1
         self.top = w.curriculum.levels - 1
         self.size = w.pool_size

@@ -29,7 +29,9 @@ import torch
 from tensordict import TensorDict
 
 from navcontract.spec import PolicySpec, compare_specs
-from navsim.config import ConfigError, NavConfig, config_from_data, load_config
+from navsim.config import ConfigError, NavConfig
+from navsim.config_load import config_from_data, load_config
+from navsim.contract_objects import policy_spec
 from navsim.observations import POLICY_GROUP
 from navtrain.ppo_config import ACTOR_OBS_GROUPS, actor_cfg
 
@@ -101,7 +103,7 @@ def config_from_checkpoint(ckpt: dict[str, Any], config: str | Path | NavConfig 
     except ConfigError as err:
         raise CheckpointError(str(err)) from None
     if fallback is not None:
-        diffs = spec_differences(cfg.policy_spec(), fallback.policy_spec())
+        diffs = spec_differences(policy_spec(cfg), policy_spec(fallback))
         if diffs:
             raise CheckpointError("--config disagrees with the checkpoint's own config: " + "; ".join(diffs))
     return cfg
@@ -117,7 +119,7 @@ def build_actor(ckpt: dict[str, Any], cfg: NavConfig, device: str | torch.device
     if "actor_state_dict" not in ckpt:
         raise CheckpointError(f"the checkpoint has no actor_state_dict (keys: {sorted(ckpt)})")
     state = ckpt["actor_state_dict"]
-    obs_dim = cfg.policy_spec().obs_dim
+    obs_dim = policy_spec(cfg).obs_dim
     w = state.get("mlp.0.weight")
     if w is None or w.shape[1] != obs_dim:
         got = None if w is None else tuple(w.shape)
@@ -156,7 +158,7 @@ def check_resume(path: str | Path, cfg: NavConfig) -> dict[str, Any]:
         stored = config_from_checkpoint(ckpt)
     except (CheckpointError, ConfigError) as err:
         raise CheckpointError(f"{path}: {err}") from None
-    ours, theirs = cfg.policy_spec(), stored.policy_spec()
+    ours, theirs = policy_spec(cfg), policy_spec(stored)
     if ours.fingerprint() != theirs.fingerprint():
         diffs = spec_differences(theirs, ours) or ["(no field-level difference found)"]
         raise CheckpointError(

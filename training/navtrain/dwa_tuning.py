@@ -33,9 +33,10 @@ from navcontract.action import ActionScaling
 from navcontract.bundle import Contract, make_contract, parse_contract
 from navcontract.scan import ScanInput
 from navdeploy.dwa import DwaParams, DwaPlanner
-from navsim.config import NavConfig, load_config, to_dict
+from navsim.config import NavConfig
+from navsim.config_load import load_config, to_dict
+from navsim.contract_objects import policy_spec
 from navsim.sim_world import SimWorld
-from navtrain.export import policy_spec_for
 
 
 @dataclass
@@ -55,7 +56,7 @@ class TuningResult:
 def contract_for(cfg: NavConfig) -> Contract:
     """The contract a bundle trained with ``cfg`` would carry (no network needed)."""
     r = cfg.env.robot
-    spec = policy_spec_for(cfg)
+    spec = policy_spec(cfg)
     scaling = ActionScaling(r.v_max, r.omega_max, r.limit_planar_speed)
     args = (
         spec,

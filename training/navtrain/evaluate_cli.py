@@ -292,7 +292,7 @@ def prepare(args: argparse.Namespace):
 def bundle_config(bundle: str | Path):
     """The training config a bundle records (contract ``source.nav_config``)."""
     from navcontract.bundle import read_contract
-    from navsim.config import config_from_data
+    from navsim.config_load import config_from_data
 
     return config_from_data(read_contract(bundle).raw["source"]["nav_config"], where=f"{bundle} contract")
 

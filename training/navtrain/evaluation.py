@@ -45,12 +45,15 @@ from tensordict import TensorDict
 from navcontract.action import action_to_command
 from navcontract.subgoal import LookaheadRule
 from navdeploy.scan_map import ScanMapCfg, ScanPlanner
-from navsim.config import EnvCfg, NavConfig, apply_override, config_from_data, to_dict
+from navsim.config import EnvCfg, NavConfig
+from navsim.config_load import apply_override, config_from_data, to_dict
+from navsim.contract_objects import policy_spec
 from navsim.env import NavEnv
+from navsim.families import extent_half
+from navsim.families.rooms import RoomBatch
 from navsim.lidar import BatchedLidar
 from navsim.outcomes import OUTCOMES, Outcome
 from navsim.robot import slot_sizes
-from navsim.rooms import RoomBatch
 from navtrain.checkpoint import (
     CheckpointError,
     build_actor,
@@ -367,8 +370,8 @@ def checkpoint_for_evaluation(
     ckpt = load_checkpoint(checkpoint)
     trained = config_from_checkpoint(ckpt)
     cfg = with_overrides(trained, overrides)
-    if cfg.policy_spec().fingerprint() != trained.policy_spec().fingerprint():
-        diffs = spec_differences(trained.policy_spec(), cfg.policy_spec())
+    if policy_spec(cfg).fingerprint() != policy_spec(trained).fingerprint():
+        diffs = spec_differences(policy_spec(trained), policy_spec(cfg))
         raise CheckpointError(
             "the overrides change the policy observation the checkpoint was trained on: " + "; ".join(diffs)
         )
@@ -517,7 +520,7 @@ def plot_trace(trace: EpisodeTrace, env_cfg: EnvCfg, path: str | Path, title: st
     import matplotlib.pyplot as plt
     from matplotlib.patches import Circle, Polygon, Rectangle
 
-    extent = env_cfg.extent_half()
+    extent = extent_half(env_cfg)
     sizes = slot_sizes(env_cfg)
     robot_radius = env_cfg.robot.radius
     colours = {

@@ -2,11 +2,10 @@
 
 The torch side of the export. :func:`export_bundle` loads the checkpoint, its config and its actor
 through :mod:`navtrain.checkpoint` (``infos["nav_config"]``; ``config`` is the fallback), builds the
-contract from that config's own contract objects (policy spec, action scaling, robot radius, the
-``robot_response`` section that :mod:`navcontract.response` makes from its ``randomization``, and the
-``path_following`` section that :mod:`navcontract.subgoal` makes from its ``env.worlds``), writes
-the ONNX graph (normaliser + MLP, raw mean action out) through :mod:`navcontract.bundle`, and then
-checks itself:
+contract from that config's contract objects (:func:`navsim.contract_objects.bundle_contract`: policy
+spec, action scaling, robot radius, the ``robot_response``, ``path_following`` and ``guard``
+sections), writes the ONNX graph (normaliser + MLP, raw mean action out) through
+:mod:`navtrain.onnx_graph`, and then checks itself:
 
 - ``onnx.checker`` on the written file (full check);
 - onnxruntime against the torch actor on at least ``num_obs`` observations recorded by rolling
@@ -36,11 +35,13 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
-from navcontract.bundle import CONTRACT_FILE, ONNX_FILE, make_contract
-from navcontract.response import ResponseError, RobotResponse
-from navcontract.spec import PolicySpec
-from navcontract.subgoal import PathFollowingError, TrainedPathFollowing
-from navsim.config import ConfigError, NavConfig, to_dict
+from navcontract.bundle import CONTRACT_FILE, ONNX_FILE
+from navcontract.response import ResponseError
+from navcontract.subgoal import PathFollowingError
+from navsim.config import ConfigError, NavConfig
+from navsim.config_load import to_dict
+from navsim.contract_objects import ContractObjects, bundle_contract
+from navsim.env import NavEnv, resolve_device
 from navsim.observations import POLICY_GROUP
 from navtrain.checkpoint import CheckpointError, build_actor, config_from_checkpoint, load_checkpoint
 from navtrain.onnx_graph import MlpWeights, write_bundle
@@ -153,11 +154,6 @@ def _swap_into_place(staged: Path, out: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def policy_spec_for(cfg: NavConfig) -> PolicySpec:
-    """The policy observation spec of ``cfg`` (the contract's observation part)."""
-    return cfg.policy_spec()
-
-
 def actor_weights(actor: torch.nn.Module, activation: str) -> MlpWeights:
     """The actor's normaliser buffers and Linear layers as numpy arrays."""
     obs_dim = actor.obs_dim
@@ -193,8 +189,6 @@ def record_observations(
     actor: torch.nn.Module, cfg: NavConfig, num_obs: int, num_envs: int = 32, device: str = "cpu", seed: int = 12345
 ) -> torch.Tensor:
     """Roll the env out with the (stochastic) policy and keep every policy observation it saw."""
-    from navsim.env import NavEnv
-
     env = NavEnv(cfg, num_envs=num_envs, device=device, seed=seed)
     steps = math.ceil(num_obs / num_envs)
     gen = torch.Generator().manual_seed(seed)
@@ -286,20 +280,9 @@ def export_bundle(
     """
     ckpt_path = Path(checkpoint_path)
     out = Path(out_dir).absolute()
+    ckpt, cfg, actor = _load(ckpt_path, config)
     try:
-        ckpt = load_checkpoint(ckpt_path)
-        cfg = config_from_checkpoint(ckpt, config)
-        actor = build_actor(ckpt, cfg)
-    except CheckpointError as err:
-        raise ExportError(f"{ckpt_path}: {err}" if str(ckpt_path) not in str(err) else str(err)) from None
-    except ConfigError as err:
-        raise ExportError(f"--config: {err}") from None
-    spec = cfg.policy_spec()
-    try:
-        config_data = to_dict(cfg)
-        response = RobotResponse.from_config(config_data)
-        path_following = TrainedPathFollowing.from_config(config_data)
-        guard = cfg.env.guard_rule()  # None: trained without the guard (older stored configs too)
+        objects = ContractObjects.of(cfg)
     except (ResponseError, PathFollowingError, ValueError) as err:
         raise ExportError(f"config: {err}") from None
     weights = actor_weights(actor, cfg.model.activation)
@@ -308,45 +291,14 @@ def export_bundle(
     staged = _staging_dir(out)  # before the rollout: an unwritable place fails now, not minutes later
     try:
         if observations is None:
-            from navsim.env import resolve_device
-
             dev = resolve_device(device or "auto")
             observations = record_observations(actor, cfg, num_obs, num_envs=num_envs, device=dev)
-        if observations.shape[0] < num_obs or observations.shape[1] != spec.obs_dim:
+        if observations.shape[0] < num_obs or observations.shape[1] != objects.spec.obs_dim:
             raise ExportError(
-                f"need >= {num_obs} observations of width {spec.obs_dim}, got {tuple(observations.shape)}"
+                f"need >= {num_obs} observations of width {objects.spec.obs_dim}, got {tuple(observations.shape)}"
             )
-
-        extra = {
-            "source": {
-                "checkpoint": ckpt_path.name,
-                "checkpoint_sha256": ckpt_sha,
-                "iteration": int(ckpt.get("iter", -1)),
-                "normalizer_count": int(getattr(actor.obs_normalizer, "count", torch.tensor(0))),
-                "model": {"hidden_dims": list(cfg.model.actor_hidden_dims), "activation": cfg.model.activation},
-                "nav_config": to_dict(cfg),
-            },
-        }
-        eps = float(weights.eps)
-        contract = make_contract(
-            spec,
-            cfg.action_scaling(),
-            cfg.env.control_period,
-            cfg.env.goal_tolerance,
-            eps,
-            extra,
-            robot_radius=cfg.env.robot.radius,
-            trained_fov=math.radians(cfg.env.lidar.fov_deg),
-            sim_lidar={
-                "rule": "each beam: the minimum over its sector (the robot's rule)",
-                "rays_per_beam": cfg.env.lidar.rays_per_beam,
-                "fov_fill": cfg.env.lidar.fov_fill,
-                "noise_std": cfg.env.lidar.noise_std,
-            },
-            response=response,
-            path_following=path_following,
-            guard=guard,
-        )
+        source = _source(ckpt_path, ckpt_sha, ckpt, actor, cfg)
+        contract = bundle_contract(cfg, float(weights.eps), {"source": source})
         path = write_bundle(staged, weights, contract)
         report = check_onnx(path, actor, observations, tol)
         (staged / CHECK_FILE).write_text(json.dumps({**report, "onnx_sha256": _sha256(path)}, indent=2) + "\n")
@@ -358,3 +310,29 @@ def export_bundle(
     finally:
         shutil.rmtree(staged, ignore_errors=True)
     return out / ONNX_FILE
+
+
+def _load(ckpt_path: Path, config: str | Path | NavConfig | None) -> tuple[dict[str, Any], NavConfig, torch.nn.Module]:
+    """The checkpoint, its config (``config``: the fallback) and its actor; ExportError if unusable."""
+    try:
+        ckpt = load_checkpoint(ckpt_path)
+        cfg = config_from_checkpoint(ckpt, config)
+        return ckpt, cfg, build_actor(ckpt, cfg)
+    except CheckpointError as err:
+        raise ExportError(f"{ckpt_path}: {err}" if str(ckpt_path) not in str(err) else str(err)) from None
+    except ConfigError as err:
+        raise ExportError(f"--config: {err}") from None
+
+
+def _source(
+    ckpt_path: Path, ckpt_sha: str, ckpt: dict[str, Any], actor: torch.nn.Module, cfg: NavConfig
+) -> dict[str, Any]:
+    """The contract's ``source``: the checkpoint, its network and the whole training config."""
+    return {
+        "checkpoint": ckpt_path.name,
+        "checkpoint_sha256": ckpt_sha,
+        "iteration": int(ckpt.get("iter", -1)),
+        "normalizer_count": int(getattr(actor.obs_normalizer, "count", torch.tensor(0))),
+        "model": {"hidden_dims": list(cfg.model.actor_hidden_dims), "activation": cfg.model.activation},
+        "nav_config": to_dict(cfg),
+    }

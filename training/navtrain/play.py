@@ -51,14 +51,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from navsim.families import active_families, extent_half, planned
 from navtrain.cli import EXIT_USAGE, CliError, OneLineParser, at_least, check_can_create, report
 from navtrain.evaluate_cli import add_policy_source
 
 if TYPE_CHECKING:
     from navsim.config import EnvCfg
     from navsim.env import NavEnv
+    from navsim.families.rooms import RoomBatch
     from navsim.outcomes import Outcome
-    from navsim.rooms import RoomBatch
     from navtrain.evaluation import ActFn
 
 TOOL = "nav-play"
@@ -193,8 +194,8 @@ DRAWN = (
 
 def world_half(rooms: RoomBatch, world: int, env_cfg: EnvCfg) -> tuple[float, float]:
     """The (x, y) half extents inside the world's walls: its own (``RoomBatch.half``), or the
-    fixed walls' (``EnvCfg.extent_half``) where it has none recorded (NaN)."""
-    fallback = env_cfg.extent_half()
+    fixed walls' (:func:`navsim.families.extent_half`) where it has none recorded (NaN)."""
+    fallback = extent_half(env_cfg)
     hx, hy = (float(v) for v in rooms.half[world])
     return (hx if math.isfinite(hx) else fallback, hy if math.isfinite(hy) else fallback)
 
@@ -510,12 +511,12 @@ def world_overrides(args: argparse.Namespace) -> list[str]:
 
 
 def describe_worlds(env_cfg: EnvCfg) -> str:
-    """The worlds played, for the caption: nothing for today's rooms, else the families and the
+    """The worlds played, for the caption: nothing for the rooms of ``env.room``, else the families and the
     path-following share."""
     w = env_cfg.worlds
-    if not w.planned():
+    if not planned(w):
         return ""
-    text = ", " + "+".join(w.active_families())
+    text = ", " + "+".join(active_families(w))
     if w.path_following >= 1.0:
         text += ", following the planned path"
     elif w.path_following > 0:

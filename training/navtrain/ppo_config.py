@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from navsim.config import NavConfig, to_dict
+from navsim.config import NavConfig
+from navsim.config_load import to_dict
 from navsim.observations import POLICY_GROUP, check_actor_groups
 
 ACTOR_OBS_GROUPS = {"actor": [POLICY_GROUP]}

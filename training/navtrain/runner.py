@@ -30,7 +30,8 @@ import torch
 from rsl_rl.runners import OnPolicyRunner
 from rsl_rl.utils.logger import Logger
 
-from navsim.config import NavConfig, to_dict
+from navsim.config import NavConfig
+from navsim.config_load import to_dict
 from navsim.outcomes import Outcome
 from navtrain.checkpoint import load_checkpoint
 

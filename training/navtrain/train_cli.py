@@ -4,7 +4,7 @@
                              [--device cpu|cuda] [--run-name NAME] [--resume PATH] [--seed S]
                              [section.key=value ...]
 
-Without a GPU the run is sized for a small CPU (the ``cpu:`` section of the config). At the end
+Without a GPU the run is sized for a small CPU (the config's ``presets.cpu``). At the end
 the final policy is evaluated on unseen rooms and exported to an ONNX bundle; the paths of the
 checkpoint, TensorBoard logs, evaluation and bundle are printed.
 
@@ -30,7 +30,8 @@ from pathlib import Path
 import torch
 import yaml
 
-from navsim.config import DEFAULT_CONFIG, REPO_ROOT, load_config, to_dict
+from navsim.config import CPU_PRESET
+from navsim.config_load import DEFAULT_CONFIG, REPO_ROOT, load_config, to_dict
 from navtrain.cli import EXIT_INTERRUPTED, EXIT_USAGE, CliError, OneLineParser, at_least, report
 
 TOOL = "nav-train"
@@ -40,12 +41,12 @@ def parse_args(argv: list[str] | None = None):
     p = OneLineParser(prog=TOOL, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", default=str(DEFAULT_CONFIG), help="YAML config (default: conf/nav.yaml)")
     p.add_argument(
-        "--num-envs", type=at_least(1), help="parallel worlds (default: env.num_envs, or cpu.num_envs on CPU)"
+        "--num-envs", type=at_least(1), help="parallel worlds (default: env.num_envs, or presets.cpu.num_envs on CPU)"
     )
     p.add_argument(
         "--max-iterations",
         type=at_least(0),
-        help="PPO iterations (default: runner.max_iterations / cpu.*); 0 only with --no-export and without --resume",
+        help="PPO iterations (default: runner.max_iterations / presets.cpu.*); 0 only with --no-export and without --resume",
     )
     p.add_argument("--device", choices=["cpu", "cuda", "auto"], default="auto")
     p.add_argument("--run-name", default=None)
@@ -90,11 +91,12 @@ def prepare(args) -> tuple:
         raise CliError(f"config error: {err}") from None
     device = pick_device(args.device)
     on_cpu = device == "cpu"
-    num_envs = args.num_envs if args.num_envs is not None else (cfg.cpu.num_envs if on_cpu else cfg.env.num_envs)
+    preset = cfg.presets[CPU_PRESET] if on_cpu else None
+    num_envs = args.num_envs if args.num_envs is not None else (preset.num_envs if preset else cfg.env.num_envs)
     iterations = (
         args.max_iterations
         if args.max_iterations is not None
-        else (cfg.cpu.max_iterations if on_cpu else cfg.runner.max_iterations)
+        else (preset.max_iterations if preset else cfg.runner.max_iterations)
     )
     if iterations == 0 and args.resume:
         raise CliError("--max-iterations 0 with --resume continues nothing; give --max-iterations >= 1")
@@ -103,8 +105,8 @@ def prepare(args) -> tuple:
             "--max-iterations 0 trains nothing, and an untrained policy cannot be exported; "
             "add --no-export to save the untrained checkpoint, or train >= 1 iteration"
         )
-    if on_cpu:
-        cfg.algorithm.num_mini_batches = cfg.cpu.num_mini_batches
+    if preset:
+        cfg.algorithm.num_mini_batches = preset.num_mini_batches
     cfg.env.num_envs = num_envs
     cfg.env.device = device
     if args.seed is not None:

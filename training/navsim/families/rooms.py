@@ -1,4 +1,4 @@
-"""Random rooms, batched over worlds, in torch: obstacle layouts, start poses and goals.
+"""The worlds' batch and geometry, and the rooms family: obstacle layouts, start poses and goals.
 
 A room is a set of active obstacle slots with planar poses, a start pose and a goal. Generation
 is vectorised over worlds (Python loops run over obstacle slots and a fixed number of rejection
@@ -16,6 +16,7 @@ from dataclasses import dataclass, fields
 import torch
 
 from navsim.config import EnvCfg
+from navsim.families import extent_half, family_half_extent, lerp
 from navsim.robot import SlotSizes
 
 CANDIDATES = 16  # obstacle candidates per slot
@@ -28,10 +29,10 @@ class RoomBatch:
     """Worlds for n worlds. Slots: cylinders first, then boxes (as in the model).
 
     Besides the obstacles, start and goal, a world records its own half extents (inside its
-    walls), its family (``navsim.families.FAMILIES`` index) and difficulty level, and a feasible
+    walls), its family (:data:`navsim.families.FAMILIES` index) and difficulty level, and a feasible
     path from start to goal (``path[:path_count]``, waypoints) with its length, and the shortest
     feasible path's length (the path itself may keep wider of obstacles). Worlds drawn
-    without the planner (today's rooms) carry the straight segment start -> goal.
+    without the planner (:func:`generate_rooms`) carry the straight segment start -> goal.
     """
 
     slot_pos: torch.Tensor  # (n, S, 2)
@@ -102,7 +103,7 @@ class RoomGeometry:
     def __init__(self, cfg: EnvCfg, sizes: SlotSizes, device: torch.device | str) -> None:
         self.cfg = cfg
         self.sizes = sizes
-        self.half = cfg.extent_half()
+        self.half = extent_half(cfg)
         nc = len(sizes.cylinder_radius)
         self.num_slots = sizes.num_slots
         self.is_box = torch.zeros(self.num_slots, dtype=torch.bool, device=device)
@@ -194,7 +195,8 @@ def _first_valid(cand: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor,
 
 
 def generate_rooms(n: int, cfg: EnvCfg, geom: RoomGeometry, gen: torch.Generator) -> RoomBatch:
-    """Draw ``n`` fresh rooms of ``env.room`` over every obstacle slot (today's rooms: no planner)."""
+    """Draw ``n`` fresh rooms of ``env.room`` over every obstacle slot, without the planner (the
+    worlds of a config that draws from no planned pool, :func:`navsim.families.planned`)."""
     device = geom.bound_r.device
     S = geom.num_slots
     half = cfg.room.size / 2.0
@@ -285,3 +287,31 @@ def place_rooms(
     start_yaw = uniform(gen, (n, 1), -torch.pi, torch.pi, device)
     rooms.start = torch.cat([start, start_yaw], dim=1)
     rooms.goal = goal
+
+
+def place_level_rooms(
+    batch: RoomBatch,
+    cfg: EnvCfg,
+    geom: RoomGeometry,
+    gen: torch.Generator,
+    family: str,
+    frac: float,
+    num_obstacles: tuple[int, int],
+    goal_distance: tuple[float, float],
+) -> None:
+    """Rooms' obstacles, start and goal in ``batch`` at level fraction ``frac`` of the configured
+    ranges: from a quarter of the obstacle count and the first third of the goal range up to them."""
+    count, goal = num_obstacles, goal_distance
+    lo_count = (round(lerp(count[0] / 4, count[0], frac)), round(lerp(count[1] / 4, count[1], frac)))
+    lo_goal = (goal[0], lerp(goal[0] + (goal[1] - goal[0]) / 3, goal[1], frac))
+    sizes = geom.sizes
+    slots = torch.as_tensor(
+        list(sizes.role("room_cylinder")) + list(sizes.role("room_box")), dtype=torch.long, device=geom.bound_r.device
+    )
+    half = family_half_extent(cfg, family)[0]
+    place_rooms(batch, cfg, geom, gen, half, lo_count, lo_goal, slots)
+
+
+def generate(batch: RoomBatch, cfg: EnvCfg, geom: RoomGeometry, gen: torch.Generator, frac: float) -> None:
+    """Fill ``batch`` (in place) with rooms of ``env.room`` at level fraction ``frac``."""
+    place_level_rooms(batch, cfg, geom, gen, "rooms", frac, cfg.room.num_obstacles, cfg.room.goal_distance)

@@ -48,7 +48,7 @@ from nav_policy.ros_common import (
     ns_to_stamp,
     run_node,
 )
-from navsim.config import load_config
+from navsim.config_load import load_config
 from navsim.outcomes import Outcome
 from navsim.sim_world import SimWorld
 
