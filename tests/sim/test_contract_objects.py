@@ -59,17 +59,22 @@ def test_guard_rule_is_the_configured_guard_with_the_robot_radius() -> None:
 
 
 def test_robot_response_of_the_randomisation() -> None:
+    """conf/nav.yaml's base terms become the section's ranges; how a section reads and round-trips
+    is the contract's own test (tests/runtime/test_velocity_smoother.py)."""
     cfg = load_config()
-    sec = robot_response(cfg).to_dict()
-    assert sec["randomized"] is True
-    assert sec["accel_limit"] == {"linear": A_LIN, "angular": A_ANG}  # the most restrictive trained
-    assert sec["accel_limit_trained"] == {"linear": [A_LIN, 6.0], "angular": [A_ANG, 8.0]}
-    assert sec["actuator_tau"] == [0.02, 0.12]
-    assert sec["physics_substep"] == pytest.approx(0.02)
-    assert sec["latency_budget"] == pytest.approx((2 + 2 + 1) * 0.02)  # the high ends x the substep
-    assert sec["latency_substeps"] == {"command": [0, 2], "observation": [0, 2], "jitter": [0, 1]}
-    assert sec["terms"] == sorted(cfg.randomization.terms)
-    assert RobotResponse.from_dict(json.loads(json.dumps(sec))) == robot_response(cfg)  # JSON round trip
+    got = robot_response(cfg)
+    assert got == RobotResponse(
+        randomized=True,
+        physics_substep=pytest.approx(0.02),
+        terms=tuple(sorted(cfg.randomization.terms)),
+        accel_linear=(A_LIN, 6.0),
+        accel_angular=(A_ANG, 8.0),
+        actuator_tau=(0.02, 0.12),
+        command_latency=(0, 2),
+        observation_latency=(0, 2),
+        control_jitter=(0, 1),
+    )
+    assert got.accel_limit_linear == A_LIN and got.latency_budget == pytest.approx((2 + 2 + 1) * 0.02)
 
 
 @pytest.mark.parametrize(
