@@ -31,6 +31,7 @@ def test_bundle_runtime_drives_the_same_episodes_as_the_checkpoint(trained_check
     cfg = config_from_checkpoint(ckpt)
     cfg.env.lidar.noise_std = 0.0  # both runs see the same scans (the noise stream would move on)
     cfg.randomization.enabled = False  # and the same base (its draws would move on too)
+    cfg.env.episode_length_s = 8.0  # 80 steps per episode are plenty to compare decisions
     env, seed = eval_env(cfg, 24, None, None, "cpu")
     gen = torch.Generator().manual_seed(seed)
     rooms = env.new_rooms(env.num_envs, gen)

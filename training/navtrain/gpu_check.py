@@ -16,7 +16,7 @@ Steps (each prints progress; the JSON is written even when a step fails, with th
    a separate process, so Warp's and torch's allocations count alike and no CUDA call interferes
    with graph capture), or the process's peak resident memory on the CPU.
 
-``--dry-run`` shrinks every size (64/128 worlds, 3 iterations, 20 episodes) so that the whole
+``--dry-run`` shrinks every size (64/128 worlds, 3 iterations, 20 episodes of 3 s) so that the whole
 pipeline runs on a CPU in a minute or two; the bar is then reported, not expected to be met.
 Output: ``OUT/gpu_check.json`` with keys ``device``, ``benchmark`` (per world count:
 ``env_steps_per_s``, ``physics_steps_per_s``, ``lidar_steps_per_s``), ``training``
@@ -138,14 +138,20 @@ def run_training(args: argparse.Namespace, out: Path) -> tuple[dict[str, Any], l
     return info, checkpoints
 
 
+DRY_RUN_EVAL = ["env.episode_length_s=3.0"]
+"""The dry run evaluates 3 s episodes: it checks the pipeline, not the policy."""
+
+
 def evaluate_until_bar(
-    checkpoints: list[tuple[int, Path, float]], episodes: int, device: str
+    checkpoints: list[tuple[int, Path, float]], episodes: int, device: str, overrides: list[str] | None = None
 ) -> tuple[list[dict[str, Any]], float | None]:
+    """Each checkpoint in order on ``episodes`` unseen rooms until one meets the bar (``overrides``:
+    evaluation config overrides, e.g. the dry run's short episodes)."""
     from navtrain.evaluation import evaluate_checkpoint
 
     rows = []
     for it, path, train_s in checkpoints:
-        result, _ = evaluate_checkpoint(path, episodes=episodes, device=device, plot_rooms=0)
+        result, _ = evaluate_checkpoint(path, episodes=episodes, device=device, overrides=overrides, plot_rooms=0)
         rows.append(
             {
                 "iteration": it,
@@ -201,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
                 report["training"], checkpoints = value
                 try:
                     report["evaluations"], report["time_to_bar_s"] = evaluate_until_bar(
-                        checkpoints, args.eval_episodes, args.device
+                        checkpoints, args.eval_episodes, args.device, DRY_RUN_EVAL if args.dry_run else None
                     )
                 except Exception as exc:
                     traceback.print_exc()
