@@ -77,7 +77,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="bundle folder (default: $NAV_POLICY_BUNDLE, else tests/fixtures/bundle under the current directory)",
     )
-    ap.add_argument("--messages", type=int, default=2000, help="measured messages (>= 1000 for the README numbers)")
+    ap.add_argument("--messages", type=int, default=2000, help="measured messages (>= 1000 for docs/results.md)")
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--mode", choices=("clock", "wall"), default="clock")
     ap.add_argument("--control-period", type=float, default=0.02, help="wall mode: node timer period [s]")

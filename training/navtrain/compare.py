@@ -6,7 +6,7 @@ Both controllers are robot-side code built from the same bundle (the policy thro
 runtime, the DWA planner from its contract), called world by world with the node's inputs (see
 :func:`navtrain.evaluation.evaluate_controller`). Every row is a set of unseen rooms from the
 evaluation seed stream; both controllers see the same rooms, starts and goals in each row.
-Writes ``OUT.json`` (every metric of every run), ``OUT.md`` (the table the README shows) and
+Writes ``OUT.json`` (every metric of every run), ``OUT.md`` (the table of docs/results.md) and
 ``OUT.png`` (success and collision per row), and prints the table.
 """
 
