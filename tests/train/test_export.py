@@ -6,6 +6,8 @@ exactly as a user would (the ``trained_checkpoint`` and ``exported_bundle`` fixt
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 import re
@@ -308,10 +310,18 @@ def _digests(folder: Path) -> dict[str, str]:
 
 
 def _export(checkpoint: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
-    from support.simenv import nav_export_command
+    """``nav-export`` run in this process (its ``main``; the console script itself runs in the
+    ``exported_bundle`` fixture): the exit code and what it printed."""
+    from navtrain.export_cli import main
 
-    cmd = [*nav_export_command(), "--checkpoint", str(checkpoint), "--out", str(out), "--device", "cpu", *extra]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO)
+    argv = ["--checkpoint", str(checkpoint), "--out", str(out), "--device", "cpu", *extra]
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        try:
+            code = main(argv)
+        except SystemExit as exc:  # argparse's usage errors
+            code = exc.code if isinstance(exc.code, int) else 2
+    return subprocess.CompletedProcess(argv, code, stdout.getvalue(), stderr.getvalue())
 
 
 def test_failed_self_check_leaves_the_previous_bundle_byte_identical(
