@@ -1,19 +1,35 @@
 """Collision guard: slow the planar command so the robot can stop before what its scan shows.
 
-The policy decides the command; the guard only ever scales its planar part ``(vx, vy)`` down,
-keeping its direction, and never touches ``wz`` (the shell is a cylinder: turning in place cannot
-hit anything). It reads the same ``num_beams`` ranges the policy observed (metres, the scan rule
-of :mod:`navcontract.scan`), so training (torch, batched over worlds) and the robot (numpy, one
-robot) apply the very same rule to the very same numbers. Like Nav2's collision monitor in its
-approach mode, but on the policy's own scan and trained with.
+The guard only ever scales the planar part ``(vx, vy)`` of a command down, keeping its direction,
+and never touches ``wz`` (the shell is a cylinder: turning in place cannot hit anything). It reads
+the same ``num_beams`` ranges the policy observed (metres, the scan rule of :mod:`navcontract.scan`),
+so training (torch, batched over worlds) and the robot (numpy, one robot) apply the very same rule
+to the very same numbers. Like Nav2's collision monitor in its approach mode, but on the policy's
+own scan and trained with.
+
+**Stage: last.** The guard checks the command that will be sent: the driver's command clamped to
+the limits, then acceleration-limited by the velocity smoother (when one runs), then guarded. A
+cut by the guard goes out as it is, even when it is a bigger change than the smoother allows (a
+stop is never delayed), and the smoother remembers the guarded command as the one sent. The
+command gate (``navdeploy.gate``) and the simulator (``navsim.actuation.CommandStages``) apply
+this order; the contract's section says so (``"stage": "last"``), and ``after_smoother`` says
+whether training ran the smoother before the guard (``env.smoother``).
 
 The rule, per world, for a planar command ``v`` of speed ``s = |v|`` in direction ``u``:
+
+0. **Unseen is occupied.** A beam whose sector the scan did not see (``seen`` false: outside the
+   lidar's field of view, or a sector the scan rule filled for lack of a valid reading) counts as
+   a return at ``min(r_j, radius + margin + unseen_clearance)``: as if something stood just beyond
+   the margin, wherever the fill put it. Motion toward the blind side is then capped at most at
+   ``unseen_clearance / headway`` (the creep speed, 0.2 m/s at the defaults); motion away from it,
+   or past it outside the band of step 2, is not limited. The rule only ever lowers a range, so
+   the guard with it never allows more than without it.
 
 1. Each beam ``j`` is a point at its range ``r_j`` and angle ``theta_j`` (body frame). Its value is
    the nearest return in its sector of width ``2 delta`` (``delta`` = half the beam increment), so
    the obstacle may lie anywhere on that arc: the point is inflated to a disc of radius
-   ``rho_j = radius + margin + r_j sin(delta)``. A beam at ``max_range`` or beyond (no return)
-   blocks nothing.
+   ``rho_j = radius + margin + r_j sin(delta)``. A seen beam at ``max_range`` or beyond (no
+   return) blocks nothing.
 
    1b. With ``slide``, a return inside the margin (or within
    ``SLIDE_EPS`` of it) keeps only what is left of its gap: ``rho_j = min(rho_j, max(r_j - SLIDE_EPS,
@@ -39,14 +55,16 @@ close in on a return. The rule is vectorised over worlds and beams
 (no Python loop) and keeps the dtype and device of its inputs.
 
 The guard a policy was trained with travels in its bundle (the contract's optional ``guard``
-section, :meth:`GuardRule.to_dict`); the node applies that guard by default.
+section, :meth:`GuardRule.to_dict`); the node applies that guard by default. A section without
+``unseen_clearance`` is read with :data:`UNSEEN_CLEARANCE`: the robot never drives fast into what
+it cannot see, whatever its bundle states.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from navcontract.scan import TRAINING_ANGLE_MIN
@@ -64,60 +82,123 @@ SLIDE_EPS = 0.01
 """[m] With ``slide``: how much of its gap a return already inside the margin may lose per command."""
 
 
+UNSEEN_CLEARANCE = 0.1
+"""[m] Rule step 0: an unseen beam counts as a return this far beyond ``radius + margin``. The creep
+speed toward the blind side is at most ``UNSEEN_CLEARANCE / headway`` (0.2 m/s at a 0.5 s headway:
+a gentle touch if something does stand there, and a braking distance of 8 mm at 2.5 m/s^2). It is
+the smallest round number at which, with the 72 beams of the shipped bundles and a 270-degree
+lidar, motion straight sideways stays clear of the blind sector's returns (its edge beam, at 140
+degrees, lies outside the band the shell sweeps), so that only motion with a backward component
+creeps. A section without the key is read with this value."""
+
+
+STAGE = "last"
+"""Where the guard sits in the command pipeline (clamp, velocity smoother, guard): the contract's
+``guard.stage``, the only value this runtime reads."""
+
+
 @dataclass(frozen=True)
 class GuardRule:
-    """The guard's parameters (see the module docstring for the rule). Every one is required: the
-    values a policy trained with come from its training config (``env.guard``) or its contract."""
+    """The guard's parameters (see the module docstring for the rule). The values a policy trained
+    with come from its training config (``env.guard``) or its contract; ``unseen_clearance``
+    defaults to :data:`UNSEEN_CLEARANCE` (a contract section without it)."""
 
     radius: float  # [m] the robot's shell radius
     margin: float  # [m] kept free beyond the radius
     headway: float  # [s] time headway to the nearest blocking return
     decel: float  # [m/s^2] braking deceleration the cap allows for
     slide: bool  # a return already within the margin may be slid past (rule step 1b)
+    unseen_clearance: float = UNSEEN_CLEARANCE  # [m] an unseen beam's return beyond radius + margin (step 0)
+    after_smoother: bool = False  # training checked the command smoothed at robot_response.accel_limit
 
     NUMBERS: ClassVar[tuple[str, ...]] = ("radius", "margin", "headway", "decel")
+    FLAGS: ClassVar[tuple[str, ...]] = ("slide", "after_smoother")
+    OPTIONAL: ClassVar[tuple[str, ...]] = (*FLAGS, "unseen_clearance", "stage")
 
     def __post_init__(self) -> None:
         for name in ("radius", "headway", "decel"):
             v = getattr(self, name)
             if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
                 raise ValueError(f"guard {name} must be finite and > 0, got {v!r}")
-        if not (isinstance(self.margin, int | float) and math.isfinite(self.margin) and self.margin >= 0):
-            raise ValueError(f"guard margin must be finite and >= 0, got {self.margin!r}")
-        if not isinstance(self.slide, bool):
-            raise ValueError(f"guard slide must be true or false, got {self.slide!r}")
+        for name in ("margin", "unseen_clearance"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not (isinstance(v, int | float) and math.isfinite(v) and v >= 0):
+                raise ValueError(f"guard {name} must be finite and >= 0, got {v!r}")
+        for name in self.FLAGS:
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"guard {name} must be true or false, got {getattr(self, name)!r}")
 
-    def to_dict(self) -> dict[str, float | bool]:
-        out: dict[str, float | bool] = {k: float(v) for k, v in asdict(self).items() if k in self.NUMBERS}
+    @property
+    def unseen_range(self) -> float:
+        """[m] Where rule step 0 puts the return of an unseen beam: ``radius + margin + unseen_clearance``."""
+        return float(self.radius + self.margin + self.unseen_clearance)
+
+    @property
+    def creep_speed(self) -> float:
+        """[m/s] A bound on the cap of motion straight toward an unseen beam (rule steps 0-3 without
+        the sector's spread, which lowers it): ``min(c / headway, sqrt(2 decel c))``, ``c =
+        unseen_clearance``."""
+        c = self.unseen_clearance
+        return min(c / self.headway, math.sqrt(2.0 * self.decel * c))
+
+    def to_dict(self) -> dict[str, float | bool | str]:
+        out: dict[str, float | bool | str] = {k: float(getattr(self, k)) for k in self.NUMBERS}
         out["slide"] = self.slide
+        out["unseen_clearance"] = float(self.unseen_clearance)
+        out["stage"] = STAGE
+        out["after_smoother"] = self.after_smoother
         return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> GuardRule:
-        """The contract's ``guard`` section: the four numbers, each required, and ``slide`` (a
-        boolean; a section without it slides nothing); an unknown, missing or mistyped key is an
-        error naming it."""
-        known = set(cls.NUMBERS) | {"slide"}
+        """The contract's ``guard`` section: the four numbers, each required; ``slide`` (a boolean; a
+        section without it slides nothing); ``unseen_clearance`` (a number >= 0; a section without
+        it: :data:`UNSEEN_CLEARANCE`); ``stage`` (``"last"`` when given); ``after_smoother`` (a
+        boolean: training ran the velocity smoother before the guard, at the contract's
+        ``robot_response.accel_limit``; a section without it: false). An unknown, missing or
+        mistyped key is an error naming it."""
+        known = set(cls.NUMBERS) | set(cls.OPTIONAL)
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"unknown guard key(s): {', '.join(unknown)} (known: {', '.join(sorted(known))})")
         for key in cls.NUMBERS:
             if key not in data:
                 raise ValueError(f"guard has no {key}")
-            value = data[key]
+        for key in (*cls.NUMBERS, "unseen_clearance"):
+            value = data.get(key, 0.0)
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ValueError(f"guard.{key} must be a number, got {value!r}")
-        slide = data.get("slide", False)
-        if not isinstance(slide, bool):
-            raise ValueError(f"guard.slide must be true or false, got {slide!r}")
-        return cls(**{k: float(data[k]) for k in cls.NUMBERS}, slide=slide)
+        flags = {name: data.get(name, False) for name in cls.FLAGS}
+        for name, value in flags.items():
+            if not isinstance(value, bool):
+                raise ValueError(f"guard.{name} must be true or false, got {value!r}")
+        stage = data.get("stage", STAGE)
+        if stage != STAGE:
+            raise ValueError(f"guard.stage must be {STAGE!r} (clamp, velocity smoother, then the guard), got {stage!r}")
+        clearance = float(data.get("unseen_clearance", UNSEEN_CLEARANCE))
+        return cls(**{k: float(data[k]) for k in cls.NUMBERS}, **flags, unseen_clearance=clearance)
 
 
-def guard_scale(ranges: Any, command: Any, rule: GuardRule, max_range: float) -> Any:
+def states_unseen_clearance(section: Mapping[str, Any] | None) -> bool:
+    """Whether a contract's ``guard`` section states ``unseen_clearance`` (else it is read with the default)."""
+    return section is not None and "unseen_clearance" in section
+
+
+def guarded_ranges(ranges: Any, seen: Any, rule: GuardRule) -> Any:
+    """Rule step 0: ``ranges`` with every unseen beam (``seen`` false) lowered to at most
+    :attr:`GuardRule.unseen_range`; ``seen`` None: every beam was seen (the ranges as they are)."""
+    if seen is None:
+        return ranges
+    xp = ops_for(ranges)
+    return xp.where(seen, ranges, xp.minimum(ranges, rule.unseen_range))
+
+
+def guard_scale(ranges: Any, command: Any, rule: GuardRule, max_range: float, seen: Any = None) -> Any:
     """Per-world factor in [0, 1] for the planar command.
 
     ``ranges``: ``(..., num_beams)`` metres on the training beam layout; ``command``: ``(..., 3)``
-    body-frame ``[vx, vy, wz]`` in m/s and rad/s. Returns ``(...,)``.
+    body-frame ``[vx, vy, wz]`` in m/s and rad/s; ``seen``: ``(..., num_beams)`` bool, the beams
+    the scan saw (rule step 0; None: all of them). Returns ``(...,)``.
     """
     xp = ops_for(ranges)
     ranges = xp.as_float(ranges)
@@ -125,6 +206,10 @@ def guard_scale(ranges: Any, command: Any, rule: GuardRule, max_range: float) ->
     num_beams = ranges.shape[-1]
     increment = 2.0 * math.pi / num_beams
     theta = xp.as_float(xp.arange(num_beams, ranges)) * increment + TRAINING_ANGLE_MIN
+    hit = ranges < max_range
+    if seen is not None:
+        ranges = guarded_ranges(ranges, seen, rule)
+        hit = hit | ~seen
     vx, vy = command[..., 0], command[..., 1]
     speed = xp.sqrt(vx * vx + vy * vy)
     moving = speed > 1e-6
@@ -140,7 +225,7 @@ def guard_scale(ranges: Any, command: Any, rule: GuardRule, max_range: float) ->
         # less than the shell plus the spread: the robot may slide past it and close in only slowly.
         rho = xp.minimum(rho, xp.maximum(ranges - SLIDE_EPS, rule.radius + spread))
     band = rho * rho - lateral * lateral
-    blocks = (along > ALONG_EPS) & (band > 0.0) & (ranges < max_range)
+    blocks = (along > ALONG_EPS) & (band > 0.0) & hit
     free = along - xp.sqrt(xp.maximum(band, 0.0))
     big = 1e6
     dist = xp.amin(xp.where(blocks, free, free * 0.0 + big), axis=-1)
@@ -150,10 +235,11 @@ def guard_scale(ranges: Any, command: Any, rule: GuardRule, max_range: float) ->
     return xp.where(moving, scale, scale * 0.0 + 1.0)
 
 
-def apply_guard(ranges: Any, command: Any, rule: GuardRule, max_range: float) -> tuple[Any, Any]:
-    """``(guarded command, scale)``: the planar part of ``command`` scaled by :func:`guard_scale`."""
+def apply_guard(ranges: Any, command: Any, rule: GuardRule, max_range: float, seen: Any = None) -> tuple[Any, Any]:
+    """``(guarded command, scale)``: the planar part of ``command`` scaled by :func:`guard_scale`
+    (``seen``: the beams the scan saw, rule step 0; None: all of them)."""
     xp = ops_for(command)
-    scale = guard_scale(ranges, command, rule, max_range)
+    scale = guard_scale(ranges, command, rule, max_range, seen)
     # In the command's own precision: wz and an unslowed command pass through unchanged.
     out = xp.stack([command[..., 0] * scale, command[..., 1] * scale, command[..., 2]], axis=-1)
     return out, scale

@@ -28,6 +28,14 @@ One step:
    (or, when the robot is already closer than that, never gets closer than it is now). The
    horizon must cover braking from full speed plus one period (``horizon_s >= v_max / a_lin +
    control_period``, checked): a clear arc then leaves room to stop along it.
+   **Unseen is occupied**, as for the collision guard: a sample is admissible only when its planar
+   velocity is one the guard's rule allows toward the sectors the scan did not see (outside the
+   lidar's field of view, or filled for lack of a reading: the scan report's ``filled``), each
+   counted as a return at ``radius + margin + unseen_clearance``
+   (:func:`navcontract.guard.guard_scale` on those returns alone). The rule is the contract's
+   guard when it carries one (the gate then checks the command with the same rule), else
+   :func:`unseen_rule`'s, on the planner's own radius and safety margin. So the planner never
+   picks a fast motion into a blind sector; it creeps there at most.
 5. Admissible trajectories are scored: ``w_progress * progress + w_heading * heading +
    w_clearance * clearance + w_speed * speed`` (each term in [-1, 1] or [0, 1], see
    :meth:`DwaPlanner.evaluate`). The best one's twist is the command.
@@ -49,6 +57,7 @@ from typing import Any
 import numpy as np
 
 from navcontract.bundle import Contract
+from navcontract.guard import GuardRule, guard_scale
 from navcontract.scan import ScanInput, ScanOptions, ScanUnusable
 from navdeploy.runtime import ContractScanReader, finite_vector
 
@@ -155,6 +164,23 @@ def contract_radius(contract: Contract) -> float | None:
     return None
 
 
+UNSEEN_HEADWAY = 0.5
+"""[s] The time headway of the planner's unseen rule when the contract carries no guard (the
+training config's ``env.guard.headway``)."""
+
+
+def unseen_rule(contract: Contract, robot_radius: float, params: DwaParams) -> GuardRule:
+    """The guard rule the planner keeps unseen sectors with: the contract's guard (its unseen
+    clearance included) when it carries one, else the planner's radius and ``safety_margin``,
+    :data:`UNSEEN_HEADWAY`, braking at ``a_lin`` and :data:`navcontract.guard.UNSEEN_CLEARANCE`."""
+    trained = getattr(contract, "guard", None)
+    if trained is not None:
+        return trained
+    return GuardRule(
+        radius=robot_radius, margin=params.safety_margin, headway=UNSEEN_HEADWAY, decel=params.a_lin, slide=False
+    )
+
+
 def arc_poses(twists: np.ndarray, times: np.ndarray) -> np.ndarray:
     """Poses (S, T, 3) [x, y, yaw] reached from the origin by holding body twists (S, 3) for
     ``times`` (T,) seconds (exact integration of a constant body-frame twist)."""
@@ -188,6 +214,7 @@ class DwaPlanner(ContractScanReader):
         self.radius_source = "contract" if radius is not None else "params"
         self.robot_radius = radius if radius is not None else p.robot_radius
         self.safe_distance = self.robot_radius + p.safety_margin
+        self.unseen = unseen_rule(contract, self.robot_radius, p)
         self.v_max = float(contract.scaling.v_max)
         self.omega_max = float(contract.scaling.omega_max)
         self.limit_planar = bool(contract.scaling.limit_planar_speed)
@@ -267,8 +294,20 @@ class DwaPlanner(ContractScanReader):
         """Each component toward zero by at most its window half-width."""
         return centre - np.clip(centre, -self.half_window, self.half_window)
 
-    def evaluate(self, samples: np.ndarray, points: np.ndarray, goal_body: np.ndarray) -> dict[str, np.ndarray]:
-        """Admissibility and score terms of each sample (vectorised over samples x times x points).
+    def unseen_ok(self, samples: np.ndarray, seen: np.ndarray | None) -> np.ndarray:
+        """(S,) whether each sample's planar velocity is one the unseen rule allows (step 4 of the
+        module docstring): the guard's scale on the unseen sectors' returns alone is 1."""
+        if seen is None or seen.all():
+            return np.ones(samples.shape[0], dtype=bool)
+        ranges = np.full(seen.shape[0], float(self.contract.max_range))  # seen sectors: nothing here
+        scale = guard_scale(ranges, samples, self.unseen, float(self.contract.max_range), seen)
+        return np.asarray(scale) >= 1.0 - 1e-6
+
+    def evaluate(
+        self, samples: np.ndarray, points: np.ndarray, goal_body: np.ndarray, seen: np.ndarray | None = None
+    ) -> dict[str, np.ndarray]:
+        """Admissibility and score terms of each sample (vectorised over samples x times x points);
+        ``seen``: the sectors the scan saw (None: every one), the others occupied (:meth:`unseen_ok`).
 
         - progress: (d_goal_now - closest goal distance along the arc) / (v_max * horizon), in
           [-1, 1] (an arc through the goal earns it fully, whatever it does afterwards);
@@ -303,7 +342,7 @@ class DwaPlanner(ContractScanReader):
         speed = np.hypot(samples[:, 0], samples[:, 1])
         safe = self.safe_distance + p.margin_per_speed * speed
         threshold = np.minimum(safe, d_now - 1e-9)
-        admissible = dmin >= threshold
+        admissible = (dmin >= threshold) & self.unseen_ok(samples, seen)
         end = xy[:, -1, :]
         d_goal_now = float(np.hypot(goal_body[0], goal_body[1]))
         to_goal = goal_body[None, :] - end
@@ -345,7 +384,9 @@ class DwaPlanner(ContractScanReader):
             info: dict[str, Any] = {"mode": "goal_reached", "n_samples": 0, "n_admissible": 0}
         else:
             samples = self.candidates(centre)
-            ev = self.evaluate(samples, self.scan_points(ranges), goal_body)
+            report = self.last_scan_report
+            seen = None if report is None else ~np.asarray(report.filled, dtype=bool)
+            ev = self.evaluate(samples, self.scan_points(ranges), goal_body, seen)
             ok = ev["admissible"]
             if ok.any():
                 score = np.where(ok, ev["score"], -np.inf)

@@ -2,9 +2,9 @@
 
 :class:`CommandGate` keeps the latest scan, odometry and goal (or path) with the time each was taken,
 and on every control tick decides between a zero command (no goal, goal reached, stale or unusable
-input, any error) and the driver's command, clamped to the limits, slowed by the collision guard and
-acceleration-limited by the velocity smoother (``navdeploy.smoother``; never applied to a zero: a
-stop goes out at once). The driver is what the node's ``controller`` parameter names: the bundle's
+input, any error) and the driver's command, clamped to the limits, acceleration-limited by the
+velocity smoother (``navdeploy.smoother``; never applied to a zero: a stop goes out at once) and
+checked last by the collision guard. The driver is what the node's ``controller`` parameter names: the bundle's
 policy (``navdeploy.runtime``, which owns the observation and the action scaling) or the DWA
 baseline (``navdeploy.dwa``); the gate is the same for both. Times are ROS times in seconds
 (simulated time under ``use_sim_time``).
@@ -26,12 +26,16 @@ Scan map: with a goal and no path, the gate folds each new scan into the robot's
 the driver the sub-goal along the path planned on it (:mod:`navdeploy.scan_map`), or the goal
 itself when the map has none.
 
-Collision guard: when the bundle carries a ``guard`` section (the guard the policy was trained
-driving through, :mod:`navcontract.guard`), each driving command, once clamped to the limits and
-before the velocity smoother, has its planar part scaled by :func:`navcontract.guard.apply_guard` on
-the very ranges the runtime built this tick's observation from (``last_scan_report.ranges``: the
-contract's beams, metres) and the contract's max range, as training's ``step()`` does with the scan
-its policy observed. ``wz`` is never touched; the node's ``guard`` parameter turns it off.
+Collision guard, the last stage: when the bundle carries a ``guard`` section (the guard the policy
+was trained driving through, :mod:`navcontract.guard`), the command that will be sent (clamped to
+the limits, then acceleration-limited by the smoother) has its planar part scaled by
+:func:`navcontract.guard.apply_guard` on the very ranges the driver read this tick
+(``last_scan_report.ranges``: the contract's beams, metres), with the sectors the scan rule filled
+(``last_scan_report.filled``: outside the lidar's field of view, or without a valid reading) counted
+as unseen, and the contract's max range, as training's command stages do with the scan its policy
+observed. A cut by the guard goes out as it is, even when it is a bigger change than the smoother
+allows, and the smoother remembers what was sent. ``wz`` is never touched; the node's ``guard``
+parameter turns it off. The order is the same for every driver.
 """
 
 from __future__ import annotations
@@ -349,13 +353,14 @@ class CommandGate:
     def tick(self, now: float) -> TickResult:
         """The command of the control tick at ``now``; never raises, never returns a non-finite command.
 
-        A driving command goes through the velocity smoother (when on); any other state's zero goes
-        out as it is, at once, and the smoother starts again from rest."""
+        A driving command goes through the velocity smoother (when on), then the guard (when on:
+        :meth:`_send`); any other state's zero goes out as it is, at once, and the smoother starts
+        again from rest."""
         self._subgoal = self._path_remaining = None
         try:
             res = self._decide(now)
-            if res.state == State.DRIVING and self.smoother is not None and np.all(np.isfinite(res.cmd)):
-                res.cmd = self.smoother.step(res.cmd, now, clamp=lambda c: clamp_command(c, self.limits))
+            if res.state == State.DRIVING:
+                res.cmd, res.guard_scale = self._send(res.cmd, now)
         except Exception as exc:  # never let a tick die without a zero command
             res = self._zero(State.ERROR, f"tick failed: {type(exc).__name__}: {exc}")
         if not np.all(np.isfinite(res.cmd)):
@@ -421,22 +426,34 @@ class CommandGate:
                 State.ERROR, f"policy returned a non-finite or misshapen command {raw.tolist()}", distance
             )
         cmd = clamp_command(raw, self.limits)
+        return TickResult(cmd, State.DRIVING, "driving", distance, self.last_inference_ms, None, self._report())
+
+    def _send(self, target: np.ndarray, now: float) -> tuple[np.ndarray, float | None]:
+        """The command sent for the clamped driving command ``target``, and the guard's scale (None:
+        no guard): the smoother's step toward ``target`` (when on), then the guard on that very
+        command (when on). A cut by the guard goes out as it is, beyond the smoother's limit (a stop
+        is never delayed), and the smoother remembers what was sent."""
+        cmd = target
+        if self.smoother is not None:
+            cmd = self.smoother.propose(target, now, clamp=lambda c: clamp_command(c, self.limits))
         scale = None
         if self.guard is not None:
             cmd, scale = self._guarded(cmd, self.guard)
-        return TickResult(
-            cmd, State.DRIVING, "driving", distance, self.last_inference_ms, None, self._report(), guard_scale=scale
-        )
+        if self.smoother is not None:
+            self.smoother.sent(cmd, now)
+        return cmd, scale
 
     def _guarded(self, cmd: np.ndarray, rule: GuardRule) -> tuple[np.ndarray, float]:
-        """``cmd`` with its planar part scaled by ``rule`` on the ranges the policy observed this tick
-        (the runtime's ``last_scan_report``, set by its step); wz as it was. Raises when the runtime
-        keeps no report (the tick then stops with ``error``)."""
+        """``cmd`` with its planar part scaled by ``rule`` on the ranges the driver read this tick (its
+        ``last_scan_report``, set by its step), the sectors the scan rule filled counted as unseen
+        (:mod:`navcontract.guard`, rule step 0); wz as it was. Raises when the driver keeps no report
+        (the tick then stops with ``error``)."""
         report = self._report()
         if report is None:
             raise RuntimeError("the guard has no scan: the runtime keeps no last_scan_report")
-        guarded, scale = apply_guard(report.ranges, cmd, rule, self.max_range)
-        return guarded, float(scale)
+        seen = ~np.asarray(report.filled, dtype=bool)
+        guarded, scale = apply_guard(report.ranges, cmd, rule, self.max_range, seen)
+        return np.asarray(guarded, dtype=np.float64), float(scale)
 
     def _mapped(self, pose: np.ndarray, final: tuple[float, float], now: float) -> tuple[float, float]:
         """Goal without a path: fold a new scan into the robot's map and take the sub-goal along the

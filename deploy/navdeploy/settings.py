@@ -11,8 +11,10 @@ both call it, so both resolve the same parameters to the same settings. The rule
 - the velocity smoother's acceleration limits (:func:`resolve_accel_limits`): a value > 0 replaces
   the contract's ``robot_response.accel_limit`` (warned about when outside the trained range), 0
   takes it; a bundle without the section has none; ``velocity_smoother`` false turns it off;
-- the path-following rule (:func:`resolve_path_rule`), the collision guard (:func:`resolve_guard`)
-  and the scan map (:func:`resolve_scan_map`), each with one line saying where it came from.
+- the path-following rule (:func:`resolve_path_rule`), the collision guard (:func:`resolve_guard`:
+  the last stage, after the clamp and the smoother, so the smoother's limit never delays the
+  guard's braking) and the scan map (:func:`resolve_scan_map`), each with one line saying where it
+  came from.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from navcontract.guard import GuardRule
+from navcontract.guard import GUARD_SECTION, GuardRule, states_unseen_clearance
 from navcontract.scan import ScanOptions
 from navcontract.subgoal import LookaheadRule
 from navdeploy.inputs import Transform2D, parse_goal_frames
@@ -84,12 +86,6 @@ def resolve_settings(contract: Any, params: NodeParams | None = None) -> tuple[G
     )
     rule, path_source = resolve_path_rule(contract, params.path_lookahead, params.path_search_window, warnings=warnings)
     guard_rule, guard_source = resolve_guard(contract, params.guard, warnings=warnings)
-    if guard_rule is not None and accel.linear is not None and accel.linear < guard_rule.decel:
-        warnings.append(
-            f"the velocity smoother's linear limit {accel.linear:g} m/s^2 is below the guard's braking "
-            f"deceleration {guard_rule.decel:g} m/s^2: the robot cannot stop where the guard plans to "
-            "(use a bundle trained with a lower env.guard.decel)"
-        )
     map_cfg, radius, map_source = resolve_scan_map(contract, params.scan_map)
     settings = GateSettings(
         control_period=period,
@@ -189,8 +185,11 @@ def resolve_scan_map(contract: Any, enabled: bool) -> tuple[ScanMapCfg | None, f
 
 def resolve_guard(contract: Any, enabled: bool, *, warnings: list[str]) -> tuple[GuardRule | None, str]:
     """The collision guard from the node's ``guard`` parameter and the contract's ``guard`` section:
-    the section's rule when both are there, else None. Returns the rule and one line for the log;
-    appends a warning when the parameter turns off a guard the policy was trained with."""
+    the section's rule when both are there, else None. Returns the rule and one line for the log
+    (with the unseen clearance, and whether the section states it or the default stands in:
+    :data:`navcontract.guard.UNSEEN_CLEARANCE`, applied either way); appends a warning when the
+    parameter turns off a guard the policy was trained with. The guard is the last stage (after the
+    clamp and the velocity smoother), for every driver."""
     enabled = PARAM["guard"].check(enabled)
     trained: GuardRule | None = getattr(contract, "guard", None)
     if trained is None:
@@ -198,9 +197,14 @@ def resolve_guard(contract: Any, enabled: bool, *, warnings: list[str]) -> tuple
     if not enabled:
         warnings.append("guard off, but the policy was trained driving through it: nothing slows it near obstacles")
         return None, "guard off (node parameter guard false)"
+    section = (getattr(contract, "raw", None) or {}).get(GUARD_SECTION)
+    unseen = "" if states_unseen_clearance(section) else ", the default: the bundle's guard section does not state it"
+    smoother = "after the velocity smoother in training too" if trained.after_smoother else "trained without a smoother"
     return trained, (
         f"guard radius {trained.radius:g} m, margin {trained.margin:g} m, headway {trained.headway:g} s, "
-        f"decel {trained.decel:g} m/s^2, slide {'on' if trained.slide else 'off'} (bundle contract)"
+        f"decel {trained.decel:g} m/s^2, slide {'on' if trained.slide else 'off'}, unseen clearance "
+        f"{trained.unseen_clearance:g} m (unseen sectors are occupied: at most {trained.creep_speed:.2g} m/s "
+        f"toward them{unseen}), last stage ({smoother}; bundle contract)"
     )
 
 

@@ -1,4 +1,6 @@
-"""The command gate (navdeploy.gate) without ROS: gating, goals, clamping, with the real runtime."""
+"""The command gate (navdeploy.gate) without ROS: gating, goals, clamping, with the real runtime, and
+the order of its stages: clamp, velocity smoother, then the collision guard on the command that is
+sent, with unseen sectors occupied."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import numpy as np
 import pytest
 
 import support.ros as h
+from navcontract.guard import UNSEEN_CLEARANCE, GuardRule, apply_guard
 from navdeploy.gate import CommandGate, clamp_command
 from navdeploy.inputs import parse_goal_frames, yaw_from_quaternion
 from navdeploy.node_params import NodeParams
@@ -246,3 +249,129 @@ def test_tick_never_raises(runtime: PolicyRuntime) -> None:
     c.set_goal(3.0, 0.0, "odom")
     r = c.tick(1.0)
     assert r.state == State.ERROR and "boom" in r.reason and not r.cmd.any()
+
+
+# ------------------------------------------------------------------ the stages: clamp, smoother, guard last
+GUARD = GuardRule(radius=0.2, margin=0.03, headway=0.5, decel=2.5, slide=False)  # the shipped default's numbers
+B = 72
+R_MAX = 6.0
+DIAG = 1.5 / math.sqrt(2.0)  # the goal-seeking policy's vx, vy toward a goal 45 degrees off (planar limit)
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory) -> PolicyRuntime:
+    """The goal-seeking policy with a guard section that does not state the unseen clearance."""
+    return PolicyRuntime.load(h.write_goal_seeking_bundle(tmp_path_factory.mktemp("guarded"), guard=GUARD))
+
+
+def gate(runtime: PolicyRuntime, **params) -> CommandGate:
+    """The node's gate (its parameters' defaults, no scan map) with the smoother at the shipped
+    default bundle's limits unless ``params`` say otherwise."""
+    params = {"scan_map": False, "max_accel_linear": 2.5, "max_accel_angular": 3.2, **params}
+    settings, _ = resolve_settings(runtime.contract, NodeParams(**params))
+    return CommandGate.from_settings(runtime, settings)
+
+
+def post(bearing_deg: float, r: float) -> np.ndarray:
+    """Training-beam ranges: nothing within range but one return at ``bearing_deg``, ``r`` metres."""
+    ranges = np.full(B, R_MAX)
+    ranges[int(round((math.radians(bearing_deg) + math.pi) / (2 * math.pi / B))) % B] = r
+    return ranges
+
+
+def at(c: CommandGate, t: float, goal: tuple[float, float], scan: ScanInput | np.ndarray):
+    """One tick at ``t``: the robot at the origin facing +x, at rest as odometry says, ``goal`` set."""
+    if isinstance(scan, np.ndarray):
+        scan = ScanInput.training_beams(scan, B, R_MAX)
+    c.set_scan(scan, t)
+    c.set_odom((0.0, 0.0), (0.0, 0.0, 0.0, 1.0), (0.0, 0.0, 0.0), t, "odom")
+    if c.goal != goal:
+        c.set_goal(*goal, "odom")
+    return c.tick(t)
+
+
+def cruise(c: CommandGate, goal: tuple[float, float], ticks: int = 8) -> float:
+    """Ramp up to the policy's command toward ``goal`` in open space; returns the last tick's time."""
+    for k in range(ticks):
+        res = at(c, 0.1 * k, goal, np.full(B, R_MAX))
+        assert res.state == State.DRIVING and res.guard_scale == 1.0
+    return 0.1 * (ticks - 1)
+
+
+def test_the_guard_checks_the_smoothed_command_that_is_sent(guarded: PolicyRuntime) -> None:
+    """The policy flips its sideways direction (-45 to +45 degrees); the smoother's in-between command
+    heads at -37 degrees, into a post there that the new target passes by. The command sent is the
+    guard's cut of that in-between command on the same scan (not the in-between command itself,
+    which guarding the target and smoothing after it sent), and the smoother remembers it."""
+    c = gate(guarded)
+    t = cruise(c, (3.0, -3.0))
+    assert c.smoother.last == pytest.approx([DIAG, -DIAG, 0.0])
+    ranges = post(-35.0, 0.3)
+    target = np.array([DIAG, DIAG, 0.0])
+    between = c.smoother.propose(target, t + 0.1)
+    assert between == pytest.approx([DIAG, -DIAG + 0.25, 0.0])  # the old order's sent command
+    assert float(apply_guard(ranges, target, GUARD, R_MAX)[1]) == 1.0  # the target itself is clear
+    cut, scale = apply_guard(ranges, between, GUARD, R_MAX)
+    assert float(scale) < 0.1
+    res = at(c, t + 0.1, (3.0, 3.0), ranges)
+    assert res.state == State.DRIVING and res.guard_scale == pytest.approx(float(scale))
+    assert res.cmd == pytest.approx(cut, abs=1e-9) and math.hypot(*res.cmd[:2]) < 0.1 * math.hypot(*between[:2])
+    assert c.smoother.last == pytest.approx(res.cmd)  # the memory is what was sent
+    nxt = at(c, t + 0.2, (3.0, 3.0), np.full(B, R_MAX))  # the post gone: ramps on from the cut command
+    assert nxt.cmd[:2] == pytest.approx(res.cmd[:2] + np.array([0.25, 0.25]))
+
+
+def test_a_stop_by_the_guard_is_not_ramped(guarded: PolicyRuntime) -> None:
+    """At 1.5 m/s straight ahead a post shows up 3.5 cm from the shell: the guard's zero goes out on that
+    tick (the smoother alone would send 1.25 m/s), and the next command ramps up from it."""
+    c = gate(guarded)
+    t = cruise(c, (5.0, 0.0))
+    assert c.smoother.last == pytest.approx([1.5, 0.0, 0.0])
+    assert c.smoother.propose(np.array([1.5, 0.0, 0.0]), t + 0.1) == pytest.approx([1.5, 0.0, 0.0])
+    res = at(c, t + 0.1, (5.0, 0.0), post(0.0, 0.235))
+    assert res.state == State.DRIVING and res.guard_scale == 0.0 and not res.cmd.any()
+    assert not c.smoother.last.any()
+    assert at(c, t + 0.2, (5.0, 0.0), np.full(B, R_MAX)).cmd == pytest.approx([0.25, 0.0, 0.0])
+
+
+def test_without_a_smoother_the_guard_still_comes_last(guarded: PolicyRuntime) -> None:
+    c = gate(guarded, velocity_smoother=False)
+    assert c.smoother is None
+    ranges = post(0.0, 0.6)
+    res = at(c, 0.0, (5.0, 0.0), ranges)
+    expected, scale = apply_guard(ranges, np.array([1.5, 0.0, 0.0]), GUARD, R_MAX)
+    assert 0.0 < float(scale) < 1.0 and res.cmd == pytest.approx(expected, abs=1e-9)
+
+
+def fov_scan(fov_deg: float) -> ScanInput:
+    """Open space as a lidar of ``fov_deg`` degrees centred on forward publishes it (one reading per
+    training beam inside the view, none outside)."""
+    n = int(round(fov_deg / 5.0)) + 1
+    return ScanInput(np.full(n, 4.0), -math.radians(fov_deg) / 2, math.radians(5.0), 0.05, R_MAX)
+
+
+@pytest.mark.parametrize("blind", ["fov", "no readings"])
+def test_full_speed_into_what_the_scan_does_not_see_is_a_creep(guarded: PolicyRuntime, blind: str) -> None:
+    """The goal straight behind: the policy commands -1.5 m/s. With a 270-degree lidar the back is
+    outside its view; with a 360-degree one whose back readings are all invalid (NaN) the scan rule
+    fills them for lack of readings. Either way the sent speed is at most the creep speed (the
+    bundle's section states no unseen clearance: the default), smoother or not; sideways and
+    forward motion stay free."""
+    if blind == "fov":
+        scan = fov_scan(270.0)
+    else:
+        ranges = np.full(B, 4.0)
+        ranges[np.abs(np.arange(B) * 5.0 - 180.0) >= 140.0] = np.nan  # the sectors a 270-degree lidar misses
+        scan = ScanInput.training_beams(ranges, B, R_MAX)
+    assert GUARD.unseen_clearance == UNSEEN_CLEARANCE and GUARD.creep_speed == pytest.approx(0.2)
+    for params in ({"velocity_smoother": False}, {}):
+        c = gate(guarded, **params)
+        speeds = [math.hypot(*at(c, 0.1 * k, (-3.0, 0.0), scan).cmd[:2]) for k in range(10)]
+        assert c.driver.last_scan_report.filled.sum() == 17  # 85 degrees centred behind
+        assert max(speeds) <= GUARD.creep_speed + 1e-9 and speeds[-1] > 0.05, speeds  # creeps, not stuck
+    open_back = gate(guarded, velocity_smoother=False)
+    assert at(open_back, 0.0, (-3.0, 0.0), fov_scan(360.0)).cmd[0] == pytest.approx(-1.5, abs=1e-5)
+    for goal in ((0.0, 3.0), (0.0, -3.0), (3.0, 0.0)):  # sideways and forward: no unseen return in the way
+        c = gate(guarded, velocity_smoother=False)
+        res = at(c, 0.0, goal, scan)
+        assert res.guard_scale == 1.0 and math.hypot(*res.cmd[:2]) == pytest.approx(1.5, abs=1e-5)

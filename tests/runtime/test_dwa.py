@@ -1,5 +1,5 @@
 """The DWA baseline (navdeploy.dwa): limits, braking at a wall, reaching a goal, the acceleration
-window, and its parameters file. Fast: a tiny kinematic simulation with an exact 2D ray caster,
+window, unseen sectors kept as occupied, and its parameters file. Fast: a tiny kinematic simulation with an exact 2D ray caster,
 no MuJoCo and no training."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from navcontract.bundle import read_contract
+from navcontract.guard import UNSEEN_CLEARANCE
 from navcontract.scan import ScanInput, ScanUnusable
 from navdeploy.dwa import DEFAULT_PARAMS_FILE, DwaConfigError, DwaParams, DwaPlanner
 
@@ -249,6 +250,66 @@ def test_unusable_scan_raises_before_touching_state(planner):
     with pytest.raises(ScanUnusable):
         planner.step(ScanInput(np.full(10, np.nan), -math.pi, 0.6), (0, 0, 0), (0, 0, 0), (1, 0))
     assert planner.prev_command is None
+
+
+def narrowed(scan: ScanInput, fov_deg: float) -> ScanInput:
+    """``scan`` as a lidar of ``fov_deg`` degrees centred on forward publishes it: only the readings
+    inside its view, from its first one counter-clockwise."""
+    ang = np.angle(np.exp(1j * (scan.angle_min + np.arange(len(scan.ranges)) * scan.angle_increment)))
+    keep = np.flatnonzero(np.abs(ang) <= math.radians(fov_deg) / 2 + 1e-9)
+    order = keep[np.argsort(ang[keep])]
+    return ScanInput(scan.ranges[order], float(ang[order[0]]), scan.angle_increment, scan.range_min, scan.range_max)
+
+
+def blind_speed(cmd: np.ndarray, fov_deg: float) -> float:
+    """The command's planar speed when it points into the blind sector (0 otherwise)."""
+    bearing = abs(math.degrees(math.atan2(cmd[1], cmd[0])))
+    return math.hypot(cmd[0], cmd[1]) if bearing > fov_deg / 2 else 0.0
+
+
+@pytest.mark.parametrize("blind", ["fov", "no readings"])
+def test_never_picks_a_fast_motion_into_what_the_scan_does_not_see(planner, blind):
+    """The goal 3 m behind in an empty room: with a full view the planner backs toward it at full
+    speed; with a 270-degree lidar, or a full one whose readings behind are all invalid (the scan
+    rule fills them for lack of readings), it never moves into the blind sector faster than the
+    creep speed of its unseen rule, and still gets to the goal (sideways while it turns)."""
+    rule = planner.unseen
+    assert planner.contract.guard is None and rule.unseen_clearance == UNSEEN_CLEARANCE  # the fallback rule
+    assert rule.radius + rule.margin == pytest.approx(planner.safe_distance)
+
+    def scan_at(pose, fov: float) -> ScanInput:
+        full = cast(pose, room_walls(), n=360)
+        if fov >= 360.0:
+            return full
+        if blind == "fov":
+            return narrowed(full, fov)
+        ang = np.angle(np.exp(1j * (full.angle_min + np.arange(360) * full.angle_increment)))
+        ranges = np.where(np.abs(ang) > math.radians(fov) / 2 + 1e-9, np.nan, full.ranges)
+        return ScanInput(ranges, full.angle_min, full.angle_increment, full.range_min, full.range_max)
+
+    for fov in (360.0, 270.0):
+        planner.reset()
+        pose, twist, goal, fastest = (0.0, 0.0, 0.0), np.zeros(3), (-3.0, 0.5), 0.0
+        for _ in range(60):
+            cmd = planner.step(scan_at(pose, fov), pose, twist, goal)
+            fastest = max(fastest, blind_speed(cmd, 270.0))
+            pose, twist = integrate(pose, cmd, planner.period), cmd
+        assert math.hypot(goal[0] - pose[0], goal[1] - pose[1]) < 0.5, (fov, pose)
+        if fov >= 360.0:
+            assert fastest > 1.0  # backing straight at the goal: what the blind robot must not do
+        else:
+            assert 0.0 < fastest <= rule.creep_speed + 1e-9, fastest
+
+
+def test_already_backing_fast_into_a_blind_sector_it_brakes(planner):
+    """Backing at 1.4 m/s with a 270-degree lidar: no sample of the window is admissible (each backs
+    fast into the unseen sector), so the planner brakes by its window (the gate's guard then cuts the
+    rest at once, tests/runtime/test_controller.py)."""
+    planner.reset()
+    scan = narrowed(cast((0.0, 0.0, 0.0), room_walls(), n=360), 270.0)
+    cmd = planner.step(scan, (0.0, 0.0, 0.0), (-1.4, 0.0, 0.0), (-3.0, 0.0))
+    assert planner.last_info["mode"] == "brake" and planner.last_info["n_admissible"] == 0
+    assert cmd[0] == pytest.approx(-1.4 + planner.params.a_lin * planner.period)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 The smoother (``navdeploy.smoother``) limits each axis of a driving command to ``accel * dt`` from
 the last sent command; the command gate (``navdeploy.gate``) applies it to driving
-commands only, so a stop is always an immediate zero. Its default limits come from the bundle's
+commands only, so a stop is always an immediate zero, and before the collision guard, whose cut is
+sent as it is and remembered as the last sent command (tests/runtime/test_controller.py). Its default limits come from the bundle's
 ``robot_response`` section (:class:`navcontract.response.RobotResponse`; the training side fills it
 in from its randomisation, tests/sim/test_contract_objects.py).
 """
@@ -30,7 +31,7 @@ from navdeploy.gate import CommandGate
 from navdeploy.node_params import NodeParams
 from navdeploy.runtime import PolicyRuntime, ScanInput
 from navdeploy.settings import resolve_settings
-from navdeploy.smoother import MAX_DT_PERIODS, AccelLimits, VelocitySmoother
+from navdeploy.smoother import MAX_DT_PERIODS, AccelLimits, VelocitySmoother, limit_change
 from navdeploy.states import State
 
 PERIOD = 0.1
@@ -174,6 +175,37 @@ def test_step_input_respects_the_limits_then_tracks_exactly() -> None:
     assert np.array_equal(out[-1], target)  # then the target itself, no lag left
     # Braking while driving ramps down at the same limit.
     assert s.step(np.zeros(3), t + PERIOD) == pytest.approx([1.25, -0.75, 1.68])
+
+
+def test_propose_remembers_nothing_and_sent_is_the_memory() -> None:
+    """The gate's two calls: the proposal toward a target, then what actually went out (the guard's
+    cut of it, say); the next proposal moves from what went out. ``step`` is both at once."""
+    s = VelocitySmoother(AccelLimits(A_LIN, A_ANG), PERIOD)
+    target = np.array([1.5, -1.0, 2.0])
+    first = s.propose(target, 0.1)
+    assert first == pytest.approx([0.25, -0.25, 0.32]) and not s.last.any() and s.last_time is None
+    assert np.array_equal(s.propose(target, 0.1), first)  # nothing moved
+    cut = 0.1 * first
+    s.sent(cut, 0.1)
+    assert np.array_equal(s.last, cut) and s.last_time == 0.1
+    assert s.propose(target, 0.2) == pytest.approx(cut + [0.25, -0.25, 0.32])
+    twin = VelocitySmoother(AccelLimits(A_LIN, A_ANG), PERIOD)
+    for t in (0.1, 0.2, 0.3):
+        assert np.array_equal(twin.step(target, t), twin.last)
+
+
+def test_the_rule_is_one_function_for_one_robot_or_a_batch() -> None:
+    """limit_change: the smoother's step, per row of a batch (the simulator's command stages)."""
+    rng = np.random.default_rng(5)
+    prev, target = rng.uniform(-2, 2, (32, 3)), rng.uniform(-2, 2, (32, 3))
+    batch = limit_change(prev, target, A_LIN, A_ANG, PERIOD)
+    for i in range(32):
+        s = VelocitySmoother(AccelLimits(A_LIN, A_ANG), PERIOD)
+        s.sent(prev[i], 0.0)
+        assert np.array_equal(s.propose(target[i], PERIOD), batch[i])
+    step = np.abs(batch - prev)
+    assert np.all(step[:, :2] <= A_LIN * PERIOD + 1e-12) and np.all(step[:, 2] <= A_ANG * PERIOD + 1e-12)
+    assert np.array_equal(limit_change(prev, target, None, None, PERIOD), target)
 
 
 def test_dt_is_the_actual_period_within_bounds() -> None:

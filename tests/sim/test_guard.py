@@ -1,17 +1,23 @@
-"""The collision guard (navcontract.guard): its rule on hand-made scans, numpy and torch alike, and the
-simulator driving through it (the command the base gets, and a robot driven at a wall)."""
+"""The collision guard (navcontract.guard): its rule on hand-made scans, numpy and torch alike (unseen
+beams occupied), and the simulator driving through it, last after the clamp and the command smoother
+(the command the base gets, a robot driven at a wall, a 270-degree lidar, dropped readings)."""
 
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
 
-from navcontract.action import action_to_command
-from navcontract.guard import GuardRule, apply_guard, guard_scale
+from navcontract.action import ActionScaling, action_to_command
+from navcontract.guard import STAGE, UNSEEN_CLEARANCE, GuardRule, apply_guard, guard_scale
+from navdeploy.gate import clamp_command
+from navdeploy.settings import Limits
+from navdeploy.smoother import AccelLimits, VelocitySmoother
+from navsim.actuation import CommandStages
 from support.simenv import NO_RANDOMIZATION, empty_rooms, place_obstacle
 
 B = 72
@@ -126,7 +132,7 @@ def test_torch_and_numpy_agree_batched():
     assert isinstance(out_t, torch.Tensor)
     assert np.allclose(scale_t.numpy(), scale_np, atol=1e-6)
     assert np.allclose(out_t.numpy(), out_np, atol=1e-6)
-    slide = GuardRule(**{**RULE.to_dict(), "slide": True})
+    slide = replace(RULE, slide=True)
     near = ranges.copy()
     near[:, 40] = gen.uniform(0.2, 0.24, size=256)  # inside the margin
     _, slide_np = apply_guard(near, cmd, slide, R_MAX)
@@ -140,12 +146,132 @@ def test_torch_and_numpy_agree_batched():
 
 def test_rule_rejects_bad_values_and_unknown_keys():
     with pytest.raises(ValueError, match="headway"):
-        GuardRule(**{**RULE.to_dict(), "headway": 0.0})
+        replace(RULE, headway=0.0)
     with pytest.raises(ValueError, match="margin"):
-        GuardRule(**{**RULE.to_dict(), "margin": -0.01})
+        replace(RULE, margin=-0.01)
+    with pytest.raises(ValueError, match="guard unseen_clearance must be finite and >= 0, got -0.1"):
+        replace(RULE, unseen_clearance=-0.1)
     with pytest.raises(ValueError, match="unknown guard key.*speed"):
         GuardRule.from_dict({"speed": 1.0})
     assert GuardRule.from_dict(RULE.to_dict()) == RULE
+
+
+def test_the_section_states_the_stage_the_unseen_clearance_and_the_smoother_before_it():
+    section = RULE.to_dict()
+    assert section["stage"] == STAGE == "last" and section["unseen_clearance"] == UNSEEN_CLEARANCE == 0.1
+    assert section["after_smoother"] is False
+    smoothed = replace(RULE, after_smoother=True, unseen_clearance=0.05)
+    assert GuardRule.from_dict(json.loads(json.dumps(smoothed.to_dict()))) == smoothed
+    # A section that states neither (a bundle exported before them) reads with the default clearance.
+    old = {k: v for k, v in section.items() if k in ("radius", "margin", "headway", "decel")}
+    assert GuardRule.from_dict(old) == RULE and GuardRule.from_dict(old).unseen_clearance == UNSEEN_CLEARANCE
+    for key, value, message in (
+        ("stage", "first", "guard.stage must be 'last'"),
+        ("unseen_clearance", "0.1", "guard.unseen_clearance must be a number, got '0.1'"),
+        ("unseen_clearance", -1.0, "guard unseen_clearance must be finite and >= 0, got -1.0"),
+        ("after_smoother", 1, "guard.after_smoother must be true or false, got 1"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            GuardRule.from_dict({**old, key: value})
+
+
+# ----------------------------------------------------------------------------------------------
+# Unseen is occupied (rule step 0)
+
+FOV_270 = np.abs(-math.pi + np.arange(B) * (2 * math.pi / B)) <= math.radians(135.0) + 1e-9
+"""The beams a 270-degree lidar centred on forward sees (17 unseen, centred straight back)."""
+
+
+def test_motion_toward_unseen_beams_creeps_and_elsewhere_is_free():
+    """Open space, the back 85 degrees unseen: backing at full speed, straight or diagonally, is cut
+    to at most the creep speed (whatever the fill put there, here max range); sideways with a slight
+    backward component is slowed less; straight sideways and forward are free. The same back
+    sectors seen: nothing is limited."""
+    empty = _scan()
+    assert int((~FOV_270).sum()) == 17
+    rule = replace(RULE, slide=True)
+    assert rule.unseen_range == pytest.approx(0.2 + 0.03 + 0.1) and rule.creep_speed == pytest.approx(0.2)
+    for cmd, lo, hi in (
+        ([-1.5, 0.0, 0.0], 0.1, rule.creep_speed),
+        ([-1.06, 1.06, 0.0], 0.1, rule.creep_speed),
+        ([-1.06, -1.06, 0.0], 0.1, rule.creep_speed),
+        ([-0.3, 1.47, 0.0], rule.creep_speed, 0.3),  # 11 degrees behind sideways: skirts the blind edge
+    ):
+        speed = math.hypot(cmd[0], cmd[1])
+        for r in (RULE, rule):
+            capped = float(guard_scale(empty, np.array(cmd), r, R_MAX, FOV_270)) * speed
+            assert lo < capped <= hi + 1e-6, (cmd, capped)
+        assert float(guard_scale(empty, np.array(cmd), RULE, R_MAX)) == 1.0  # seen: free
+    for cmd in ([0.0, 1.5, 0.0], [0.0, -1.5, 0.0], [1.5, 0.0, 0.0], [1.06, 1.06, 0.0]):
+        assert float(guard_scale(empty, np.array(cmd), RULE, R_MAX, FOV_270)) == 1.0, cmd
+    # One sector without a reading straight behind (a 360-degree lidar): backing into it creeps.
+    one = np.ones(B, dtype=bool)
+    one[0] = False
+    assert float(guard_scale(empty, np.array([-1.5, 0.0, 0.0]), RULE, R_MAX, one)) * 1.5 <= RULE.creep_speed + 1e-6
+
+
+def test_the_unseen_rule_only_ever_lowers_a_range():
+    """With any seen mask the guard allows at most what it allows without one; a return nearer than
+    the unseen range in an unseen sector (a conservative fill) keeps its own range."""
+    gen = np.random.default_rng(11)
+    ranges = gen.uniform(0.2, R_MAX, size=(256, B)).astype(np.float32)
+    cmd = gen.uniform(-1.5, 1.5, size=(256, 3)).astype(np.float32)
+    seen = gen.uniform(size=(256, B)) > 0.1
+    with_rule = guard_scale(ranges, cmd, RULE, R_MAX, seen)
+    assert np.all(with_rule <= guard_scale(ranges, cmd, RULE, R_MAX) + 1e-7)
+    assert float((with_rule < guard_scale(ranges, cmd, RULE, R_MAX) - 1e-3).mean()) > 0.1
+    wall = _scan(**{f"b{b}": 0.25 for b in range(3)})  # a virtual wall nearer than the unseen range
+    back = np.array([-1.5, 0.0, 0.0])
+    assert float(guard_scale(wall, back, RULE, R_MAX, FOV_270)) == float(guard_scale(wall, back, RULE, R_MAX))
+    # numpy and torch, batched, agree with the mask too
+    _, s_np = apply_guard(ranges, cmd, RULE, R_MAX, seen)
+    _, s_t = apply_guard(torch.from_numpy(ranges), torch.from_numpy(cmd), RULE, R_MAX, torch.from_numpy(seen))
+    assert np.allclose(s_t.numpy(), s_np, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------------------------
+# The command stages: clamp, smoother, guard last (navsim.actuation.CommandStages)
+
+SCALING = ActionScaling(v_max=1.5, omega_max=2.0, limit_planar_speed=True)
+ACCEL = AccelLimits(2.5, 3.2)
+
+
+def test_stages_are_the_gates_stages_batched():
+    """CommandStages (torch, batched) against the gate's stages on numpy, one robot at a time: the
+    clamp, VelocitySmoother.propose from the last sent command with the gate's clamp, then the guard;
+    random actions, previous commands, scans and seen masks."""
+    gen = np.random.default_rng(4)
+    n = 128
+    actions = gen.uniform(-1.4, 1.4, size=(n, 3)).astype(np.float32)
+    prev = np.asarray(action_to_command(gen.uniform(-1, 1, size=(n, 3)).astype(np.float32), SCALING))
+    ranges = gen.uniform(0.22, R_MAX, size=(n, B)).astype(np.float32)
+    seen = gen.uniform(size=(n, B)) > 0.05
+    stages = CommandStages(SCALING, RULE, R_MAX, ACCEL, 0.1)
+    out, scale = stages(*(torch.from_numpy(x) for x in (actions, prev, ranges, seen)))
+    limits = Limits(1.5, 2.0, True)
+    for i in range(n):
+        s = VelocitySmoother(ACCEL, 0.1)
+        s.sent(prev[i], 0.0)
+        target = clamp_command(np.asarray(action_to_command(actions[i : i + 1], SCALING)[0]), limits)
+        smoothed = s.propose(target, 0.1, clamp=lambda c: clamp_command(c, limits))
+        sent, k = apply_guard(ranges[i], smoothed, RULE, R_MAX, seen[i])
+        assert np.allclose(out[i].numpy(), sent, atol=1e-5), i
+        assert float(scale[i]) == pytest.approx(float(k), abs=1e-5)
+    assert 0.1 < float((scale < 1).float().mean()) < 0.9
+
+
+def test_a_guard_cut_is_sent_beyond_the_smoothers_limit():
+    stages = CommandStages(SCALING, RULE, R_MAX, ACCEL, 0.1)
+    prev = torch.tensor([[1.5, 0.0, 0.0], [1.5, 0.0, 0.0]])
+    scans = torch.from_numpy(np.stack([_scan(), _scan(**{f"b{FORWARD}": 0.235})]))
+    out, scale = stages(torch.tensor([[1.0, 0.0, 0.0]] * 2), prev, scans, None)
+    assert out[0].tolist() == [1.5, 0.0, 0.0] and float(scale[0]) == 1.0
+    assert out[1].tolist() == [0.0, 0.0, 0.0] and float(scale[1]) == 0.0  # not 1.25: a stop is not ramped
+    ramp, _ = stages(torch.tensor([[-1.0, 1.0, 1.0]]), torch.zeros(1, 3), scans[:1], None)
+    assert ramp[0].tolist() == pytest.approx([-0.25, 0.25, 0.32])
+    off = CommandStages(SCALING, None, R_MAX, AccelLimits(), 0.1)
+    out, scale = off(torch.tensor([[-1.0, 1.0, 1.0]]), torch.zeros(1, 3), scans[:1], None)
+    assert scale is None and out[0].tolist() == pytest.approx([-1.5 / math.sqrt(2), 1.5 / math.sqrt(2), 2.0])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -167,8 +293,11 @@ def _wall_rooms(env):
 
 def test_env_applies_the_rule_to_the_scan_the_policy_saw(guarded_env):
     env = guarded_env
-    assert env.guard == GuardRule(radius=0.2, margin=0.01, headway=0.5, decel=2.5, slide=True)  # conf/nav.yaml
+    conf = GuardRule(radius=0.2, margin=0.01, headway=0.5, decel=2.5, slide=True, after_smoother=True)
+    assert env.guard == conf and env.guard.unseen_clearance == 0.1  # conf/nav.yaml
+    assert not env.stages.accel.active  # no randomisation: no acceleration limit, the smoother passes
     env.reset(_wall_rooms(env))
+    assert env.scan_seen is None  # a full view without dropouts: every beam seen
     action = torch.tensor([[1.0, 0.0, 0.3]]).expand(env.num_envs, 3).clone()
     for _ in range(6):
         seen = env.scan.clone()
@@ -203,6 +332,58 @@ def test_full_speed_at_an_obstacle_stops_short_with_the_guard_and_hits_without(m
     surface = -0.5 - guarded_env.env_cfg.room.cylinder_radius[0]  # slot 0: the smallest cylinder
     gap = surface - (x[:2] + 0.2)
     assert (gap > 0.0).all() and (gap < 0.1).all(), gap
+
+
+def test_a_270_degree_robot_backs_at_a_creep_in_the_simulator(make_env):
+    """env.lidar.fov_deg=270: the env knows the sectors its field of view leaves unseen, and a policy
+    backing at full speed into them is cut to the creep speed (with the full view: full speed)."""
+    speeds = {}
+    for fov in (360, 270):
+        env = make_env(
+            2,
+            "env.init_at_random_ep_len=false",
+            "env.lidar.noise_std=0.0",
+            NO_RANDOMIZATION,
+            f"env.lidar.fov_deg={fov}",
+        )
+        env.auto_reset = False
+        env.reset(empty_rooms(env, start=(1.5, 0.0, 0.0), goal=(3.0, 0.0)))
+        if fov == 270:
+            assert torch.equal(env.scan_seen, env.fov_seen.expand(2, -1)) and int((~env.fov_seen).sum()) == 17
+        x0 = env.pose()[:, 0].clone()
+        for _ in range(10):
+            env.step(torch.tensor([[-1.0, 0.0, 0.0]] * 2))
+            speeds.setdefault(fov, []).append(float(torch.linalg.norm(env.command[:, :2], dim=-1).max()))
+        speeds[f"moved{fov}"] = float((x0 - env.pose()[:, 0]).max())
+    assert speeds[360] == [pytest.approx(1.5)] * 10 and speeds["moved360"] > 1.4
+    creep = GuardRule(radius=0.2, margin=0.01, headway=0.5, decel=2.5, slide=True).creep_speed
+    assert max(speeds[270]) <= creep + 1e-6 and min(speeds[270]) > 0.1
+    assert speeds["moved270"] <= 10 * 0.1 * creep + 1e-3
+
+
+def test_dropped_readings_are_unseen_and_the_stages_run_in_the_robots_order(make_env):
+    """Randomisation on (acceleration limits: the smoother runs; lidar dropout: sectors without a
+    reading): each step's command is CommandStages of the action, the command sent before, the scan
+    the policy saw and the beams it saw, which are the readings that did not drop out."""
+    env = make_env(
+        8,
+        "env.init_at_random_ep_len=false",
+        "randomization.nominal_share=0.0",
+        "randomization.terms.lidar_dropout.params.prob=[0.2,0.2]",
+    )
+    assert env.stages.accel == AccelLimits(2.5, 3.2) and env.guard.after_smoother
+    gen = torch.Generator().manual_seed(0)
+    dropped = 0
+    for _ in range(12):
+        assert torch.equal(env.scan_seen, ~torch.isnan(env.scan_readings))
+        dropped += int((~env.scan_seen).sum())
+        action = torch.rand(8, 3, generator=gen) * 2.4 - 1.2
+        before = (env.command.clone(), env.scan.clone(), env.scan_seen.clone())
+        expected, _ = env.stages(action, *before)
+        _, _, dones, _ = env.step(action)
+        live = ~dones.bool()
+        assert torch.equal(env.command[live], expected[live])
+    assert dropped > 100
 
 
 def test_benchmark_reports_the_guards_cost(tmp_path, capsys):

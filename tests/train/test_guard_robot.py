@@ -2,10 +2,11 @@
 and the node drive through the very guard the policy was trained with (navcontract.guard).
 
 The contract carries the section (round trip, one-line refusals, optional: a bundle without it
-loads with ``guard`` None); the controller scales the clamped policy command by the guard on the
-ranges the runtime built the observation from, before the velocity smoother, and leaves it alone
-with ``guard`` false or without the section; the exporter writes the section from ``env.guard``
-(slow: a trained checkpoint); the live node slows its /cmd_vel before a wall (ros).
+loads with ``guard`` None); the controller scales the command it sends (clamped, then smoothed) by
+the guard on the ranges the runtime built the observation from, the guard being the last stage,
+and leaves it alone with ``guard`` false or without the section; the exporter writes the section
+from ``env.guard`` and ``env.smoother`` (slow: a trained checkpoint); the live node slows its
+/cmd_vel before a wall (ros).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +33,11 @@ from navdeploy.states import State
 from support.paths import FIXTURE_BUNDLE
 
 RULE = GuardRule(radius=0.2, margin=0.05, headway=0.4, decel=2.0, slide=False)
+GUARD_LINE = (
+    "guard radius 0.2 m, margin 0.05 m, headway 0.4 s, decel 2 m/s^2, slide off, unseen clearance 0.1 m "
+    "(unseen sectors are occupied: at most 0.25 m/s toward them"
+)
+GUARD_TAIL = "), last stage (trained without a smoother; bundle contract)"
 BEARING = math.radians(30.0)  # of the goal: the goal-seeking policy drives at 45 deg (both axes clip) and turns
 MAX_RANGE = 6.0
 
@@ -77,7 +84,16 @@ def test_make_contract_writes_the_section_only_when_given() -> None:
         ({"headway": math.nan}, "contract guard headway must be finite and > 0, got nan"),
         ({"decel": True}, "contract guard.decel must be a number, got True"),
         ({"margin": "0.03"}, "contract guard.margin must be a number, got '0.03'"),
-        ({"brake": 1.0}, "contract unknown guard key(s): brake (known: decel, headway, margin, radius, slide)"),
+        (
+            {"brake": 1.0},
+            "contract unknown guard key(s): brake (known: after_smoother, decel, headway, margin, radius, slide, "
+            "stage, unseen_clearance)",
+        ),
+        ({"unseen_clearance": -0.1}, "contract guard unseen_clearance must be finite and >= 0, got -0.1"),
+        (
+            {"stage": "before_smoother"},
+            "contract guard.stage must be 'last' (clamp, velocity smoother, then the guard), got 'before_smoother'",
+        ),
         ({"radius": 0.25}, "contract guard.radius = 0.25, robot.radius = 0.2"),
     ],
 )
@@ -166,8 +182,11 @@ def test_settings_say_which_guard_is_used_and_check_the_parameter(bundles: dict[
     contract = PolicyRuntime.load(bundles["guard"]).contract
     s, _ = resolve_settings(contract)
     assert s.guard == RULE and s.max_range == MAX_RANGE
-    assert (
-        s.guard_source == "guard radius 0.2 m, margin 0.05 m, headway 0.4 s, decel 2 m/s^2, slide off (bundle contract)"
+    assert s.guard_source == GUARD_LINE + GUARD_TAIL
+    section = {k: v for k, v in contract.raw[GUARD_SECTION].items() if k != "unseen_clearance"}
+    older = parse_contract({**contract.raw, GUARD_SECTION: section})  # a section from before the key: the default
+    assert older.guard == RULE and resolve_settings(older)[0].guard_source == (
+        GUARD_LINE + ", the default: the bundle's guard section does not state it" + GUARD_TAIL
     )
     assert (
         resolve_settings(contract, NodeParams(guard=False))[0].guard_source == "guard off (node parameter guard false)"
@@ -178,16 +197,25 @@ def test_settings_say_which_guard_is_used_and_check_the_parameter(bundles: dict[
         resolve_settings(contract, NodeParams(guard="yes"))
 
 
-def test_the_guard_comes_before_the_velocity_smoother(bundles: dict[str, Path]) -> None:
-    """The smoother ramps to the guarded command, never to the policy's."""
+def test_the_guard_comes_after_the_velocity_smoother(bundles: dict[str, Path]) -> None:
+    """Each tick the smoother steps from the command last sent toward the policy's, and the guard
+    checks that step on the tick's scan: what is sent is the guard's cut of it, and the smoother
+    moves on from there; the ramp ends at the guarded policy command."""
     ranges = wall_scan(math.radians(45.0), 0.7)
-    c, _ = controller(bundles["guard"])
-    target = drive(c, ranges).cmd
+    policy = drive(controller(bundles["guard"], guard=False)[0], ranges).cmd
+    target = drive(controller(bundles["guard"])[0], ranges).cmd
     c, _ = controller(bundles["guard"], max_accel_linear=2.5, max_accel_angular=3.2)
     assert c.smoother is not None and c.smoother.limits == AccelLimits(2.5, 3.2)
-    cmds = [drive(c, ranges, t=1.0 + 0.1 * k).cmd for k in range(12)]
-    assert abs(cmds[0][0]) == pytest.approx(0.25, abs=1e-6)  # ramps from rest by a dt per tick
-    assert np.allclose(cmds[-1], target, atol=1e-9)
+    step = np.array([2.5, 2.5, 3.2]) * 0.1
+    prev, cut = np.zeros(3), False
+    for k in range(12):
+        expected, scale = apply_guard(ranges, prev + np.clip(policy - prev, -step, step), RULE, MAX_RANGE)
+        res = drive(c, ranges, t=1.0 + 0.1 * k)
+        assert np.allclose(res.cmd, expected, atol=1e-9) and res.guard_scale == pytest.approx(float(scale))
+        assert np.array_equal(c.smoother.last, res.cmd)  # the memory is what was sent
+        cut |= float(scale) < 1.0
+        prev = res.cmd
+    assert cut and np.allclose(prev, target, atol=1e-9)
 
 
 def test_a_runtime_without_a_scan_report_stops_instead_of_driving_unguarded() -> None:
@@ -240,8 +268,16 @@ def test_the_exporter_writes_the_section_from_env_guard(ckpt: dict, tmp_path: Pa
         stored["env"]["robot"]["radius"] = 0.2
 
     contract = export_with(ckpt, tmp_path / "on", on)
-    assert GuardRule.from_dict(contract[GUARD_SECTION]) == RULE
-    assert parse_contract(contract).guard == RULE and contract["robot"]["radius"] == RULE.radius
+    trained = replace(RULE, after_smoother=True)  # the checkpoint trained with env.smoother on (conf/nav.yaml)
+    assert contract[GUARD_SECTION]["stage"] == "last" and contract[GUARD_SECTION]["unseen_clearance"] == 0.1
+    assert GuardRule.from_dict(contract[GUARD_SECTION]) == trained
+    assert parse_contract(contract).guard == trained and contract["robot"]["radius"] == RULE.radius
+
+    def unsmoothed(stored: dict) -> None:
+        on(stored)
+        stored["env"]["smoother"] = {"enabled": False}
+
+    assert parse_contract(export_with(ckpt, tmp_path / "unsmoothed", unsmoothed)).guard == RULE
 
     off = export_with(ckpt, tmp_path / "off", lambda stored: stored["env"]["guard"].update(enabled=False))
     assert GUARD_SECTION not in off and parse_contract(off).guard is None
@@ -290,10 +326,7 @@ def test_the_node_slows_its_cmd_vel_before_a_wall(tmp_path: Path) -> None:
         n.create_subscription(String, "/nav_policy/status", lambda m: status.append(json.loads(m.data)), 50)
         pubs = (scan_pub, odom_pub, goal_pub)
         tn.spin_until(lambda: all(p.get_subscription_count() > 0 for p in pubs) and status, 60, "the node", [proc])
-        assert (
-            "guard radius 0.2 m, margin 0.05 m, headway 0.4 s, decel 2 m/s^2, slide off (bundle contract)"
-            in proc.output()
-        )
+        assert GUARD_LINE + GUARD_TAIL in proc.output()
         goal = PoseStamped()
         goal.header.frame_id, goal.pose.position.x, goal.pose.orientation.w = "odom", 5.0, 1.0
         goal_pub.publish(goal)
@@ -322,9 +355,16 @@ def test_the_node_slows_its_cmd_vel_before_a_wall(tmp_path: Path) -> None:
         lease.release()
 
 
-def test_a_smoother_slower_than_the_guards_braking_is_warned_about(bundles: dict[str, Path]) -> None:
+def test_a_smoother_slower_than_the_guards_braking_does_not_delay_its_stop(bundles: dict[str, Path]) -> None:
+    """The guard is the last stage: a smoother limit below its braking deceleration cannot hold a cut
+    back, so it is no reason for a warning. At 1.5 m/s with a 0.5 m/s^2 smoother, a wall 0.24 m
+    ahead is a zero on that very tick (the smoother alone would send 1.45 m/s)."""
     contract = PolicyRuntime.load(bundles["guard"]).contract
-    _, warnings = resolve_settings(contract, NodeParams(max_accel_linear=RULE.decel))
-    assert not warnings
     _, warnings = resolve_settings(contract, NodeParams(max_accel_linear=0.5 * RULE.decel))
-    assert any("below the guard's braking deceleration" in w for w in warnings), warnings
+    assert not warnings
+    c, _ = controller(bundles["guard"], max_accel_linear=0.5 * RULE.decel)
+    c.smoother.sent(np.array([1.5, 0.0, 0.0]), 0.9)
+    c.set_goal(5.0, 0.0, "odom")
+    res = drive(c, wall_scan(0.0, 0.24))
+    assert res.state == State.DRIVING and res.guard_scale == 0.0 and not res.cmd[:2].any()
+    assert not c.smoother.last[:2].any()

@@ -5,8 +5,12 @@ simulator's beams (the noisy scan the policy saw), the odometry pose and body-fr
 goal in the odometry frame — and fed to the runtime with the exported bundle. Over more than 200
 states in 16 rooms (plus the rooms that auto-resets bring) the runtime's 78 numbers equal the
 training observation, and its command equals the env's command (action_to_command of the torch
-actor's mean); that command through the bundle's collision guard, on the ranges the runtime built
-the observation from, equals the body-frame command the env's actuators were driven with.
+actor's mean). The node's command gate around that runtime (the node's default parameters without
+the scan map: clamp, velocity smoother at the contract's limits, collision guard last with the
+sectors filled for lack of readings unseen), fed the same inputs on the node's clock, sends the
+very body-frame command the env's actuators were driven with: the env runs the same stages in the
+same order (conf/nav.yaml: smoother and guard on, lidar dropouts under randomisation), each from
+the command it sent on the previous step.
 """
 
 from __future__ import annotations
@@ -17,9 +21,12 @@ import numpy as np
 import pytest
 
 from navcontract.action import action_to_command
-from navcontract.guard import guard_scale
 from navcontract.scan import BeamLayout
+from navdeploy.gate import CommandGate
+from navdeploy.node_params import NodeParams
 from navdeploy.runtime import PolicyRuntime, ScanInput
+from navdeploy.settings import resolve_settings
+from navdeploy.states import State
 from navsim.config_load import load_config
 from navsim.contract_objects import policy_spec
 from navsim.env import NavEnv
@@ -41,15 +48,18 @@ def rollout(exported_bundle, trained_checkpoint) -> dict[str, np.ndarray]:
     actor = build_actor(load_checkpoint(trained_checkpoint), cfg)
     env = NavEnv(cfg, num_envs=NUM_ENVS, device="cpu", seed=777)
     runtimes = [PolicyRuntime.load(exported_bundle) for _ in range(NUM_ENVS)]
+    gates = [node_gate(exported_bundle) for _ in range(NUM_ENVS)]
     beams = BeamLayout(env.dims.num_beams)
     angle_min, increment = beams.angle_min, beams.angle_increment
+    period = env.env_cfg.control_period
+    in_step = np.ones(NUM_ENVS, dtype=bool)  # the gate has driven every tick of this world's episode
 
     rec: dict[str, list] = {
-        k: [] for k in ("obs_sim", "obs_rt", "obs_rt_rev", "cmd_sim", "cmd_rt", "cmd_guarded", "cmd_ctrl")
+        k: [] for k in ("obs_sim", "obs_rt", "obs_rt_rev", "cmd_sim", "cmd_rt", "cmd_gate", "cmd_ctrl", "dropped")
     }
     goals = set()
     obs = env.get_observations()["policy"]
-    for _ in range(STEPS):
+    for k in range(STEPS):
         # What the policy observed (delayed, perturbed under randomisation), as the robot has it:
         # dropped readings arrive as NaN and the runtime fills them by its own rule.
         pose = env.observed_pose.numpy().astype(np.float64)
@@ -66,9 +76,10 @@ def rollout(exported_bundle, trained_checkpoint) -> dict[str, np.ndarray]:
             rec["obs_rt_rev"].append(rt.observation(rev, pose[i], twist[i], goal[i]))
             cmd = rt.step(s, pose[i], twist[i], goal[i])
             rec["cmd_rt"].append(cmd)
-            ranges = rt.last_scan_report.ranges  # what this step's observation was built from
-            scale = float(guard_scale(ranges, cmd, rt.contract.guard, rt.contract.max_range))
-            rec["cmd_guarded"].append(np.array([cmd[0] * scale, cmd[1] * scale, cmd[2]]))
+            sent = gate_tick(gates[i], s, pose[i], twist[i], goal[i], k * period)
+            in_step[i] &= not np.isnan(sent[0])
+            rec["cmd_gate"].append(sent if in_step[i] else np.full(3, np.nan))
+            rec["dropped"].append(int(np.isnan(scan[i]).sum()))
             goals.add(tuple(np.round(goal[i], 4)))
         rec["obs_sim"].append(obs.numpy())
         rec["cmd_sim"].append(cmd_sim.numpy())
@@ -81,11 +92,37 @@ def rollout(exported_bundle, trained_checkpoint) -> dict[str, np.ndarray]:
         rec["cmd_ctrl"].append(body)
         for i in np.flatnonzero(dones.numpy()):
             runtimes[i].reset()
+            gates[i].stopped(k * period)  # the episode ended: the robot stands, the smoother starts from rest
+            in_step[i] = True
     out = {k: np.asarray(v).reshape(NUM_ENVS * STEPS, -1) for k, v in rec.items()}
     out["num_goals"] = np.array(len(goals))
-    out["guards_agree"] = np.array(runtimes[0].contract.guard == env.guard and env.guard is not None)
+    out["guards_agree"] = np.array(gates[0].guard == env.guard and env.guard is not None)
+    out["smoother_on"] = np.array(
+        gates[0].smoother is not None and gates[0].smoother.limits == env.stages.accel and env.stages.accel.active
+    )
     out["env_fingerprint"] = np.array(env.obs_manager.policy_spec.fingerprint())
     return out
+
+
+def node_gate(bundle) -> CommandGate:
+    """The node's gate around a fresh runtime: every parameter at its default but the scan map (the
+    env hands the policy its goal itself)."""
+    runtime = PolicyRuntime.load(bundle)
+    settings, _ = resolve_settings(runtime.contract, NodeParams(scan_map=False))
+    return CommandGate.from_settings(runtime, settings)
+
+
+def gate_tick(gate: CommandGate, scan: ScanInput, pose, twist, goal, now: float) -> np.ndarray:
+    """The command the gate sends at ``now`` for these inputs; NaN when it does not drive (its goal
+    reached by the observed pose, a scan it refuses): its smoother then starts from rest while the
+    env's does not, so the rollout leaves that world out until its episode ends."""
+    gate.set_scan(scan, now)
+    q = (0.0, 0.0, math.sin(pose[2] / 2), math.cos(pose[2] / 2))
+    gate.set_odom((pose[0], pose[1]), q, tuple(twist), now, "odom")
+    if gate.goal != (float(goal[0]), float(goal[1])):
+        gate.set_goal(float(goal[0]), float(goal[1]), "odom")
+    res = gate.tick(now)
+    return res.cmd if res.state == State.DRIVING else np.full(3, np.nan)
 
 
 def test_runtime_observation_equals_the_training_observation(rollout: dict[str, np.ndarray]) -> None:
@@ -104,16 +141,20 @@ def test_runtime_observation_equals_the_training_observation(rollout: dict[str, 
 
 def test_runtime_command_equals_the_simulators_applied_command(rollout: dict[str, np.ndarray]) -> None:
     sim, rt, ctrl = rollout["cmd_sim"], rollout["cmd_rt"], rollout["cmd_ctrl"]
-    guarded = rollout["cmd_guarded"]
+    sent = rollout["cmd_gate"]
     assert rt.shape == sim.shape == (NUM_ENVS * STEPS, 3)
     d_sim = np.abs(sim - rt).max()
     assert d_sim <= TOL, f"max |command delta| vs action_to_command(torch mean): {d_sim:.3e}"
     assert bool(rollout["guards_agree"])  # the bundle carries the env's guard (conf/nav.yaml: on)
-    live = ~np.isnan(ctrl[:, 0])
+    assert bool(rollout["smoother_on"])  # and the node's default smoother is the env's
+    live = ~np.isnan(ctrl[:, 0]) & ~np.isnan(sent[:, 0])
     assert live.sum() >= 200
-    d_ctrl = np.abs(ctrl[live] - guarded[live]).max()
-    print(f"\nparity: max |cmd delta| vs action_to_command {d_sim:.3e}, vs body-frame ctrl {d_ctrl:.3e} ({live.sum()})")
-    assert d_ctrl <= TOL, f"max |command delta| vs env ctrl in the body frame: {d_ctrl:.3e}"
+    d_ctrl = np.abs(ctrl[live] - sent[live]).max()
+    print(f"\nparity: max |cmd delta| vs action_to_command {d_sim:.3e}, gate vs env ctrl {d_ctrl:.3e} ({live.sum()})")
+    assert d_ctrl <= TOL, f"max |command delta| of the gate vs the env's ctrl in the body frame: {d_ctrl:.3e}"
+    # The stages did work: the smoother held commands back, the guard cut some, readings dropped out.
+    assert np.abs(ctrl[live] - rt[live]).max() > 0.1
+    assert int(rollout["dropped"][live].sum()) > 0
     assert np.abs(rt).max() > 0.1  # the policy does command motion: not a trivial zero match
     assert np.all(np.hypot(rt[:, 0], rt[:, 1]) <= 1.5 + 1e-6) and np.all(np.abs(rt[:, 2]) <= 2.0 + 1e-6)
 

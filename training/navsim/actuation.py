@@ -1,5 +1,12 @@
-"""The randomised base on the device: command delay, actuator lag, acceleration limit, and a record
-of the state after every physics substep (for the observation latency).
+"""The command the base gets and how the base answers it, on the device.
+
+:class:`CommandStages` turns the policy's raw actions into the body-frame command, in the robot's
+order: the action rule (the clamp), the velocity smoother's rule when ``env.smoother`` is on (at the
+contract's ``robot_response.accel_limit``), and the collision guard last, on the scan the policy
+saw with its unseen beams occupied (``navcontract.guard``, stage ``last``).
+
+:class:`BaseDynamics` is the randomised base: command delay, actuator lag, acceleration limit, and
+a record of the state after every physics substep (for the observation latency).
 
 Before every physics substep :meth:`BaseDynamics.before_substep` turns the body-frame command
 into the world-frame actuator targets, per world:
@@ -34,6 +41,10 @@ from typing import Any
 
 import torch
 import warp as wp
+
+from navcontract.action import ActionScaling, action_to_command
+from navcontract.guard import GuardRule, apply_guard
+from navdeploy.smoother import AccelLimits, limit_change
 
 NO_LIMIT = 1.0e30
 """Largest change per substep standing for "no acceleration limit"."""
@@ -203,3 +214,45 @@ class BaseDynamics:
         vx, vy = state[:, 3], state[:, 4]
         twist = torch.stack([c * vx + s * vy, -s * vx + c * vy, state[:, 5]], dim=-1)
         return pose, twist
+
+
+class CommandStages:
+    """The body-frame command the base gets for the policy's raw actions, batched over worlds, in the
+    robot's order (``navdeploy.gate``): the action rule (:func:`navcontract.action.action_to_command`:
+    clip, scale, planar limit, i.e. the clamp), the velocity smoother's rule
+    (:func:`navdeploy.smoother.limit_change` from the command sent on the previous step, over one
+    control period, then the clamp again) when ``accel`` is active, and the collision guard last
+    (:func:`navcontract.guard.apply_guard` on the scan the policy saw, its unseen beams occupied). A
+    cut by the guard is what the base gets, and it is the next step's previous command: the
+    smoother's memory is the command sent, as on the robot."""
+
+    def __init__(
+        self, scaling: ActionScaling, guard: GuardRule | None, max_range: float, accel: AccelLimits, dt: float
+    ) -> None:
+        self.scaling, self.guard, self.max_range = scaling, guard, float(max_range)
+        self.accel, self.dt = accel, float(dt)
+
+    def __call__(
+        self, actions: torch.Tensor, prev: torch.Tensor, scan: torch.Tensor, seen: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(N, 3) raw actions, the (N, 3) command sent on the previous step (zero after a reset), the
+        (N, B) scan the policy saw and the (N, B) beams it saw (None: every one) -> (the (N, 3)
+        command, the guard's (N,) scale or None without a guard)."""
+        command = action_to_command(actions, self.scaling)
+        if self.accel.active:
+            smoothed = limit_change(prev, command, self.accel.linear, self.accel.angular, self.dt)
+            command = self.clamp(smoothed)
+        if self.guard is None:
+            return command, None
+        return apply_guard(scan, command, self.guard, self.max_range, seen)
+
+    def clamp(self, command: torch.Tensor) -> torch.Tensor:
+        """The limits of the action rule on (N, 3) SI commands (``navdeploy.gate.clamp_command``):
+        per axis, then the planar speed."""
+        v, w = self.scaling.v_max, self.scaling.omega_max
+        vx, vy, wz = command[:, 0].clamp(-v, v), command[:, 1].clamp(-v, v), command[:, 2].clamp(-w, w)
+        if self.scaling.limit_planar_speed:
+            speed = torch.sqrt(vx * vx + vy * vy)
+            factor = torch.where(speed > v, v / speed.clamp(min=1e-9), torch.ones_like(speed))
+            vx, vy = vx * factor, vy * factor
+        return torch.stack([vx, vy, wz], dim=-1)

@@ -93,6 +93,17 @@ class GuardCfg:
     headway: float = 0.5  # [s] time headway to the nearest blocking return
     decel: float = 2.5  # [m/s^2] braking deceleration the speed cap allows for
     slide: bool = True  # a return already within the margin may be slid past, not closed in on
+    unseen_clearance: float = 0.1  # [m] an unseen sector (outside the field of view, no reading) counts as a return this far beyond the margin
+
+
+@dataclass
+class SmootherCfg:
+    """The env's command smoother (navdeploy.smoother's rule), between the clamp and the guard, as the
+    robot's velocity smoother runs by default: its limits are the contract's
+    ``robot_response.accel_limit`` (the low ends of ``randomization.terms.accel_limit``), so none
+    without that term. Off: step() is the simulator without it, bit for bit."""
+
+    enabled: bool = True
 
 
 @dataclass
@@ -185,6 +196,7 @@ class EnvCfg:
     robot: RobotCfg = field(default_factory=RobotCfg)
     worlds: WorldsCfg = field(default_factory=WorldsCfg)
     guard: GuardCfg = field(default_factory=GuardCfg)
+    smoother: SmootherCfg = field(default_factory=SmootherCfg)
 
 
 @dataclass

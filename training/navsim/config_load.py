@@ -49,10 +49,12 @@ STORED_DEFAULTS = {
     ("randomization", "nominal_share"): 0.0,
     ("env", "guard", "enabled"): False,
     ("env", "guard", "slide"): False,
+    ("env", "smoother", "enabled"): False,
     ("env", "worlds", "path_clearance"): 0.0,
 }
 """Keys a stored config may lack, with the value a config without them stands for (one ray per
-beam, at the sector centre; no randomisation; no collision guard; paths as short as feasible):
+beam, at the sector centre; no randomisation; no collision guard; no command smoother before it;
+paths as short as feasible):
 filled in by :func:`config_from_data` (a missing section is created for them), so that a stored
 config is evaluated or exported with the simulator it was trained in, never with the defaults."""
 

@@ -3,8 +3,9 @@
 The robot side (``navcontract``, ``navdeploy``, the ROS 2 node) never reads a training config; it
 reads the bundle's contract. This module builds every typed contract object from a typed
 :class:`~navsim.config.NavConfig` (attributes, not keys): the sensor constants and the observation
-spec the policy reads, the action scaling, the collision guard, the robot's response and the
-path-following rule it was trained with, the scan rule for unseen sectors, and the whole contract
+spec the policy reads, the action scaling, the collision guard, the robot's response (and the
+command smoother's limits it gives), the path-following rule it was trained with, the scan rule for
+unseen sectors, and the whole contract
 of a bundle (:func:`bundle_contract`). Training, evaluation and export take them from here.
 """
 
@@ -22,6 +23,7 @@ from navcontract.scan import ScanOptions
 from navcontract.spec import PolicySpec, policy_spec_from_terms
 from navcontract.subgoal import TrainedPathFollowing
 from navcontract.terms import SensorDims
+from navdeploy.smoother import AccelLimits
 from navsim.config import EnvCfg, LidarCfg, NavConfig, ObservationsCfg
 
 RANDOMIZATION = "randomization.terms"
@@ -59,11 +61,30 @@ def policy_spec(cfg: NavConfig) -> PolicySpec:
 
 
 def guard_rule(env: EnvCfg) -> GuardRule | None:
-    """The guard the policy drives through (``env.guard`` with the robot's radius), or None when off."""
+    """The guard the policy drives through (``env.guard`` with the robot's radius, after the command
+    smoother when ``env.smoother`` is on), or None when off."""
     g = env.guard
     if not g.enabled:
         return None
-    return GuardRule(radius=env.robot.radius, margin=g.margin, headway=g.headway, decel=g.decel, slide=g.slide)
+    return GuardRule(
+        radius=env.robot.radius,
+        margin=g.margin,
+        headway=g.headway,
+        decel=g.decel,
+        slide=g.slide,
+        unseen_clearance=g.unseen_clearance,
+        after_smoother=env.smoother.enabled,
+    )
+
+
+def smoother_limits(cfg: NavConfig) -> AccelLimits:
+    """The env's command smoother (``env.smoother``): the limits the robot's velocity smoother uses by
+    default, the contract's ``robot_response.accel_limit``; none (the identity) when off or when the
+    randomisation trains no acceleration limit."""
+    if not cfg.env.smoother.enabled:
+        return AccelLimits()
+    response = robot_response(cfg)
+    return AccelLimits(response.accel_limit_linear, response.accel_limit_angular)
 
 
 def scan_options(lidar: LidarCfg) -> ScanOptions:

@@ -39,14 +39,13 @@ import warp as wp
 from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
-from navcontract.action import action_to_command, clip_action
-from navcontract.guard import apply_guard
+from navcontract.action import clip_action
 from navcontract.subgoal import LookaheadRule, follow_path
 from navcontract.terms import ObsContext, goal_in_body
-from navsim.actuation import BaseDynamics
+from navsim.actuation import BaseDynamics, CommandStages
 from navsim.config import NavConfig
 from navsim.config_load import to_dict
-from navsim.contract_objects import action_scaling, guard_rule, sensor_dims
+from navsim.contract_objects import action_scaling, guard_rule, sensor_dims, smoother_limits
 from navsim.families import FAMILIES, extent_half, planned
 from navsim.families.rooms import RoomBatch, RoomGeometry
 from navsim.lidar import BatchedLidar
@@ -130,6 +129,9 @@ class NavEnv(VecEnv):
         self.dims = sensor_dims(cfg)
         self.scaling = action_scaling(cfg)
         self.guard = guard_rule(ecfg)
+        self.stages = CommandStages(
+            self.scaling, self.guard, self.dims.max_range, smoother_limits(cfg), ecfg.control_period
+        )
         self.lookahead = LookaheadRule(lookahead=ecfg.worlds.lookahead, search_window=ecfg.worlds.search_window)
         self.log_episodes = True  # extras["log"] with the statistics of the episodes ending each step
         self._build_model()
@@ -193,6 +195,7 @@ class NavEnv(VecEnv):
         """The batched lidar of ``env.lidar``: sector minima, the runtime's fill outside the view."""
         lcfg = self.env_cfg.lidar
         self.sector_rays = SectorRays(self.dims.num_beams, lcfg.rays_per_beam, lcfg.fov_deg)
+        self.fov_seen = torch.as_tensor(self.sector_rays.seen.copy(), device=self.device)
         self.lidar = BatchedLidar(
             self.mj_model,
             self.m,
@@ -220,8 +223,9 @@ class NavEnv(VecEnv):
             missing = MissingFill(
                 self.dims.num_beams, self.dims.max_range, lcfg.fov_fill, lcfg.fov_fill_value, self.device
             )
-        seen = torch.as_tensor(self.sector_rays.seen.copy(), device=self.device)
-        self.lidar_faults = LidarFaults(rand, seen, self.dims.max_range, lcfg.noise_std, self.lidar.fill, missing)
+        self.lidar_faults = LidarFaults(
+            rand, self.fov_seen, self.dims.max_range, lcfg.noise_std, self.lidar.fill, missing
+        )
 
     def _build_buffers(self) -> None:
         """Per-world state of the episode, the path following and the observations."""
@@ -239,6 +243,7 @@ class NavEnv(VecEnv):
         self.scan = torch.full((n, self.dims.num_beams), self.dims.max_range, device=self.device)
         self.scan_clean = self.scan.clone()
         self.scan_readings = self.scan
+        self.scan_seen: torch.Tensor | None = None  # the beams the policy's scan saw; None: every one
         self.observed_pose = torch.zeros(n, 3, device=self.device)
         self.observed_twist = torch.zeros(n, 3, device=self.device)
 
@@ -278,13 +283,14 @@ class NavEnv(VecEnv):
         return self.get_observations(), rewards, dones.long(), extras
 
     def _drive(self, actions: torch.Tensor) -> None:
-        """The raw actions through the action rule and the guard (on the scan the policy just saw,
-        as the node does) to the base, for one control period of physics."""
+        """The raw actions through the command stages (:class:`navsim.actuation.CommandStages`: the
+        clamp, the smoother from the last command sent, the guard last on the scan the policy just
+        saw, as the node does) to the base, for one control period of physics."""
         if self.base is not None:
             self._prepare_base()
-        command = action_to_command(actions.to(self.device).float(), self.scaling)
-        if self.guard is not None:
-            command, self.guard_scale = apply_guard(self.scan, command, self.guard, self.dims.max_range)
+        command, scale = self.stages(actions.to(self.device).float(), self.command, self.scan, self.scan_seen)
+        if scale is not None:
+            self.guard_scale = scale
         self.command.copy_(command)
         self._simulate()
 
@@ -524,6 +530,7 @@ class NavEnv(VecEnv):
             else:
                 self.scan = self.lidar.fill(raw)
             self.scan_readings = self.scan
+        self.scan_seen = self._seen(self.scan_readings)
         if lidar_pose is pose:
             self.scan_clean = self.lidar.fill(raw)
         dist, direction = self.geometry.nearest(self.rooms, pose[:, None, :2])
@@ -545,6 +552,16 @@ class NavEnv(VecEnv):
         self.policy_goal = goal
         ctx = self._context(obs_pose, obs_twist, self.prev_action, goal)
         self.obs_buf = self.obs_manager.compute(ctx, truth)
+
+    def _seen(self, readings: torch.Tensor) -> torch.Tensor | None:
+        """(N, B) the beams the policy's scan saw: inside the field of view, with a reading (not
+        dropped out: NaN in ``readings``); None when every beam always is (the guard's rule step 0
+        then has nothing to do)."""
+        dropout = self.lidar_faults.active and self.randomization.enabled("lidar_dropout")
+        if self.sector_rays.full_view and not dropout:
+            return None
+        seen = self.fov_seen.expand(self.num_envs, -1)
+        return seen & ~torch.isnan(readings) if dropout else seen
 
     def _observed_state(self, pose: torch.Tensor, twist: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The odometry the policy sees: ``observation_latency`` substeps old, twist scaled and noisy."""
