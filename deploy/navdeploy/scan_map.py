@@ -38,6 +38,7 @@ robot boxed in), :meth:`ScanPlanner.subgoal` returns None and the caller drives 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -116,6 +117,7 @@ class ScanMap:
         self.h = cfg.size / self.n
         self.logodds = np.zeros((self.n, self.n), dtype=np.float32)
         self.hit_xy = np.zeros((self.n, self.n, 2), dtype=np.float32)  # the cell's last return (odometry frame)
+        self._seen = np.zeros(self.n * self.n, dtype=bool)  # scratch of update(): all False between scans
         self.x0: float | None = None  # window corner (odometry frame); None before the first scan
         self.y0 = 0.0
 
@@ -153,7 +155,12 @@ class ScanMap:
     def update(
         self, ranges: np.ndarray, angles: np.ndarray, pose: np.ndarray, range_min: float, range_max: float
     ) -> None:
-        """Fold one scan: ``ranges`` (B,) at body-frame ``angles`` (B,), taken at ``pose`` (x, y, yaw)."""
+        """Fold one scan: ``ranges`` (B,) at body-frame ``angles`` (B,), taken at ``pose`` (x, y, yaw).
+
+        Vectorised over beams and samples, and incremental: only the cells the scan touches are
+        read or written. A beam's samples lie every half cell from the robot up to one cell short of
+        its return (or of the scanner's range); the cells holding a sample are cleared, the cells
+        holding a return marked, each at most once per scan, a cell with a return never cleared."""
         x, y, yaw = (float(v) for v in pose[:3])
         if self.x0 is None:
             self._place(x, y)
@@ -168,30 +175,48 @@ class ScanMap:
         r, a = r[keep], a[keep]
         top = float(range_max) if math.isfinite(range_max) else self.cfg.mark_range
         hit = r < top
-        reach = np.minimum(r, top)
-        step = self.h / 2
-        # Cells passed through: samples every half cell up to one cell short of the return.
-        m = int(math.ceil(top / step))
-        t = np.arange(m) * step
-        along = t[None, :] < (reach - self.h)[:, None]
-        px = x + t[None, :] * np.cos(a)[:, None]
-        py = y + t[None, :] * np.sin(a)[:, None]
-        miss = self._flat(px[along], py[along])
+        cos, sin = np.cos(a), np.sin(a)
+        miss = self._flat(*self._passed(x, y, cos, sin, np.minimum(r, top) - self.h, top))
         hx = x + r[hit] * np.cos(a[hit])
         hy = y + r[hit] * np.sin(a[hit])
         near = r[hit] <= self.cfg.mark_range
         hx, hy = hx[near], hy[near]
         hits, inside = self._flat(hx, hy, with_mask=True)
         self.hit_xy.reshape(-1, 2)[hits] = np.stack([hx[inside], hy[inside]], axis=1)
+        # Each cell at most once: a scan's cells as a mask over the window (only its cells are set
+        # and reset), a cell with a return never cleared.
+        seen = self._seen
+        seen[miss] = True
+        seen[hits] = False
+        miss_cells = np.flatnonzero(seen)
+        seen[miss_cells] = False
+        seen[hits] = True
+        hit_cells = np.flatnonzero(seen)
+        seen[hit_cells] = False
         flat = self.logodds.reshape(-1)
-        missed = np.zeros(flat.shape, dtype=bool)
-        missed[miss] = True
-        hitm = np.zeros(flat.shape, dtype=bool)
-        hitm[hits] = True
-        missed &= ~hitm
-        flat[missed] -= self.cfg.miss
-        flat[hitm] += self.cfg.hit
-        np.clip(flat, LOGODDS_MIN, LOGODDS_MAX, out=flat)
+        flat[miss_cells] -= self.cfg.miss
+        flat[hit_cells] += self.cfg.hit
+        touched = np.concatenate([miss_cells, hit_cells])
+        flat[touched] = np.clip(flat[touched], LOGODDS_MIN, LOGODDS_MAX)
+
+    def _passed(
+        self, x: float, y: float, cos: np.ndarray, sin: np.ndarray, end: np.ndarray, top: float
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The samples of every beam, every half cell ``t = k * h / 2`` (``k < ceil(top / (h / 2))``)
+        while ``t < end`` of the beam, as points (N,), (N,): only those samples are generated."""
+        step = self.h / 2
+        m = int(math.ceil(top / step))
+        # An upper bound of each beam's sample count; the exact test t < end below decides.
+        count = np.clip(np.ceil(end / step) + 1, 0, m).astype(np.int64)
+        total = int(count.sum())
+        if total == 0:
+            return np.zeros(0), np.zeros(0)
+        beam = np.repeat(np.arange(len(count)), count)
+        k = np.arange(total) - np.repeat(np.cumsum(count) - count, count)
+        t = k * step
+        along = t < end[beam]
+        beam, t = beam[along], t[along]
+        return x + t * cos[beam], y + t * sin[beam]
 
     def _flat(self, px: np.ndarray, py: np.ndarray, with_mask: bool = False) -> Any:
         """Flat indices of the cells holding the points inside the window (and which points those are)."""
@@ -214,6 +239,61 @@ def points_at(path: np.ndarray, arc: np.ndarray, s: np.ndarray) -> np.ndarray:
     return path[k - 1] + t * (path[k] - path[k - 1])
 
 
+@dataclass(frozen=True)
+class SightRule:
+    """The line-of-sight check of a sub-goal: the robot's ``radius``, the ``step`` between the path's
+    points tried, the ``margin`` of the clearance box round them."""
+
+    radius: float
+    step: float
+    margin: float
+
+
+Clearance = Callable[[np.ndarray, float], "tuple[GridFrame, np.ndarray] | None"]
+"""The clearance grid on the box round some points plus a margin (None: not known there)."""
+
+
+def follow_on(path: np.ndarray, progress: float, rule: LookaheadRule, p: np.ndarray) -> tuple[np.ndarray, float, float]:
+    """The lookahead rule (:func:`navcontract.subgoal.follow_path`) on one path from ``p``: the
+    sub-goal (2,), the new progress and the path still to go."""
+    sub, new, remaining = follow_path(
+        path[None].astype(np.float32),
+        np.array([len(path)]),
+        p[None].astype(np.float32),
+        np.array([progress], dtype=np.float32),
+        rule,
+    )
+    return np.asarray(sub[0], dtype=np.float64), float(new[0]), float(remaining[0])
+
+
+def visible(
+    path: np.ndarray,
+    progress: float,
+    lookahead: float,
+    p: np.ndarray,
+    sub: np.ndarray,
+    rule: SightRule,
+    clearance: Clearance,
+) -> tuple[float, float]:
+    """The sub-goal ``sub``, or where it cuts a corner into a mapped surface, the furthest point of the
+    path before it that the robot at ``p`` reaches in a straight line keeping its radius. Where
+    ``clearance`` knows nothing of the box, the sub-goal stands."""
+    arc = arc_lengths(path)
+    s_end = min(progress + lookahead, float(arc[-1]))
+    pts = points_at(path, arc, np.arange(s_end, progress - 1e-9, -rule.step))  # sub-goal first
+    if not len(pts):  # progress at the path's end (within float32 rounding): the sub-goal is its end
+        return float(sub[0]), float(sub[1])
+    grid = clearance(np.vstack([p[None], pts]), rule.margin)
+    if grid is None:
+        return float(sub[0]), float(sub[1])
+    frame, clear = grid
+    ok = sees(p, pts, clear, frame, rule.radius, certify=False)
+    if not ok.any() or ok[0]:
+        return float(sub[0]), float(sub[1])
+    q = pts[int(np.argmax(ok))]
+    return float(q[0]), float(q[1])
+
+
 class ScanPlanner:
     """The robot's map, its path to the goal and the sub-goal along it (module doc)."""
 
@@ -223,6 +303,7 @@ class ScanPlanner:
         self.cfg, self.radius = cfg, float(radius)
         self.rule = rule if rule is not None else LookaheadRule()
         self.map = ScanMap(cfg)
+        self.path_id = 0  # changes whenever the path in use does (the worker's plans name their path by it)
         self.reset()
 
     def reset(self) -> None:
@@ -233,6 +314,7 @@ class ScanPlanner:
     def new_goal(self) -> None:
         """Drop the path; the map stays (what was seen is still there)."""
         self.path: np.ndarray | None = None
+        self.path_id += 1
         self.progress = 0.0  # [m] arc length of the path reached
         self.remaining = 0.0  # [m] path still to go
         self.planned_at: float | None = None
@@ -268,40 +350,47 @@ class ScanPlanner:
         if self.map.x0 is None:
             return None
         p = np.asarray(pose[:2], dtype=np.float64)
+        self.update_path(p, np.asarray(goal, dtype=np.float64), now)
+        return self.follow(p)
+
+    def update_path(self, p: np.ndarray, goal: np.ndarray, now: float) -> None:
+        """The map's half of a tick: plan again when ``replan_period`` has passed since the last plan,
+        or at once when the path ahead is blocked (from the robot's position ``p``)."""
         blocked = self.path is not None and self._blocked()
         due = self.planned_at is None or not (0.0 <= now - self.planned_at < self.cfg.replan_period)
         if due or blocked:
-            self._replan(p, np.asarray(goal, dtype=np.float64), blocked, now)
+            self._replan(p, goal, blocked, now)
+
+    def follow(self, p: np.ndarray) -> tuple[float, float] | None:
+        """The tick's half: advance along the path from ``p`` and return the sub-goal (None: no path)."""
         if self.path is None:
             return None
-        sub, progress, remaining = follow_path(
-            self.path[None].astype(np.float32),
-            np.array([len(self.path)]),
-            p[None].astype(np.float32),
-            np.array([self.progress], dtype=np.float32),
-            self.rule,
-        )
-        self.progress, self.remaining = float(progress[0]), float(remaining[0])
+        sub, self.progress, self.remaining = follow_on(self.path, self.progress, self.rule, p)
         if self.cfg.line_of_sight:
-            return self._visible(p, np.asarray(sub[0], dtype=np.float64))
-        return float(sub[0, 0]), float(sub[0, 1])
+            return visible(self.path, self.progress, self.rule.lookahead, p, sub, self.sight_rule, self._sight)
+        return float(sub[0]), float(sub[1])
 
-    def _visible(self, p: np.ndarray, sub: np.ndarray) -> tuple[float, float]:
-        """The sub-goal, or where it cuts a corner into a mapped surface, the furthest point of the
-        path before it that the robot reaches in a straight line keeping its radius."""
+    @property
+    def sight_rule(self) -> SightRule:
+        """What the line-of-sight check keeps (:func:`visible`)."""
+        return SightRule(self.radius, self.map.h, self.radius + self.cfg.keep + 2 * self.map.h)
+
+    def _sight(self, points: np.ndarray, margin: float) -> tuple[GridFrame, np.ndarray]:
+        return self._clearance(points, margin=margin)
+
+    def sight_clearance(self, p: np.ndarray, slack: float) -> tuple[GridFrame, np.ndarray] | None:
+        """The clearance the line-of-sight check may ask for while the robot moves up to ``slack``
+        from ``p`` along the current path: the box round the robot and the path from ``slack`` before
+        its progress to ``slack`` beyond its lookahead (None: no path)."""
         path = self.path
-        assert path is not None
+        if path is None or self.map.x0 is None:
+            return None
         arc = arc_lengths(path)
-        s_end = min(self.progress + self.rule.lookahead, float(arc[-1]))
-        pts = points_at(path, arc, np.arange(s_end, self.progress - 1e-9, -self.map.h))  # sub-goal first
-        if not len(pts):  # progress at the path's end (within float32 rounding): the sub-goal is its end
-            return float(sub[0]), float(sub[1])
-        frame, clear = self._clearance(np.vstack([p[None], pts]), margin=self.radius + self.cfg.keep + 2 * self.map.h)
-        ok = sees(p, pts, clear, frame, self.radius, certify=False)
-        if not ok.any() or ok[0]:
-            return float(sub[0]), float(sub[1])
-        q = pts[int(np.argmax(ok))]
-        return float(q[0]), float(q[1])
+        s0 = max(self.progress - slack, 0.0)
+        s1 = min(self.progress + self.rule.lookahead + slack, float(arc[-1]))
+        ahead = points_at(path, arc, np.append(np.arange(s0, s1, self.map.h), s1))
+        box = np.vstack([p[None] - slack, p[None] + slack, ahead])
+        return self._clearance(box, margin=self.sight_rule.margin)
 
     def _replan(self, p: np.ndarray, goal: np.ndarray, blocked: bool, now: float) -> None:
         """Plan again; a new path replaces a usable current one only when it is ``switch_gain``
@@ -311,12 +400,12 @@ class ScanPlanner:
         self.planned_at, self.plans = now, self.plans + 1
         self.failed = new is None
         if new is None:
-            if blocked or self.path is None:
-                self.path = None
+            if blocked and self.path is not None:
+                self.path, self.path_id = None, self.path_id + 1
             return
         safer = self.planned_radius > self.path_radius  # a path with the full clearance replaces a squeezed one
         if self.path is None or blocked or safer or polyline_length(new) < self.remaining - self.cfg.switch_gain:
-            self.path, self.progress = new, 0.0
+            self.path, self.progress, self.path_id = new, 0.0, self.path_id + 1
             self.path_radius = self.planned_radius
             self.remaining = polyline_length(new)
 

@@ -67,6 +67,43 @@ def test_a_return_marks_its_cell_and_clears_the_way_to_it() -> None:
     assert not m.occupied()[iy, ix]
 
 
+def samples(m: ScanMap, start: np.ndarray, angle: float, reach: float) -> set[tuple[int, int]]:
+    """The cells of the rule's samples of one beam: every half cell from ``start`` while short of
+    ``reach`` less a cell."""
+    d = np.array([math.cos(angle), math.sin(angle)])
+    step = m.h / 2
+    return {m.frame.cell(start + k * step * d) for k in range(int(reach / step) + 2) if k * step < reach - m.h}
+
+
+def test_a_scan_marks_and_clears_exactly_the_cells_of_the_rule() -> None:
+    """Hand-made beams from a cell centre: each clears the cells of its samples (every half cell up to
+    one cell short of its return, or of the range without one), each cell once per scan however many
+    beams pass it; its return's cell is marked within mark_range, and never cleared by another beam;
+    NaN and readings under range_min change nothing."""
+    cfg = ScanMapCfg()
+    m = ScanMap(cfg)
+    o = np.array([0.025, 0.025])
+    ranges = np.array([1.01, 0.51, 2.01, 5.01, np.nan, 0.01, 6.0])
+    angles = np.array([0.0, 0.0, 0.0, math.pi / 2, -math.pi / 2, math.pi, 3 * math.pi / 4])
+    m.update(ranges, angles, np.array([o[0], o[1], 0.0]), 0.05, 6.0)
+    cell = m.frame.cell
+    # East: returns at 0.535, 1.035, 2.035 (x), all within mark_range; the longest beam passes the
+    # cells of the other two returns, which stay marked.
+    marked = {cell(o + np.array([r, 0.0])) for r in (0.51, 1.01, 2.01)}
+    cleared = samples(m, o, 0.0, 2.01)
+    # North: a return beyond mark_range (4 m) is not marked; the beam clears up to it.
+    cleared |= samples(m, o, math.pi / 2, 5.01)
+    # North-west: a reading at range_max is no return; cleared up to the range less a cell.
+    cleared |= samples(m, o, 3 * math.pi / 4, 6.0)
+    cleared -= marked
+    assert cell(o + np.array([0.0, 5.01])) not in marked | cleared
+    ys, xs = np.nonzero(m.logodds)
+    assert set(zip(ys.tolist(), xs.tolist(), strict=True)) == cleared | marked  # west and south: nothing
+    assert all(m.logodds[c] == np.float32(cfg.hit) for c in marked)  # once, though beams passed
+    assert all(m.logodds[c] == np.float32(-cfg.miss) for c in cleared)  # once (the robot's cell: all beams)
+    assert len(cleared) > 200 and len(marked) == 3
+
+
 def test_the_window_follows_the_robot_and_keeps_what_it_saw() -> None:
     cfg = ScanMapCfg(size=10.0, recentre_margin=3.0)
     m = ScanMap(cfg)
