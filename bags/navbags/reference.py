@@ -29,7 +29,7 @@ from navdeploy import node_params
 from navdeploy.gate import CommandGate
 from navdeploy.settings import resolve_settings
 
-ALWAYS_PASSED = ("stale_timeout", "odom_frame", "control_period", "goal_tolerance", "scan_map")
+ALWAYS_PASSED = ("stale_timeout", "odom_frame", "control_period", "goal_tolerance", "scan_map", "scan_map_worker")
 """The parameters a recording or replay always passes to the node (and records in the bag), at their
 default too; any other only when it differs from its default."""
 
@@ -37,7 +37,11 @@ default too; any other only when it differs from its default."""
 @dataclass(frozen=True)
 class NodeParams(node_params.NodeParams):
     """The policy node's parameters (``navdeploy.node_params``: every name, default and range) as the
-    bag tools set them on the node's command line, and the reference resolves them."""
+    bag tools set them on the node's command line, and the reference resolves them. One default is
+    the bag tools' own: ``scan_map_worker`` false, so that the node plans on its scan map inline and
+    its sub-goals, like the reference's, depend only on the messages."""
+
+    scan_map_worker: bool = False
 
     def ros_params(self) -> dict[str, object]:
         """``-p name:=value`` of the node: :data:`ALWAYS_PASSED`, then every other parameter that

@@ -24,7 +24,10 @@ A new goal pose, or an empty path, ends path following.
 
 Scan map: with a goal and no path, the gate folds each new scan into the robot's own map and gives
 the driver the sub-goal along the path planned on it (:mod:`navdeploy.scan_map`), or the goal
-itself when the map has none.
+itself when the map has none. Synchronously (``scan_map_worker`` false; the evaluation and the bag
+tools), the tick updates the map and plans inline; on a worker (:mod:`navdeploy.scan_worker`, the
+node's default) the tick hands the new scan over without waiting and follows the newest plan that
+came back. :meth:`CommandGate.start` starts the worker, :meth:`CommandGate.close` stops it.
 
 Collision guard, the last stage: when the bundle carries a ``guard`` section (the guard the policy
 was trained driving through, :mod:`navcontract.guard`), the command that will be sent (clamped to
@@ -61,6 +64,7 @@ from navdeploy.inputs import (
     yaw_from_quaternion,
 )
 from navdeploy.scan_map import ScanPlanner
+from navdeploy.scan_worker import ScanPlannerWorker
 from navdeploy.settings import GateSettings, Limits
 from navdeploy.smoother import VelocitySmoother
 from navdeploy.states import FAULT_STATES, SCAN_FAULT_STATE, State, TickResult
@@ -84,6 +88,14 @@ def clamp_command(cmd: np.ndarray, limits: Limits) -> np.ndarray:
     return np.array([vx, vy, wz])
 
 
+def scan_planner(settings: GateSettings) -> ScanPlanner | ScanPlannerWorker | None:
+    """The scan map's planner of ``settings``: on a worker process or inline (None: no scan map)."""
+    if settings.scan_map is None or settings.robot_radius is None:
+        return None
+    kind = ScanPlannerWorker if settings.scan_map_worker else ScanPlanner
+    return kind(settings.scan_map, settings.robot_radius, settings.path_rule)
+
+
 @dataclass
 class _Stamped:
     value: Any
@@ -105,7 +117,7 @@ class CommandGate:
     path_rule: LookaheadRule = field(default_factory=LookaheadRule)  # sub-goal of a path
     guard: GuardRule | None = None  # collision guard on driving commands (navcontract.guard); None: off
     max_range: float = math.inf  # [m] the contract's lidar max_range, for the guard
-    scan_planner: ScanPlanner | None = None  # goal without a path: sub-goal on the robot's own map
+    scan_planner: ScanPlanner | ScanPlannerWorker | None = None  # goal without a path: sub-goal on the robot's own map
 
     @classmethod
     def from_settings(cls, driver: Any, settings: GateSettings) -> CommandGate:
@@ -133,12 +145,18 @@ class CommandGate:
             path_rule=settings.path_rule,
             guard=settings.guard,
             max_range=settings.max_range,
-            scan_planner=(
-                ScanPlanner(settings.scan_map, settings.robot_radius, settings.path_rule)
-                if settings.scan_map is not None and settings.robot_radius is not None
-                else None
-            ),
+            scan_planner=scan_planner(settings),
         )
+
+    def start(self) -> None:
+        """Start what runs beside the ticks: the scan map's worker (when the settings ask for one)."""
+        if isinstance(self.scan_planner, ScanPlannerWorker):
+            self.scan_planner.start()
+
+    def close(self) -> None:
+        """Stop the scan map's worker (a no-op without one)."""
+        if isinstance(self.scan_planner, ScanPlannerWorker):
+            self.scan_planner.close()
 
     def __post_init__(self) -> None:
         self.scan: _Stamped | None = None
@@ -456,8 +474,9 @@ class CommandGate:
         return np.asarray(guarded, dtype=np.float64), float(scale)
 
     def _mapped(self, pose: np.ndarray, final: tuple[float, float], now: float) -> tuple[float, float]:
-        """Goal without a path: fold a new scan into the robot's map and take the sub-goal along the
-        path planned on it (:mod:`navdeploy.scan_map`), or the goal itself when the map has none."""
+        """Goal without a path: hand a new scan to the robot's map and take the sub-goal along the
+        path planned on it (:mod:`navdeploy.scan_map`; on a worker, the newest plan that came back),
+        or the goal itself when the map has none."""
         planner = self.scan_planner
         if planner is None or self.scan is None:
             return final

@@ -270,6 +270,18 @@ PARAMS: tuple[Param, ...] = (
         "state `robot.radius`.",
     ),
     Param(
+        "scan_map_worker",
+        bool,
+        True,
+        "true: the map is updated and planned on in a worker process the control tick never waits for (the "
+        "tick follows the newest plan); false: inline at each tick",
+        details="On: each tick hands its new scan to the worker (`navdeploy.scan_worker`) and follows the newest "
+        "path that came back; until the first plan of a goal comes back the goal itself is the policy's goal. "
+        "Off: the tick updates the map and plans itself, so the sub-goal of every tick depends only on the "
+        "messages (the evaluation's rule; the bag tools set it false to compare the node with their reference "
+        "tick by tick), at the cost of the planning time in the tick.",
+    ),
+    Param(
         "below_min",
         str,
         "obstacle",

@@ -61,6 +61,7 @@ class GateSettings:
     scan_map: ScanMapCfg | None = None  # goal without a path: plan on the robot's own scans; None: off
     robot_radius: float | None = None  # [m] the contract's robot.radius (the scan map plans for it)
     scan_map_source: str = ""  # one line: the scan map in use, or why there is none
+    scan_map_worker: bool = False  # the scan map's update and planning on a worker process (navdeploy.scan_worker)
 
 
 def resolve_settings(contract: Any, params: NodeParams | None = None) -> tuple[GateSettings, list[str]]:
@@ -86,7 +87,7 @@ def resolve_settings(contract: Any, params: NodeParams | None = None) -> tuple[G
     )
     rule, path_source = resolve_path_rule(contract, params.path_lookahead, params.path_search_window, warnings=warnings)
     guard_rule, guard_source = resolve_guard(contract, params.guard, warnings=warnings)
-    map_cfg, radius, map_source = resolve_scan_map(contract, params.scan_map)
+    map_cfg, radius, map_source = resolve_scan_map(contract, params.scan_map, params.scan_map_worker)
     settings = GateSettings(
         control_period=period,
         goal_tolerance=tol,
@@ -106,6 +107,7 @@ def resolve_settings(contract: Any, params: NodeParams | None = None) -> tuple[G
         scan_map=map_cfg,
         robot_radius=radius,
         scan_map_source=map_source,
+        scan_map_worker=params.scan_map_worker,
     )
     return settings, warnings
 
@@ -163,10 +165,11 @@ def resolve_scan_options(contract: Any, params: NodeParams, *, warnings: list[st
     return scan_options
 
 
-def resolve_scan_map(contract: Any, enabled: bool) -> tuple[ScanMapCfg | None, float | None, str]:
+def resolve_scan_map(contract: Any, enabled: bool, worker: bool = False) -> tuple[ScanMapCfg | None, float | None, str]:
     """The scan map (a goal without a path is driven along a path planned on the robot's own scans):
-    on when the parameter is and the contract states ``robot.radius``. Returns its configuration
-    (None: off), the radius and one line for the log."""
+    on when the parameter is and the contract states ``robot.radius``; ``worker``: updated and
+    planned on a worker process. Returns its configuration (None: off), the radius and one line
+    for the log."""
     radius = getattr(contract, "robot_radius", None)
     radius = None if radius is None else float(radius)
     if not enabled:
@@ -179,7 +182,8 @@ def resolve_scan_map(contract: Any, enabled: bool) -> tuple[ScanMapCfg | None, f
         radius,
         f"scan map on (goal without a path: {cfg.resolution:g} m cells, replan every "
         f"{cfg.replan_period:g} s, radius {radius:g} m plus {cfg.margin:g} m, "
-        f"{cfg.squeeze:g} m less as the last resort)",
+        f"{cfg.squeeze:g} m less as the last resort; "
+        f"{'on a worker process the control tick never waits for' if worker else 'inline at each tick'})",
     )
 
 

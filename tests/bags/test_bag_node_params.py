@@ -18,6 +18,7 @@ def test_bag_tools_set_the_same_parameters_with_the_same_defaults() -> None:
         "control_period": 0.0,
         "goal_tolerance": 0.0,
         "scan_map": True,
+        "scan_map_worker": False,
     }
     given = BagParams(v_max=1.0, static_goal_frames="map 1 2 0", scan_map=False, fill="max_range")
     assert given.ros_params() == {
@@ -26,9 +27,22 @@ def test_bag_tools_set_the_same_parameters_with_the_same_defaults() -> None:
         "control_period": 0.0,
         "goal_tolerance": 0.0,
         "scan_map": False,
+        "scan_map_worker": False,
         "v_max": 1.0,
         "fill": "max_range",
         "static_goal_frames": "map 1 2 0",
     }
     contract = PolicyRuntime.load(FIXTURE_BUNDLE).contract
-    assert resolve_settings(contract, BagParams())[0] == resolve_settings(contract)[0]
+    assert (
+        resolve_settings(contract, BagParams())[0] == resolve_settings(contract, NodeParams(scan_map_worker=False))[0]
+    )
+
+
+def test_bag_tools_run_the_scan_map_inline() -> None:
+    """The node under replay and recording plans on its scan map inline, as the offline reference
+    does, so both give the same sub-goal at every tick; the node's own default is the worker."""
+    assert PARAM["scan_map_worker"].default is True
+    assert BagParams().scan_map_worker is False and BagParams().ros_params()["scan_map_worker"] is False
+    contract = PolicyRuntime.load(FIXTURE_BUNDLE).contract
+    assert not resolve_settings(contract, BagParams())[0].scan_map_worker
+    assert resolve_settings(contract)[0].scan_map_worker

@@ -17,9 +17,10 @@ The bundle: the ``bundle_path`` parameter, else ``$NAV_POLICY_BUNDLE``, else the
 installed with this package (``nav_policy/default_bundle``); the log names which one was loaded.
 The velocity smoother (``navdeploy.smoother``, parameters ``velocity_smoother``,
 ``max_accel_linear``, ``max_accel_angular``) limits the acceleration of driving commands to what the
-bundle's policy was trained with; it never delays a stop. Before it, the collision guard
-(``navcontract.guard``, parameter ``guard``) slows the planar command toward returns of the policy's
-own scan, as in training, when the bundle carries the guard its policy was trained with.
+bundle's policy was trained with; it never delays a stop. After it, as the last stage, the collision
+guard (``navcontract.guard``, parameter ``guard``) slows the planar command toward returns of the
+policy's own scan and toward what the scan did not see, as in training, when the bundle carries the
+guard its policy was trained with.
 
 Publishes on a timer at the control period (default from the bundle's contract), never from a
 subscription callback, so a missing or stale sensor can never freeze the last command in place:
@@ -82,6 +83,7 @@ class PolicyNode(Node):
         self.control_period = settings.control_period
         # The one command gate (navdeploy.gate), shared with the bag replay's reference.
         self.gate = CommandGate.from_settings(driver, settings)
+        self.gate.start()  # the scan map's worker (parameter scan_map_worker), stopped in close()
         self.state: State | None = None
         self._odom_problem: str | None = None
         self._scan_problem: str | None = None
@@ -339,8 +341,10 @@ class PolicyNode(Node):
         self.cmd_arrow_pub.publish(arrow)
 
     def close(self) -> None:
-        """Last word on shutdown: stop the robot (and give reliable subscribers time to get it)."""
+        """Last word on shutdown: stop the robot (and give reliable subscribers time to get it); stop
+        the scan map's worker."""
         self._publish(np.zeros(3))
+        self.gate.close()
         self.cmd_pub.wait_for_all_acked(Duration(seconds=0.5))
 
 

@@ -1,0 +1,499 @@
+"""The scan map off the control path: the map's update and its planning on a worker process.
+
+:class:`ScanPlannerWorker` has the interface the command gate uses of
+:class:`navdeploy.scan_map.ScanPlanner` (``step``, ``new_goal``, ``reset``, ``remaining``) and runs the
+same planner, in a process of its own:
+
+- each tick with a new scan hands the scan, the pose, the goal, the time and the robot's progress
+  along the path in use to the worker and returns at once (never waiting for it). At most
+  :data:`IN_FLIGHT` scans are on their way; a newer scan replaces one still waiting to be sent, so
+  a worker that falls behind gets the latest scan (the ones in between are not mapped);
+- the worker folds each scan it gets into its map and, for the newest of those it finds waiting,
+  plans as the synchronous planner does at a tick (:meth:`ScanPlanner.update_path`: again every
+  ``replan_period``, at once when the path ahead is blocked), then sends back the path in use and
+  the clearance round the robot and the path ahead (:meth:`ScanPlanner.sight_clearance`);
+- the tick takes the newest plan that has come back and follows it itself
+  (:func:`navdeploy.scan_map.follow_on`, the line-of-sight check on the clearance that came with it:
+  cheap, no distance transform). Until the first plan of a goal comes back the tick has no
+  sub-goal (the gate drives to the goal itself, as when the map has no path).
+
+A process, not a thread: scipy's shortest-path search holds the interpreter lock for its whole run
+(tens of milliseconds on a large box), which would stall the control tick of a thread sharing it.
+
+The worker is started by :meth:`ScanPlannerWorker.start` (the node does it at startup), else with the
+first scan; :meth:`ScanPlannerWorker.close` stops it, and it ends by itself when its parent does
+(the connection closes). A failure in the worker (an exception while planning, the process ending)
+raises once from the next :meth:`~ScanPlannerWorker.step` (the gate's tick then stops with
+``error``, as an exception of the synchronous planner does); a worker that ended is started again
+with an empty map on the next scan, at most :data:`MAX_RESTARTS` times.
+
+With ``lockstep`` every step waits for the worker to fold and plan its scan: the plans are then those
+of the synchronous planner tick by tick (the tests check this); the node never sets it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import traceback
+import weakref
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+import numpy as np
+
+from navcontract.subgoal import LookaheadRule
+from navdeploy.grid_search import GridFrame
+from navdeploy.scan_map import ScanMapCfg, ScanPlanner, SightRule, follow_on, visible
+
+IN_FLIGHT = 2
+"""Scans handed to the worker and not yet answered, at most."""
+
+SIGHT_SLACK = 1.0
+"""[m] The clearance sent with a plan covers the robot moving this far before the next plan comes."""
+
+MAX_RESTARTS = 3
+"""A worker that ended is started again this many times at most."""
+
+NICE = 5
+"""The worker's niceness above the node's: planning waits for the control tick, never the reverse."""
+
+LOCKSTEP_TIMEOUT = 60.0
+"""[s] With ``lockstep``, a step waits this long for its plan at most."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One scan for the worker, with what the tick knew when it came."""
+
+    seq: int
+    generation: int  # the goal it was taken for (new_goal and reset start a new one)
+    ranges: np.ndarray
+    angle_min: float
+    angle_increment: float
+    range_min: float
+    range_max: float
+    pose: np.ndarray  # (3,) odometry frame
+    goal: np.ndarray  # (2,)
+    now: float
+    path_id: int  # the path the tick follows (the worker's id), its progress and what is left of it
+    progress: float
+    remaining: float
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the worker sends back after the newest scan of a batch: its path and the clearance round it."""
+
+    seq: int
+    generation: int
+    path_id: int
+    path: np.ndarray | None
+    path_radius: float
+    progress: float
+    remaining: float
+    failed: bool
+    plans: int
+    sight: tuple[GridFrame, np.ndarray] | None
+    sight_rule: SightRule
+    busy_s: float  # the worker's time on the batch
+
+
+@dataclass(frozen=True)
+class Ack:
+    """The answer to a batch whose newest scan was followed by a new goal (nothing to plan for it)."""
+
+    seq: int
+
+
+@dataclass(frozen=True)
+class Failure:
+    """An exception in the worker while folding or planning."""
+
+    seq: int
+    text: str
+
+
+# ------------------------------------------------------------------------------------ worker side
+
+
+def _fold(planner: ScanPlanner, job: Job) -> None:
+    angles = job.angle_min + job.angle_increment * np.arange(len(job.ranges))
+    planner.map.update(job.ranges, angles, job.pose, job.range_min, job.range_max)
+
+
+def _plan(planner: ScanPlanner, job: Job, slack: float, started: float) -> Plan:
+    """The synchronous planner's update at ``job``'s tick, and what the tick needs to follow the path."""
+    if job.path_id == planner.path_id:  # the tick's progress along the path it follows
+        planner.progress, planner.remaining = job.progress, job.remaining
+    p = np.asarray(job.pose[:2], dtype=np.float64)
+    planner.update_path(p, np.asarray(job.goal, dtype=np.float64), job.now)
+    return Plan(
+        seq=job.seq,
+        generation=job.generation,
+        path_id=planner.path_id,
+        path=planner.path,
+        path_radius=planner.path_radius,
+        progress=planner.progress,
+        remaining=planner.remaining,
+        failed=planner.failed,
+        plans=planner.plans,
+        sight=planner.sight_clearance(p, slack) if planner.cfg.line_of_sight else None,
+        sight_rule=planner.sight_rule,
+        busy_s=time.perf_counter() - started,
+    )
+
+
+def _batch(planner: ScanPlanner, batch: list[tuple], slack: float) -> Plan | Ack | Failure | None:
+    """Fold every scan of ``batch`` in order, apply new goals and resets, plan for the newest scan when
+    nothing came after it; the answer (None: no scan in the batch)."""
+    started = time.perf_counter()
+    job: Job | None = None
+    seq: int | None = None
+    try:
+        for msg in batch:
+            if msg[0] == "job":
+                job = msg[1]
+                seq = job.seq
+                _fold(planner, job)
+            elif msg[0] == "new_goal":
+                planner.new_goal()
+                job = None
+            elif msg[0] == "reset":
+                planner.reset()
+                job = None
+        if seq is None:
+            return None
+        if job is None:
+            return Ack(seq)
+        return _plan(planner, job, slack, started)
+    except Exception as exc:
+        text = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
+        return Failure(-1 if seq is None else seq, text)
+
+
+def serve(conn: Connection) -> None:
+    """The worker's loop: build the planner from the first message, then answer batches until
+    ``stop`` or until the connection closes (the parent ended)."""
+    try:
+        factory, cfg, radius, rule, slack = conn.recv()
+        planner = factory(cfg, radius, rule)
+        while True:
+            batch = [conn.recv()]
+            while conn.poll():
+                batch.append(conn.recv())
+            if any(msg[0] == "stop" for msg in batch):
+                return
+            answer = _batch(planner, batch, slack)
+            if answer is not None:
+                conn.send(answer)
+    except (EOFError, OSError, KeyboardInterrupt):
+        return
+
+
+def yield_to_control() -> None:
+    """Make this process give way to the control tick on a shared CPU: batch scheduling (it never
+    preempts the node when a scan wakes it) and :data:`NICE` (where the OS allows)."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+    except (AttributeError, OSError):
+        pass
+    try:
+        os.nice(NICE)
+    except OSError:
+        pass
+
+
+def main() -> None:
+    """Entry of the worker process: ``python -c 'from navdeploy.scan_worker import main; main()' FD``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's; it stops the worker
+    yield_to_control()
+    serve(Connection(int(sys.argv[1])))
+
+
+# -------------------------------------------------------------------------------------- tick side
+
+
+class _Mailbox:
+    """What the receiving thread hands the tick: the newest plan, the highest answered scan, failures."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.plan: Plan | None = None
+        self.acked = 0
+        self.failures: list[str] = []
+        self.ended: str | None = None
+
+    def put(self, msg: Any) -> None:
+        with self.cond:
+            self.acked = max(self.acked, int(msg.seq))
+            if isinstance(msg, Plan):
+                self.plan = msg
+            elif isinstance(msg, Failure):
+                self.failures.append(msg.text)
+            self.cond.notify_all()
+
+    def end(self, reason: str) -> None:
+        with self.cond:
+            self.ended = reason
+            self.cond.notify_all()
+
+
+def _receive(conn: Connection, box: _Mailbox, proc: subprocess.Popen) -> None:
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            code = proc.poll()
+            box.end(
+                f"the scan map worker ended (exit code {code})" if code is not None else "the scan map worker ended"
+            )
+            return
+        box.put(msg)
+
+
+def _shutdown(proc: subprocess.Popen, conn: Connection, thread: threading.Thread) -> None:
+    """Stop the worker: ask, then wait a little, then kill; close the connection."""
+    try:
+        conn.send(("stop",))
+    except (OSError, ValueError):
+        pass
+    try:
+        proc.wait(timeout=2.0)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    thread.join(timeout=2.0)
+    conn.close()
+
+
+@dataclass
+class _Running:
+    proc: subprocess.Popen
+    conn: Connection
+    box: _Mailbox
+    thread: threading.Thread
+    finalizer: Any
+
+
+class ScanPlannerWorker:
+    """:class:`navdeploy.scan_map.ScanPlanner` on a worker process (module doc); ``planner``: what the
+    worker builds as ``planner(cfg, radius, rule)`` (a class or function it can import by name)."""
+
+    def __init__(
+        self,
+        cfg: ScanMapCfg,
+        radius: float,
+        rule: LookaheadRule | None = None,
+        planner: Callable[..., ScanPlanner] = ScanPlanner,
+        lockstep: bool = False,
+    ) -> None:
+        if not (math.isfinite(radius) and radius > 0):
+            raise ValueError(f"scan map: robot radius must be > 0, got {radius}")
+        self.cfg, self.radius = cfg, float(radius)
+        self.rule = rule if rule is not None else LookaheadRule()
+        self.factory, self.lockstep = planner, lockstep
+        self.restarts = 0
+        self.timings: deque[tuple[float, float]] = deque(maxlen=100_000)  # per plan taken: (age, worker busy) [s]
+        self._run: _Running | None = None
+        self._generation = 0
+        self._seq = 0
+        self._pending: Job | None = None
+        self._sent_at: dict[int, float] = {}
+        self._forget()
+
+    def _forget(self) -> None:
+        self.path: np.ndarray | None = None
+        self.path_id = -1
+        self.progress = 0.0
+        self.remaining = 0.0
+        self.path_radius = self.radius + self.cfg.margin
+        self.plans = 0
+        self.failed = False
+        self._sight: tuple[GridFrame, np.ndarray] | None = None
+        self._sight_rule: SightRule | None = None
+        self._pending = None
+
+    # ------------------------------------------------------------------ lifecycle
+    @property
+    def running(self) -> bool:
+        return self._run is not None and self._run.proc.poll() is None
+
+    def start(self) -> None:
+        """Start the worker process (once; a no-op while it runs)."""
+        if self._run is not None:
+            return
+        ours, theirs = socket.socketpair()
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "from navdeploy.scan_worker import main; main()", str(theirs.fileno())],
+            pass_fds=(theirs.fileno(),),
+            env=env,
+        )
+        theirs.close()
+        conn = Connection(ours.detach())
+        conn.send((self.factory, self.cfg, self.radius, self.rule, SIGHT_SLACK))
+        box = _Mailbox()
+        thread = threading.Thread(target=_receive, args=(conn, box, proc), name="scan-map-worker", daemon=True)
+        thread.start()
+        finalizer = weakref.finalize(self, _shutdown, proc, conn, thread)
+        self._run = _Running(proc, conn, box, thread, finalizer)
+        self._sent_at = {}
+
+    def close(self) -> None:
+        """Stop the worker (the map is lost); a later scan starts a new one."""
+        if self._run is not None:
+            self._run.finalizer()
+            self._run = None
+        self._forget()
+
+    # ------------------------------------------------------------------ the gate's interface
+    def new_goal(self) -> None:
+        """Drop the path; the map stays (the worker drops its path too)."""
+        self._generation += 1
+        self._forget()
+        self._send(("new_goal", self._generation))
+
+    def reset(self) -> None:
+        """Forget the map and the path."""
+        self._generation += 1
+        self._forget()
+        self._send(("reset", self._generation))
+
+    def step(
+        self, scan: Any | None, pose: np.ndarray, goal: tuple[float, float], now: float
+    ) -> tuple[float, float] | None:
+        """One control tick: hand ``scan`` (None: no new scan) to the worker, take the newest plan that
+        came back, and return the sub-goal along it (None: no plan yet, or no path on the map)."""
+        self._check()
+        if scan is not None:
+            self._submit(scan, pose, goal, now)
+        self._flush()
+        if self.lockstep and self._run is not None:
+            self._wait(self._seq)
+        self._take()
+        return self.follow(np.asarray(pose[:2], dtype=np.float64))
+
+    def follow(self, p: np.ndarray) -> tuple[float, float] | None:
+        """Advance along the path in use from ``p``; the sub-goal, as :meth:`ScanPlanner.follow`."""
+        if self.path is None:
+            return None
+        sub, self.progress, self.remaining = follow_on(self.path, self.progress, self.rule, p)
+        if self.cfg.line_of_sight and self._sight_rule is not None:
+            return visible(self.path, self.progress, self.rule.lookahead, p, sub, self._sight_rule, self._sight_grid)
+        return float(sub[0]), float(sub[1])
+
+    # ------------------------------------------------------------------ internals
+    def _sight_grid(self, points: np.ndarray, margin: float) -> tuple[GridFrame, np.ndarray] | None:
+        """The clearance that came with the plan, when its box holds ``points`` (else None)."""
+        if self._sight is None:
+            return None
+        frame, clear = self._sight
+        H, W = clear.shape
+        lo, hi = points.min(axis=0), points.max(axis=0)
+        inside = lo[0] >= frame.x0 and lo[1] >= frame.y0
+        inside = inside and hi[0] < frame.x0 + W * frame.sx and hi[1] < frame.y0 + H * frame.sy
+        return (frame, clear) if inside else None
+
+    def _check(self) -> None:
+        """Raise once for each failure the worker reported, and once when it ended (it restarts with
+        the next scan, :data:`MAX_RESTARTS` times at most; after that every step raises)."""
+        run = self._run
+        if run is None:
+            if self.restarts > MAX_RESTARTS:
+                raise RuntimeError(f"the scan map worker ended {self.restarts} times; not started again")
+            return
+        with run.box.cond:
+            failures, run.box.failures = run.box.failures, []
+            ended = run.box.ended
+        if failures:
+            raise RuntimeError(f"scan map worker: {failures[-1]}")
+        if ended is not None:
+            run.finalizer()
+            self._run = None
+            self.restarts += 1
+            self._forget()
+            raise RuntimeError(
+                ended + ("; starting it again with an empty map" if self.restarts <= MAX_RESTARTS else "")
+            )
+
+    def _submit(self, scan: Any, pose: np.ndarray, goal: tuple[float, float], now: float) -> None:
+        self._seq += 1
+        self._pending = Job(
+            seq=self._seq,
+            generation=self._generation,
+            ranges=np.asarray(scan.ranges, dtype=np.float64).reshape(-1),
+            angle_min=float(scan.angle_min),
+            angle_increment=float(scan.angle_increment),
+            range_min=float(scan.range_min),
+            range_max=float(scan.range_max),
+            pose=np.array(pose[:3], dtype=np.float64),
+            goal=np.asarray(goal, dtype=np.float64),
+            now=float(now),
+            path_id=self.path_id,
+            progress=self.progress,
+            remaining=self.remaining,
+        )
+
+    def _flush(self) -> None:
+        """Send the waiting scan when fewer than :data:`IN_FLIGHT` are unanswered."""
+        if self._pending is None:
+            return
+        self.start()
+        run = self._run
+        assert run is not None
+        with run.box.cond:
+            acked = run.box.acked
+        unanswered = sum(1 for s in self._sent_at if s > acked)
+        if unanswered >= IN_FLIGHT:
+            return
+        job, self._pending = self._pending, None
+        self._sent_at = {s: t for s, t in self._sent_at.items() if s >= acked}  # the answered one: its age
+        self._sent_at[job.seq] = time.perf_counter()
+        self._send(("job", job))
+
+    def _send(self, msg: tuple) -> None:
+        if self._run is None:
+            return
+        try:
+            self._run.conn.send(msg)
+        except (OSError, ValueError):
+            pass  # the worker ended: the receiving thread reports it, the next step raises
+
+    def _wait(self, seq: int) -> None:
+        """Lockstep: wait until the worker answered scan ``seq`` (or ended)."""
+        run = self._run
+        assert run is not None
+        deadline = time.monotonic() + LOCKSTEP_TIMEOUT
+        with run.box.cond:
+            while run.box.acked < seq and run.box.ended is None:
+                if not run.box.cond.wait(timeout=max(deadline - time.monotonic(), 0.0)):
+                    raise RuntimeError(f"scan map worker: no answer to scan {seq} within {LOCKSTEP_TIMEOUT} s")
+        self._check()
+
+    def _take(self) -> None:
+        """Take the newest plan of this goal that came back."""
+        run = self._run
+        if run is None:
+            return
+        with run.box.cond:
+            plan, run.box.plan = run.box.plan, None
+        if plan is None or plan.generation != self._generation:
+            return
+        sent = self._sent_at.get(plan.seq)
+        if sent is not None:
+            self.timings.append((time.perf_counter() - sent, plan.busy_s))
+        if plan.path_id != self.path_id:
+            self.path, self.path_id = plan.path, plan.path_id
+            self.progress, self.remaining = plan.progress, plan.remaining
+        self.path_radius, self.failed, self.plans = plan.path_radius, plan.failed, plan.plans
+        self._sight, self._sight_rule = plan.sight, plan.sight_rule
