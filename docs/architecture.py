@@ -38,7 +38,7 @@ BOXES = {
         1.0,
         ROBOT,
         "navdeploy runtime",
-        "PolicyRuntime; command gate:\nguard, smoother, scan map, DWA",
+        "PolicyRuntime; command gate:\nsmoother, then guard (last); scan map, DWA",
     ),
     "node": (4.0, 1.5, 2.9, 1.0, ROBOT, "nav_policy ROS 2 node", "/scan, /odom, /goal_pose\n-> /cmd_vel"),
     "sim": (1.0, 2.55, 1.7, 0.8, SIDE, "nav_policy_sim", "sim node (navsim)"),
