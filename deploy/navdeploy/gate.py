@@ -387,6 +387,8 @@ class CommandGate:
             self.stopped(now)
         res.path_in_use = self.path is not None
         res.subgoal, res.path_remaining = self._subgoal, self._path_remaining
+        if isinstance(self.scan_planner, ScanPlannerWorker):
+            self.scan_planner.dispatch()  # this tick's scan to the worker, once the command is made
         return res
 
     def stopped(self, now: float | None = None) -> None:

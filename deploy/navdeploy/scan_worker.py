@@ -5,13 +5,19 @@
 same planner, in a process of its own:
 
 - each tick with a new scan hands the scan, the pose, the goal, the time and the robot's progress
-  along the path in use to the worker and returns at once (never waiting for it). At most
+  along the path in use to the worker (:meth:`ScanPlannerWorker.step` keeps it,
+  :meth:`~ScanPlannerWorker.dispatch` sends it at the end of the gate's tick) and returns at once,
+  never waiting for it. At most
   :data:`IN_FLIGHT` scans are on their way; a newer scan replaces one still waiting to be sent, so
   a worker that falls behind gets the latest scan (the ones in between are not mapped);
 - the worker folds each scan it gets into its map and, for the newest of those it finds waiting,
   plans as the synchronous planner does at a tick (:meth:`ScanPlanner.update_path`: again every
   ``replan_period``, at once when the path ahead is blocked), then sends back the path in use and
   the clearance round the robot and the path ahead (:meth:`ScanPlanner.sight_clearance`);
+- the worker takes at most :data:`DUTY` of a CPU (``duty``): after each batch it rests three times as
+  long as the batch took, so a robot computer keeps its cores for the control loop and the other
+  nodes however fast scans come (a simulation run faster than real time included); scans that come
+  meanwhile wait, and the newest is planned for when it rests no more;
 - the tick takes the newest plan that has come back and follows it itself
   (:func:`navdeploy.scan_map.follow_on`, the line-of-sight check on the clearance that came with it:
   cheap, no distance transform). Until the first plan of a goal comes back the tick has no
@@ -66,6 +72,13 @@ MAX_RESTARTS = 3
 
 NICE = 5
 """The worker's niceness above the node's: planning waits for the control tick, never the reverse."""
+
+DUTY = 0.25
+"""The share of one CPU the worker takes at most: after each batch it rests ``1 / DUTY - 1`` times as
+long as the batch took (at most :data:`MAX_REST`), whatever the rate scans come at."""
+
+MAX_REST = 0.3
+"""[s] The longest rest after a batch."""
 
 LOCKSTEP_TIMEOUT = 60.0
 """[s] With ``lockstep``, a step waits this long for its plan at most."""
@@ -185,7 +198,7 @@ def serve(conn: Connection) -> None:
     """The worker's loop: build the planner from the first message, then answer batches until
     ``stop`` or until the connection closes (the parent ended)."""
     try:
-        factory, cfg, radius, rule, slack = conn.recv()
+        factory, cfg, radius, rule, slack, duty = conn.recv()
         planner = factory(cfg, radius, rule)
         while True:
             batch = [conn.recv()]
@@ -193,9 +206,12 @@ def serve(conn: Connection) -> None:
                 batch.append(conn.recv())
             if any(msg[0] == "stop" for msg in batch):
                 return
+            started = time.perf_counter()
             answer = _batch(planner, batch, slack)
             if answer is not None:
                 conn.send(answer)
+            busy = time.perf_counter() - started
+            time.sleep(min(busy * (1.0 / duty - 1.0), MAX_REST))  # its share of a CPU: at most duty
     except (EOFError, OSError, KeyboardInterrupt):
         return
 
@@ -296,12 +312,15 @@ class ScanPlannerWorker:
         rule: LookaheadRule | None = None,
         planner: Callable[..., ScanPlanner] = ScanPlanner,
         lockstep: bool = False,
+        duty: float = DUTY,
     ) -> None:
         if not (math.isfinite(radius) and radius > 0):
             raise ValueError(f"scan map: robot radius must be > 0, got {radius}")
         self.cfg, self.radius = cfg, float(radius)
         self.rule = rule if rule is not None else LookaheadRule()
-        self.factory, self.lockstep = planner, lockstep
+        if not 0.0 < duty <= 1.0:
+            raise ValueError(f"scan map worker: duty must be in (0, 1], got {duty}")
+        self.factory, self.lockstep, self.duty = planner, lockstep, float(duty)
         self.restarts = 0
         self.timings: deque[tuple[float, float]] = deque(maxlen=100_000)  # per plan taken: (age, worker busy) [s]
         self._run: _Running | None = None
@@ -341,7 +360,7 @@ class ScanPlannerWorker:
         )
         theirs.close()
         conn = Connection(ours.detach())
-        conn.send((self.factory, self.cfg, self.radius, self.rule, SIGHT_SLACK))
+        conn.send((self.factory, self.cfg, self.radius, self.rule, SIGHT_SLACK, self.duty))
         box = _Mailbox()
         thread = threading.Thread(target=_receive, args=(conn, box, proc), name="scan-map-worker", daemon=True)
         thread.start()
@@ -377,11 +396,18 @@ class ScanPlannerWorker:
         self._check()
         if scan is not None:
             self._submit(scan, pose, goal, now)
-        self._flush()
-        if self.lockstep and self._run is not None:
-            self._wait(self._seq)
+        if self.lockstep:
+            self.dispatch()
+            if self._run is not None:
+                self._wait(self._seq)
         self._take()
         return self.follow(np.asarray(pose[:2], dtype=np.float64))
+
+    def dispatch(self) -> None:
+        """Send the newest scan of :meth:`step` to the worker (when fewer than :data:`IN_FLIGHT` are
+        unanswered; else it waits for a later call). The gate calls it at the end of its tick, so that
+        the worker computes while the node waits for its next tick, not during this one."""
+        self._flush()
 
     def follow(self, p: np.ndarray) -> tuple[float, float] | None:
         """Advance along the path in use from ``p``; the sub-goal, as :meth:`ScanPlanner.follow`."""

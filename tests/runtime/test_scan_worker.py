@@ -48,6 +48,13 @@ def wait_for(condition, timeout: float = 30.0, every: float = 0.02) -> None:
         time.sleep(every)
 
 
+def tick(worker: ScanPlannerWorker, scan, pose: np.ndarray, goal, now: float):
+    """What the gate does with its worker in a tick: step, then hand the scan over."""
+    sub = worker.step(scan, pose, goal, now)
+    worker.dispatch()
+    return sub
+
+
 def test_the_worker_plans_what_the_synchronous_planner_plans() -> None:
     """Fed the same scans, poses and times, the worker in lockstep holds the synchronous planner's
     path at every tick and hands out the same sub-goal, through its replans."""
@@ -102,18 +109,18 @@ def test_the_tick_never_waits_for_a_plan_and_uses_the_previous_one(tmp_path: Pat
         world = make_world(np.random.default_rng(5))
         rng = np.random.default_rng(1)
         pose = np.array([0.0, 0.0, 0.0])
-        sub = worker.step(scan_at(world, pose, rng), pose, GOAL, 0.0)
+        sub = tick(worker, scan_at(world, pose, rng), pose, GOAL, 0.0)
         assert sub is None  # no plan has come back yet: the goal itself
-        wait_for(lambda: worker.step(None, pose, GOAL, 0.05) is not None)
+        wait_for(lambda: tick(worker, None, pose, GOAL, 0.05) is not None)
         first, plans = worker.path, worker.plans
         assert first is not None and plans == 1
         # A second scan, a period later: the worker's next search is held until the file appears.
         for k in range(1, 40):
             t = 1.0 + 0.1 * k
-            sub = worker.step(scan_at(world, pose, rng), pose, GOAL, t)
+            sub = tick(worker, scan_at(world, pose, rng), pose, GOAL, t)
             assert sub is not None and worker.path is first and worker.plans == plans  # the previous plan
         release.touch()
-        wait_for(lambda: (worker.step(None, pose, GOAL, 5.0), worker.plans)[1] > plans)
+        wait_for(lambda: (tick(worker, None, pose, GOAL, 5.0), worker.plans)[1] > plans)
     finally:
         worker.close()
 
@@ -121,6 +128,13 @@ def test_the_tick_never_waits_for_a_plan_and_uses_the_previous_one(tmp_path: Pat
 class FailingPlanner(ScanPlanner):
     def update_path(self, p: np.ndarray, goal: np.ndarray, now: float) -> None:
         raise ValueError("planning broke")
+
+
+def test_unusable_worker_settings_are_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="duty"):
+        ScanPlannerWorker(ScanMapCfg(), RADIUS, duty=0.0)
+    with pytest.raises(ValueError, match="radius"):
+        ScanPlannerWorker(ScanMapCfg(), 0.0)
 
 
 def test_a_failure_in_the_worker_raises_once_from_the_next_step() -> None:

@@ -1,0 +1,346 @@
+"""The cost of the node's control tick with the scan map: on a worker, synchronous, and off, side by side.
+
+    nav-benchmark-tick                                   # 600 ticks per mode and pace, default bundle
+    nav-benchmark-tick --ticks 1000 --json docs/results/benchmark_tick.json
+    nav-benchmark-tick --pace 0.02 --modes worker,off
+    python -m navdeploy.bench_tick --bundle DIR          # the same
+
+What one control tick of the node costs: the scan and odometry adapters and
+:meth:`navdeploy.gate.CommandGate.tick` (as ``policy_node`` runs them on each message and timer tick),
+on the gate the node builds (:func:`navdeploy.settings.resolve_settings` of the node's defaults over
+the bundle's contract, here with ``scan_map`` and ``scan_map_worker`` set per mode).
+
+The stream: a synthetic room (13 x 8 m) with a field of posts (most 0.075 m in radius, gaps at
+least 0.45 m), ray-cast in numpy by a 720-beam 360-degree lidar with 12 m range and 1 cm noise; a
+holonomic robot that starts 10 m from its goal, drives by the gate's commands (the synchronous scan
+map on) and, at the goal or after 60 s, is sent back to where it came from. The stream (scans,
+odometry, goals) is recorded once and the same messages go to every mode, open loop:
+
+- ``worker``: scan map on, updated and planned on its worker process (the node's default); also
+  reported: how old a plan is when the tick takes it, and the worker's time per batch of scans;
+- ``sync``: scan map on, updated and planned inline (the evaluation's and the bag tools' mode);
+- ``off``: no scan map (the goal is the policy's goal).
+
+Each mode runs at each ``--pace``: the wall time between the starts of two ticks. ``0`` runs the ticks
+back to back (the processor stays warm; the worker then gets scans far faster than a robot's
+lidar gives them, and plans for the newest it can take); the control period (the default's second
+pace) is how the node's timer runs them, the processor idle in between (colder caches: every mode
+costs more per tick than back to back).
+
+Prints a table and writes JSON (``--json``). Not a test: the numbers depend on the machine and its
+load; docs/results.md keeps the measured ones with the date and the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+DEFAULT_BUNDLE = Path("ros2_ws") / "src" / "nav_policy" / "nav_policy" / "default_bundle"
+ROOM = (-1.5, 11.5, -4.0, 4.0)  # x0, x1, y0, y1 [m]
+START, GOAL = (0.0, 0.0), (10.0, 0.0)
+RANGE_MAX = 12.0  # [m] the lidar's
+RANGE_MIN = 0.05
+MODES = ("worker", "sync", "off")
+
+
+@dataclass(frozen=True)
+class World:
+    room: tuple[float, float, float, float]
+    posts: np.ndarray  # (P, 3): x, y, radius
+
+
+def make_world(rng: np.random.Generator, posts: int = 80) -> World:
+    """Posts between start and goal, 70 % of them 0.075 m thin, every gap at least 0.45 m."""
+    placed: list[tuple[float, float, float]] = []
+    tries = 0
+    while len(placed) < posts and tries < 100_000:
+        tries += 1
+        x, y = rng.uniform(1.0, 9.0), rng.uniform(ROOM[2] + 0.4, ROOM[3] - 0.4)
+        r = 0.075 if rng.random() < 0.7 else rng.uniform(0.1, 0.3)
+        if all(math.hypot(x - q[0], y - q[1]) > r + q[2] + 0.45 for q in placed):
+            placed.append((x, y, r))
+    return World(ROOM, np.array(placed))
+
+
+def cast(world: World, pose: np.ndarray, beams: int, rng: np.random.Generator, noise: float) -> np.ndarray:
+    """Ranges (beams,) from ``pose`` over 360 degrees (beam 0 at -pi, body frame); inf beyond range."""
+    ang = -math.pi + 2 * math.pi * np.arange(beams) / beams + pose[2]
+    d = np.stack([np.cos(ang), np.sin(ang)], axis=1)
+    x0, x1, y0, y1 = world.room
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tx = np.where(d[:, 0] > 0, (x1 - pose[0]) / d[:, 0], np.where(d[:, 0] < 0, (x0 - pose[0]) / d[:, 0], np.inf))
+        ty = np.where(d[:, 1] > 0, (y1 - pose[1]) / d[:, 1], np.where(d[:, 1] < 0, (y0 - pose[1]) / d[:, 1], np.inf))
+    r = np.minimum(tx, ty)
+    w = world.posts[:, :2] - pose[:2]
+    along = d @ w.T  # (beams, P)
+    disc = world.posts[:, 2] ** 2 - (np.sum(w * w, axis=1)[None, :] - along**2)
+    t = np.where(disc >= 0, along - np.sqrt(np.maximum(disc, 0.0)), np.inf)
+    r = np.minimum(r, np.where(t > 0, t, np.inf).min(axis=1)) + rng.normal(0.0, noise, beams)
+    return np.where(r < RANGE_MAX, r, np.inf)
+
+
+# ------------------------------------------------------------------------ messages (duck-typed)
+
+
+def _header(t: float, frame: str) -> SimpleNamespace:
+    sec = int(math.floor(t))
+    return SimpleNamespace(stamp=SimpleNamespace(sec=sec, nanosec=int(round((t - sec) * 1e9))), frame_id=frame)
+
+
+def scan_msg(ranges: np.ndarray, t: float) -> SimpleNamespace:
+    n = len(ranges)
+    return SimpleNamespace(
+        header=_header(t, "base_link"),
+        ranges=ranges.astype(np.float32).tolist(),
+        angle_min=-math.pi,
+        angle_increment=2 * math.pi / n,
+        angle_max=-math.pi + (n - 1) * 2 * math.pi / n,
+        range_min=RANGE_MIN,
+        range_max=RANGE_MAX,
+    )
+
+
+def odom_msg(pose: np.ndarray, twist: np.ndarray, t: float) -> SimpleNamespace:
+    v = SimpleNamespace
+    q = v(x=0.0, y=0.0, z=math.sin(pose[2] / 2), w=math.cos(pose[2] / 2))
+    return v(
+        header=_header(t, "odom"),
+        child_frame_id="base_link",
+        pose=v(pose=v(position=v(x=float(pose[0]), y=float(pose[1]), z=0.0), orientation=q)),
+        twist=v(
+            twist=v(linear=v(x=float(twist[0]), y=float(twist[1]), z=0.0), angular=v(x=0.0, y=0.0, z=float(twist[2])))
+        ),
+    )
+
+
+def goal_msg(goal: tuple[float, float]) -> SimpleNamespace:
+    v = SimpleNamespace
+    return v(header=_header(0.0, "odom"), pose=v(position=v(x=goal[0], y=goal[1], z=0.0)))
+
+
+@dataclass
+class Tick:
+    t: float
+    scan: SimpleNamespace
+    odom: SimpleNamespace
+    goal: SimpleNamespace | None  # a new goal before this tick
+
+
+# ------------------------------------------------------------------------------------- the gate
+
+
+def make_gate(bundle: Path, mode: str):
+    """The node's gate on ``bundle`` with its default parameters, the scan map per ``mode``."""
+    from navdeploy.gate import CommandGate
+    from navdeploy.node_params import NodeParams
+    from navdeploy.runtime import PolicyRuntime
+    from navdeploy.settings import resolve_settings
+
+    runtime = PolicyRuntime.load(str(bundle))
+    params = NodeParams(scan_map=mode != "off", scan_map_worker=mode == "worker")
+    settings, _ = resolve_settings(runtime.contract, params)
+    gate = CommandGate.from_settings(runtime, settings)
+    gate.start()
+    return gate, settings.control_period
+
+
+def _moved(world: World, pose: np.ndarray, cmd: np.ndarray, dt: float, radius: float) -> np.ndarray:
+    """``pose`` after ``dt`` at the body-frame command; a move into a post or a wall is not made."""
+    c, s = math.cos(pose[2]), math.sin(pose[2])
+    nxt = pose + dt * np.array([c * cmd[0] - s * cmd[1], s * cmd[0] + c * cmd[1], cmd[2]])
+    x0, x1, y0, y1 = world.room
+    inside = x0 + radius < nxt[0] < x1 - radius and y0 + radius < nxt[1] < y1 - radius
+    gaps = np.hypot(world.posts[:, 0] - nxt[0], world.posts[:, 1] - nxt[1]) - world.posts[:, 2]
+    return nxt if inside and gaps.min() > radius else pose
+
+
+def record_stream(bundle: Path, ticks: int, beams: int, seed: int) -> tuple[list[Tick], dict[str, Any]]:
+    """The messages of ``ticks`` control ticks of a robot driven by the synchronous gate (module doc)."""
+    rng = np.random.default_rng(seed)
+    world = make_world(rng)
+    gate, period = make_gate(bundle, "sync")
+    radius = float(gate.scan_planner.radius)
+    pose, twist = np.array([*START, 0.0]), np.zeros(3)
+    goal, home, since = GOAL, START, 0.0
+    stream: list[Tick] = []
+    reached = 0
+    new_goal: SimpleNamespace | None = goal_msg(goal)
+    for k in range(ticks):
+        t = 1.0 + k * period
+        if k > 0 and (gate.reached or t - since > 60.0):
+            reached += int(gate.reached)
+            goal, home, since = home, goal, t
+            new_goal = goal_msg(goal)
+        tick = Tick(t, scan_msg(cast(world, pose, beams, rng, 0.01), t), odom_msg(pose, twist, t), new_goal)
+        stream.append(tick)
+        res = _feed(gate, tick)
+        new_goal = None
+        cmd = np.asarray(res.cmd, dtype=np.float64)
+        nxt = _moved(world, pose, cmd, period, radius)
+        twist = cmd if nxt is not pose else np.zeros(3)
+        pose = nxt
+    gate.close()
+    return stream, {"posts": len(world.posts), "goals_reached": reached, "control_period_s": period}
+
+
+def _feed(gate, tick: Tick):
+    if tick.goal is not None:
+        gate.goal_message(tick.goal)
+    gate.scan_message(tick.scan, tick.t)
+    gate.odom_message(tick.odom, tick.t)
+    return gate.tick(tick.t)
+
+
+# ---------------------------------------------------------------------------------- measurement
+
+
+def run_mode(bundle: Path, mode: str, stream: list[Tick], pace: float) -> dict[str, Any]:
+    """Per tick: the adapters and the tick, timed (ms); ``pace`` > 0 spaces the ticks that far apart
+    in wall time."""
+    gate, _ = make_gate(bundle, mode)
+    if mode == "worker":
+        time.sleep(1.0)  # the worker process starts (imports) before the first tick, as at the node's startup
+    times = []
+    states: dict[str, int] = {}
+    subgoals = 0
+    next_at = time.perf_counter()
+    for tick in stream:
+        if pace > 0:
+            next_at += pace
+            while (left := next_at - time.perf_counter()) > 0:
+                time.sleep(left)
+        if tick.goal is not None:
+            gate.goal_message(tick.goal)
+        t0 = time.perf_counter()
+        gate.scan_message(tick.scan, tick.t)
+        gate.odom_message(tick.odom, tick.t)
+        res = gate.tick(tick.t)
+        times.append((time.perf_counter() - t0) * 1e3)
+        states[res.state.value] = states.get(res.state.value, 0) + 1
+        subgoals += res.subgoal is not None
+    out: dict[str, Any] = {"tick_ms": summary(times), "states": states, "ticks_with_subgoal": subgoals}
+    planner = gate.scan_planner
+    timings = list(getattr(planner, "timings", ()))
+    if timings:
+        out["plan_age_ms"] = summary([a * 1e3 for a, _ in timings])
+        out["worker_busy_ms"] = summary([b * 1e3 for _, b in timings])
+        out["plans_taken"] = len(timings)
+    gate.close()
+    return out
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    v = np.asarray(values, dtype=np.float64)
+    return {
+        "p50": float(np.percentile(v, 50)),
+        "p99": float(np.percentile(v, 99)),
+        "max": float(v.max()),
+        "mean": float(v.mean()),
+    }
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument(
+        "--bundle",
+        type=Path,
+        default=None,
+        help="bundle folder (default: $NAV_POLICY_BUNDLE, else the node's default bundle under the current directory)",
+    )
+    ap.add_argument("--ticks", type=int, default=600, help="control ticks per mode")
+    ap.add_argument("--beams", type=int, default=720, help="beams of the lidar")
+    ap.add_argument("--seed", type=int, default=0, help="the world and the lidar's noise")
+    ap.add_argument("--modes", default=",".join(MODES), help="comma-separated, of: " + ", ".join(MODES))
+    ap.add_argument(
+        "--pace",
+        type=float,
+        action="append",
+        default=None,
+        help="wall seconds between tick starts, repeatable (default: 0 and the control period; 0: back to back)",
+    )
+    ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    a = ap.parse_args(argv)
+    bad = [m for m in a.modes.split(",") if m not in MODES]
+    if bad or a.ticks < 10 or a.beams < 8 or any(not 0.0 <= x <= 1.0 for x in a.pace or ()):
+        ap.error(f"--modes of {', '.join(MODES)} (got {', '.join(bad)}); --ticks >= 10; --beams >= 8; --pace in [0, 1]")
+    return a
+
+
+def bundle_path(given: Path | None) -> Path:
+    env = os.environ.get("NAV_POLICY_BUNDLE")
+    bundle = given or (Path(env) if env else DEFAULT_BUNDLE)
+    if not (bundle / "policy.onnx").is_file():
+        raise SystemExit(
+            f"no policy bundle at '{bundle}': pass --bundle, set NAV_POLICY_BUNDLE, or run from the repository root"
+        )
+    return bundle
+
+
+def table(results: dict[str, Any]) -> str:
+    lines = ["| pace [s] | mode | tick p50 [ms] | p99 | max | mean |", "|---|---|---|---|---|---|"]
+    notes = []
+    for run in results["runs"]:
+        for mode, r in run["modes"].items():
+            s = r["tick_ms"]
+            lines.append(
+                f"| {run['pace_s']:g} | {mode} | {s['p50']:.2f} | {s['p99']:.2f} | {s['max']:.2f} | {s['mean']:.2f} |"
+            )
+            if "plan_age_ms" in r:
+                age, busy = r["plan_age_ms"], r["worker_busy_ms"]
+                notes.append(
+                    f"pace {run['pace_s']:g} s, worker: plan age when taken p50 {age['p50']:.1f} ms, p99 "
+                    f"{age['p99']:.1f} ms; worker time per batch p50 {busy['p50']:.1f} ms, p99 {busy['p99']:.1f} ms "
+                    f"({r['plans_taken']} plans taken, {r['ticks_with_subgoal']} ticks with a sub-goal)"
+                )
+    return "\n".join(lines + [""] + notes)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    bundle = bundle_path(args.bundle)
+    t0 = time.perf_counter()
+    stream, world = record_stream(bundle, args.ticks, args.beams, args.seed)
+    print(
+        f"[bench-tick] stream of {len(stream)} ticks recorded in {time.perf_counter() - t0:.1f} s: {world}", flush=True
+    )
+    paces = args.pace if args.pace is not None else [0.0, world["control_period_s"]]
+    runs = []
+    for pace in paces:
+        modes = {}
+        for mode in args.modes.split(","):
+            modes[mode] = run_mode(bundle, mode, stream, pace)
+            print(f"[bench-tick] pace {pace:g} s, {mode}: {modes[mode]['tick_ms']}", flush=True)
+        runs.append({"pace_s": pace, "modes": modes})
+    results = {
+        "date": datetime.date.today().isoformat(),
+        "command": "nav-benchmark-tick " + " ".join(sys.argv[1:] if argv is None else argv),
+        "machine": {"cpus": os.cpu_count(), "load_avg": list(os.getloadavg()), "python": platform.python_version()},
+        "bundle": str(bundle),
+        "ticks": len(stream),
+        "beams": args.beams,
+        "world": world,
+        "runs": runs,
+    }
+    print(table(results))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+        print(f"[bench-tick] wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
