@@ -57,6 +57,7 @@ from navdeploy.inputs import (
     MAX_PATH_POINTS,
     PathTooLong,
     Transform2D,
+    clock_mismatch,
     read_goal,
     read_odom,
     read_path,
@@ -405,6 +406,9 @@ class CommandGate:
         if self.scan is None or self.odom is None:
             missing = " and ".join(n for n, v in (("scan", self.scan), ("odometry", self.odom)) if v is None)
             return self._zero(State.WAITING_INPUT, f"no {missing} received yet")
+        mismatch = clock_mismatch("scan", self.scan.stamp, now) or clock_mismatch("odometry", self.odom.stamp, now)
+        if mismatch:
+            return self._zero(State.CLOCK_MISMATCH, mismatch)
         problem = self._age_problem(self.scan, now)
         if problem:
             return self._zero(State.STALE_SCAN, f"scan {problem}")

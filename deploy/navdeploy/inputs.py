@@ -4,12 +4,14 @@ The readers take anything with the attribute names of ``sensor_msgs/LaserScan``,
 ``nav_msgs/Odometry``, ``geometry_msgs/PoseStamped`` and ``nav_msgs/Path`` (rclpy messages,
 ``rosbags`` dataclasses) and raise on a message they cannot read; the gate
 (:class:`navdeploy.gate.CommandGate`) decides what an unreadable or unusable input means. Times
-are ROS times in seconds (simulated time under ``use_sim_time``).
+are ROS times in seconds (simulated time under ``use_sim_time``). :func:`clock_mismatch` names a
+stamp in another time base than the node's clock (simulated against wall time).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +22,13 @@ from navdeploy.states import State, TickResult
 
 MAX_PATH_POINTS = 10000
 """A path with more poses than this is refused (the lookahead rule runs over all of them each tick)."""
+
+CLOCK_MISMATCH_S = 3600.0
+"""[s] A stamp this far from the node's clock (either way) is in another time base: simulated time
+against wall time (``use_sim_time`` set wrong, or /clock missing), not a late message."""
+WALL_TIME_S = 1e9
+"""[s] Times at or above this (2001-09-09) read as wall time, below it as simulated time (which starts
+near 0), for the hint of a clock mismatch."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +76,30 @@ def header_time(header: Any, now: float) -> float:
     """The time a message was taken: its header stamp, or ``now`` when the stamp is zero (unset)."""
     t = stamp_seconds(header.stamp)
     return t if t > 0 else now
+
+
+def clock_mismatch(what: str, stamp: float, now: float) -> str | None:
+    """Why ``what`` stamped ``stamp`` cannot be compared with the node's clock ``now`` at all: more than
+    :data:`CLOCK_MISMATCH_S` apart, with a hint which side is simulated time; None when they are
+    within it (then the stale rule judges the stamp)."""
+    gap = now - stamp
+    if abs(gap) <= CLOCK_MISMATCH_S:
+        return None
+    if now >= WALL_TIME_S > stamp:
+        hint = (
+            "the node runs on wall time and the stamps are simulated time: set use_sim_time true (and publish /clock)"
+        )
+    elif stamp >= WALL_TIME_S > now:
+        hint = (
+            "the node runs on simulated time (use_sim_time true, /clock) and the stamps are wall time: "
+            "set use_sim_time false, or publish /clock from the stamps' clock"
+        )
+    else:
+        hint = "simulated and wall time mixed? use_sim_time must match the clock that stamps the messages"
+    return (
+        f"{what} stamped {stamp:.3f} s, the node's clock reads {now:.3f} s: {abs(gap):.0f} s apart "
+        f"(over {CLOCK_MISMATCH_S:.0f} s): {hint}"
+    )
 
 
 def yaw_from_quaternion(x: float, y: float, z: float, w: float) -> float | None:
@@ -146,17 +179,23 @@ def read_path(msg: Any) -> tuple[np.ndarray, str]:
 class ClockWatchdog:
     """Under ``use_sim_time`` the node's timer runs on /clock: when /clock stops, so does the timer,
     and the last command would stand on the base. This watchdog runs on wall time: once /clock has
-    started, ROS time not advancing for ``timeout`` wall seconds gives a zero command (state
-    ``clock_stalled``) on every wall tick until it advances again. Before the first /clock nothing
-    was ever commanded, so there is nothing to cancel (and nothing is published)."""
+    started, ROS time not advancing for ``timeout`` wall seconds gives a zero command on every wall
+    tick until it advances again: state ``clock_stalled`` while /clock still has a publisher,
+    ``clock_ended`` once none is left (the simulation or the bag ended: a normal end, not a fault).
+    Before the first /clock nothing was ever commanded, so there is nothing to cancel (and nothing
+    is published)."""
 
     def __init__(self, timeout: float) -> None:
         self.timeout = float(timeout)
         self._ros: float | None = None
         self._wall: float | None = None
 
-    def check(self, ros_now: float, wall_now: float) -> TickResult | None:
-        """The zero command of a stalled clock, or None while it advances (or has not started)."""
+    def check(
+        self, ros_now: float, wall_now: float, clock_published: Callable[[], bool] | None = None
+    ) -> TickResult | None:
+        """The zero command of a stalled or ended clock, or None while it advances (or has not
+        started). ``clock_published()`` says whether /clock still has a publisher (asked only once
+        the clock stalled; None: assume it has)."""
         if ros_now <= 0.0:
             return None
         if self._ros is None or ros_now != self._ros:
@@ -165,6 +204,14 @@ class ClockWatchdog:
         stalled = wall_now - float(self._wall)
         if stalled <= self.timeout:
             return None
+        if clock_published is not None and not clock_published():
+            return TickResult(
+                np.zeros(3),
+                State.CLOCK_ENDED,
+                f"/clock ended at {ros_now:.3f} s: no publisher left (the simulation or bag ended); zero command",
+                None,
+                None,
+            )
         return TickResult(
             np.zeros(3),
             State.CLOCK_STALLED,

@@ -22,6 +22,8 @@ class State(StrEnum):
     LOW_COVERAGE = "low_coverage"  # the scan covers too little of the trained field of view
     BAD_ODOM = "bad_odom"
     CLOCK_STALLED = "clock_stalled"  # use_sim_time and /clock stopped advancing (wall-time watchdog)
+    CLOCK_ENDED = "clock_ended"  # use_sim_time and /clock stopped with no publisher left: the sim or bag ended
+    CLOCK_MISMATCH = "clock_mismatch"  # stamps and the node's clock over an hour apart: sim and wall time mixed
     ERROR = "error"
 
 
@@ -33,8 +35,15 @@ FAULT_STATES = {
     State.LOW_COVERAGE,
     State.BAD_ODOM,
     State.CLOCK_STALLED,
+    State.CLOCK_MISMATCH,
     State.ERROR,
 }
+"""States the node reports as a fault (a warning in its log). ``clock_ended`` is none: a simulation
+or bag that ends is a normal end (an info line), though the command is zero all the same."""
+
+WATCHDOG_STATES = {State.CLOCK_STALLED, State.CLOCK_ENDED}
+"""States of the wall-time clock watchdog (:class:`navdeploy.inputs.ClockWatchdog`): published between
+control ticks while /clock does not advance, never by a control tick."""
 
 SCAN_FAULT_STATE = {
     "too_few_valid": State.BLIND_SCAN,
