@@ -3,6 +3,14 @@
 The harness starts ``policy_node`` with ``use_sim_time`` on a private loopback domain and publishes
 the bag's input messages (``/goal_pose``, ``/scan``, ``/odom``, ``/clock``; raw CDR bytes, the
 recorded QoS) in recorded order, optionally paced by their recorded log times divided by ``rate``.
+Delivery: before the first message the harness waits until the node subscribes to every input and
+then asks the node for its parameters (simulated time, its input topics); the answer proves the node
+has matched every publisher of the harness (:func:`_connect`), so no first message, best effort or
+not, is published into a connection only one side knows. Reliable inputs are acknowledged one by
+one; a tick's ``/clock`` (read best effort by the node) is published again until the tick's command
+comes back (:func:`_await_tick`; the same time twice moves nothing). A node that never connects,
+dies, or stops answering aborts the replay with one line (:class:`ReplayAborted`).
+
 Determinism: the node's timer runs on the bag's ``/clock``, so it can only tick when a clock message
 reaches its next deadline (the offline reference knows which ones). After such a clock the harness
 waits for that tick's ``/cmd_vel`` and status before it publishes anything else, so every input
@@ -37,19 +45,23 @@ from navbags.bagio import (
     ANNOTATION,
     CLOCK,
     CMD,
+    GOAL,
     INPUT,
     INPUT_TOPICS,
+    ODOM,
     OUTPUT,
+    SCAN,
     STATUS,
     TOPICS,
     BagMessage,
     decode,
 )
 from navbags.reference import NodeParams, Reference, compute_reference, load_runtime
-from navbags.rosproc import DomainLease, NodeProc, RosSide, console_script, ros_args
+from navbags.rosproc import DomainLease, NodeProc, RosSide, Timeout, console_script, ros_args
 from navbags.timeline import NAV_POLICY, InputMap, Timeline, load_timeline
+from navdeploy.states import WATCHDOG_STATES
 
-CLOCK_STALLED = "clock_stalled"  # the node's wall-time /clock watchdog (navdeploy.inputs.ClockWatchdog)
+WATCHDOG = frozenset(s.value for s in WATCHDOG_STATES)  # the node's wall-time /clock watchdog's states
 
 
 @dataclass
@@ -70,6 +82,7 @@ class ReplayReport:
     kind: str = NAV_POLICY
     description: str = ""
     synthesized: dict[str, dict[str, int]] = field(default_factory=dict)  # messages the replay made (clock, goal)
+    clock_resent: int = 0  # tick clocks published again (the node had not answered yet; see _await_tick)
 
     @property
     def compared(self) -> bool:
@@ -133,6 +146,10 @@ class ReplayReport:
         for topic, c in sorted(self.synthesized.items()):
             lines.append(f"  {topic + ' (replay)':24s} " + ", ".join(f"{k} {v}" for k, v in c.items()))
         lines.append(f"  messages without a fate: {self.unaccounted}")
+        if self.clock_resent:
+            lines.append(
+                f"  /clock of a tick published again {self.clock_resent} times (the node had not answered yet)"
+            )
         lines += [f"  AMBIGUOUS: {a}" for a in self.ambiguous]
         lines += [f"  PROBLEM: {p}" for p in self.problems]
         return "\n".join(lines)
@@ -150,6 +167,7 @@ class ReplayReport:
             "zero_ticks": self.zero_ticks(),
             "problems": self.problems,
             "ambiguous": self.ambiguous,
+            "clock_resent": self.clock_resent,
         }
 
 
@@ -278,6 +296,7 @@ def replay_timeline(
         kind=tl.kind,
         description=tl.description,
         synthesized=synthesized,
+        clock_resent=live.clock_resent,
     )
 
 
@@ -325,7 +344,7 @@ class _Heard:
     def on_status(self, m) -> None:
         state = json.loads(m.data)["state"]
         self.states.append(state)
-        self.stalled += state == CLOCK_STALLED
+        self.stalled += state in WATCHDOG
 
     def ticks(self) -> int:
         """Control ticks heard (statuses that are not the watchdog's)."""
@@ -338,6 +357,7 @@ class _LiveRun:
     sent: set[int]  # indices in ``tl.messages`` published
     problems: list[str]
     wall_s: float
+    clock_resent: int = 0  # tick clocks published again because the node had not answered yet
 
 
 def _qos_of(topic: str):
@@ -374,6 +394,20 @@ def _endpoints(node, heard: _Heard) -> tuple[dict, list]:
     return pubs, subs
 
 
+class ReplayAborted(RuntimeError):
+    """The live run could not finish (the node never connected, died, or stopped answering): the
+    message is one line naming what was missing and where the node's log is; ``log`` holds its tail."""
+
+    def __init__(self, text: str, log: str = "") -> None:
+        super().__init__(text)
+        self.log = log
+
+
+NODE_NAME = "policy_node"
+CONNECT_TIMEOUT = 60.0  # [s] a node's start (imports, ONNX session, DDS discovery) on a loaded machine
+RESEND_S = 0.5  # [s] a tick's /clock is published again when its command has not come back by then
+
+
 def _run_live(
     tl: Timeline,
     ref: Reference,
@@ -383,38 +417,95 @@ def _run_live(
     log_dir: Path,
     node_command: Sequence[str] | None,
 ) -> _LiveRun:
-    """Start ``policy_node`` on a private domain, publish the timeline's inputs in order, collect what it
-    publishes, stop it. A node that exits with an error is a problem (its log's tail quoted)."""
+    """Start ``policy_node`` on a private domain, connect to it (:func:`_connect`), publish the
+    timeline's inputs in order, collect what it publishes, stop it. A node that exits with an error
+    is a problem; a node that never connects, dies or stops answering aborts the run
+    (:class:`ReplayAborted`, one line)."""
     heard, problems = _Heard(), []
     sent: set[int] = set()
     lease = DomainLease()
     ros = RosSide(lease.domain_id, "navbags_replay")
     proc = None
     t_start = time.monotonic()
+    resent = [0]
     try:
         pubs, subs = _endpoints(ros.node, heard)
         node_params = {"bundle_path": str(bundle), "use_sim_time": True, **tl.params.ros_params()}
-        cmd = list(node_command) if node_command else [console_script("policy_node")]
+        cmd = list(node_command) if node_command else [console_script(NODE_NAME)]
         proc = NodeProc([*cmd, *ros_args(node_params)], lease.domain_id, log_dir / "policy_node.log")
         ros.watch = [proc]
-        ros.spin_until(
-            lambda: (
-                all(p.get_subscription_count() > 0 for p in pubs.values())
-                and all(s.get_publisher_count() > 0 for s in subs)
-            ),
-            timeout,
-            "the policy node to connect",
-        )
-        sent = _publish_in_order(ros, pubs, tl.messages, ref, heard, rate, timeout, problems)
-        ros.spin_until(lambda: len(heard.states) >= len(heard.cmds), timeout, "the last status")
+        try:
+            _connect(ros, pubs, subs, max(timeout, CONNECT_TIMEOUT))
+            sent = _publish_in_order(ros, pubs, tl.messages, ref, heard, rate, timeout, problems, resent)
+            ros.spin_until(lambda: len(heard.states) >= len(heard.cmds), timeout, "the last status")
+        except (Timeout, RuntimeError) as exc:
+            raise _aborted(tl, proc, exc) from None
     finally:
         if proc is not None:
             rc = proc.stop()
             if rc not in (0, None):
-                problems.append(f"policy_node exited with {rc}:\n{proc.output()[-2000:]}")
+                problems.append(f"policy_node exited with {rc}: {_last_line(proc)} (log {proc.log_path})")
         ros.close()
         lease.release()
-    return _LiveRun(heard, sent, problems, time.monotonic() - t_start)
+    return _LiveRun(heard, sent, problems, time.monotonic() - t_start, resent[0])
+
+
+def _last_line(proc: NodeProc) -> str:
+    lines = [ln.strip() for ln in proc.output().splitlines() if ln.strip()]
+    return lines[-1] if lines else "(no output)"
+
+
+def _aborted(tl: Timeline, proc: NodeProc, exc: Exception) -> ReplayAborted:
+    """One line: the bag, what the replay waited for (the first line of ``exc``), the node's last log
+    line when it exited, and where its log is."""
+    what = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    died = "" if proc.alive() else f"; its last line: {_last_line(proc)}"
+    return ReplayAborted(f"bag {tl.bag}: {what}{died} (node log {proc.log_path})", proc.output()[-3000:])
+
+
+def _connect(ros: RosSide, pubs: dict, subs: list, timeout: float) -> None:
+    """Wait until the node subscribes to every input and publishes its command and status, then ask it
+    for its parameters and check them (simulated time, the input topics this replay publishes).
+
+    The parameter reply is also the proof that the node has discovered this process's publishers:
+    DDS announces a participant's endpoints in the order they were created, over one reliable
+    stream, and the node matches each as it reads its announcement; the request's publisher is
+    created after the input publishers, so a node that answered a request has matched every input
+    publisher before it. A best-effort input (the /clock, the scan) published to a node that has
+    not yet matched its publisher would be dropped without a trace."""
+
+    def missing() -> list[str]:
+        out = [f"a subscriber of {t}" for t, p in pubs.items() if p.get_subscription_count() == 0]
+        return out + [f"a publisher of {s.topic_name}" for s in subs if s.get_publisher_count() == 0]
+
+    try:
+        ros.spin_until(lambda: not missing(), timeout, "the policy node to connect")
+    except Timeout:
+        raise Timeout(
+            f"timed out after {timeout:g} s waiting for the policy node: missing {', '.join(missing())}"
+        ) from None
+    values = _node_parameters(ros, ["use_sim_time", "scan_topic", "odom_topic", "goal_topic"], timeout)
+    wrong = [f"use_sim_time {values['use_sim_time']}"] if values["use_sim_time"] is not True else []
+    for name, topic in (("scan_topic", SCAN), ("odom_topic", ODOM), ("goal_topic", GOAL)):
+        if values[name] != topic:
+            wrong.append(f"{name} {values[name]!r} (the replay publishes {topic})")
+    if wrong:
+        raise RuntimeError(f"the policy node reports {', '.join(wrong)}: it would not read what the replay publishes")
+
+
+def _node_parameters(ros: RosSide, names: list[str], timeout: float) -> dict[str, object]:
+    """The node's values of ``names`` (its get_parameters service)."""
+    from rcl_interfaces.srv import GetParameters
+    from rclpy.parameter import parameter_value_to_python
+
+    client = ros.node.create_client(GetParameters, f"/{NODE_NAME}/get_parameters")
+    try:
+        ros.spin_until(client.service_is_ready, timeout, "the policy node's parameter service")
+        fut = client.call_async(GetParameters.Request(names=names))
+        ros.spin_until(fut.done, timeout, "the policy node's parameters")
+        return {n: parameter_value_to_python(v) for n, v in zip(names, fut.result().values, strict=True)}
+    finally:
+        ros.node.destroy_client(client)
 
 
 def _publish_in_order(
@@ -426,10 +517,12 @@ def _publish_in_order(
     rate: float,
     timeout: float,
     problems: list[str],
+    resent: list[int],
 ) -> set[int]:
     """Publish every input of ``messages`` in order (paced by log time / ``rate`` when ``rate > 0``) and
     return the indices published. A reliable input (not the clock) must be acknowledged before the next;
-    after a clock that fires tick k, nothing more is published until the node's command of tick k is in."""
+    after a clock that fires tick k, nothing more is published until the node's command of tick k is in
+    (:func:`_await_tick`)."""
     from rclpy.duration import Duration
 
     tick_of_clock = {t.clock_index: t.k for t in ref.ticks}
@@ -449,14 +542,38 @@ def _publish_in_order(
                 problems.append(f"{m.topic} #{m.index} not acknowledged by the node")
         k = tick_of_clock.get(m.index)
         if k is not None:
-            ros.spin_until(
-                lambda k=k: heard.ticks() > k and len(heard.cmds) >= len(heard.states),
-                timeout,
-                f"the node's command of tick {k}",
-            )
+            resent[0] += _await_tick(ros, pubs[CLOCK], m, k, heard, timeout)
             if heard.ticks() != k + 1:
                 problems.append(f"tick {k}: {heard.ticks()} ticks' commands received so far, expected {k + 1}")
     return sent
+
+
+def _await_tick(ros: RosSide, clock_pub, clock: BagMessage, k: int, heard: _Heard, timeout: float) -> int:
+    """Wait for the node's command and status of tick ``k``, which ``clock`` fires. The node reads
+    /clock best effort (rclpy's time source): a clock it missed is published again every
+    :data:`RESEND_S` seconds. That is safe: the same time again moves nothing, and fires no second
+    tick. Returns how many times it was published again; Timeout after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    again = 0
+
+    def answered() -> bool:
+        return heard.ticks() > k and len(heard.cmds) >= len(heard.states)
+
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise Timeout(
+                f"timed out after {timeout:g} s waiting for the node's command of tick {k} "
+                f"(its /clock published {again + 1} times; {heard.ticks()} ticks answered before)"
+            )
+        try:
+            ros.spin_until(answered, min(RESEND_S, left), f"the node's command of tick {k}")
+            return again
+        except Timeout:
+            if heard.ticks() > k:  # the command is in, its status still on the way
+                continue
+            clock_pub.publish(clock.raw)
+            again += 1
 
 
 def _control_ticks(heard: _Heard, problems: list[str]) -> tuple[np.ndarray, list[str], int]:
@@ -469,11 +586,11 @@ def _control_ticks(heard: _Heard, problems: list[str]) -> tuple[np.ndarray, list
     n_cmds, n_states = len(heard.cmds), len(heard.states)
     if n_cmds != n_states:
         problems.append(f"the node published {n_cmds} commands and {n_states} statuses")
-    watchdog = [k for k, s in enumerate(heard.states) if s == CLOCK_STALLED]
+    watchdog = [k for k, s in enumerate(heard.states) if s in WATCHDOG]
     for k in watchdog:
         if k < n_cmds and any(v != 0.0 for v in heard.cmds[k]):
-            problems.append(f"a clock_stalled command {heard.cmds[k]} is not exactly zero")
-    keep = [k for k in range(min(n_cmds, n_states)) if heard.states[k] != CLOCK_STALLED]
+            problems.append(f"a {heard.states[k]} command {heard.cmds[k]} is not exactly zero")
+    keep = [k for k in range(min(n_cmds, n_states)) if heard.states[k] not in WATCHDOG]
     cmds = np.array([heard.cmds[k] for k in keep], dtype=np.float64).reshape(-1, 3)
     return cmds, [heard.states[k] for k in keep], len(watchdog)
 
@@ -562,4 +679,4 @@ def _fates_of_published(
     return fate, synthesized, published_from
 
 
-__all__ = ["ANNOTATION", "ReplayReport", "ambiguities", "fates", "replay_bag", "replay_timeline"]
+__all__ = ["ANNOTATION", "ReplayAborted", "ReplayReport", "ambiguities", "fates", "replay_bag", "replay_timeline"]

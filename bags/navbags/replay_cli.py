@@ -9,8 +9,9 @@ A nav-bag-record bag: publishes its /goal_pose, /scan, /odom and /clock in recor
 command with the recorded one and with the deploy runtime's offline reference. A third-party bag (no
 /clock, no commands of this node): maps its topics onto the node's, ticks on a grid of its header
 stamps (receive times where stamps are zero) and compares with the offline reference only. Prints
-max |delta| and the per-topic accounting of every message; exits 1 if a bound is broken or no tick
-was compared, 2 (one line on stderr) if a bag or the bundle cannot be used. See docs/bags.md.
+max |delta| and the per-topic accounting of every message; exits 1 if a bound is broken, no tick
+was compared, or the node never connected, died or stopped answering (one line on stderr naming what
+was missing), 2 (one line on stderr) if a bag or the bundle cannot be used. See docs/bags.md.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from navbags.bagio import BagError
 from navbags.reference import NodeParams, load_runtime
-from navbags.replay import replay_timeline
+from navbags.replay import ReplayAborted, replay_timeline
 from navbags.rosproc import console_script
 from navbags.timeline import InputMap, Timeline, load_timeline, parse_goal
 
@@ -34,6 +35,16 @@ def _goal(text: str) -> tuple[float, float]:
         return parse_goal(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _positive(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = float("nan")
+    if not v > 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
+    return v
 
 
 class _Refused(Exception):
@@ -65,6 +76,12 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--odom-frame", default=None, help="node parameter odom_frame (default: the bag's odometry frame)")
     ap.add_argument("--tol-offline", type=float, default=1e-5)
     ap.add_argument("--tol-recorded", type=float, default=1e-4)
+    ap.add_argument(
+        "--timeout",
+        type=_positive,
+        default=30.0,
+        help="seconds to wait for each command of the node (its start: at least 60 s)",
+    )
     ap.add_argument("--log-dir", default=None)
     ap.add_argument("--fates", action="store_true", help="print every message's fate")
     ap.add_argument("--json", default=None, help="write a JSON report here")
@@ -96,6 +113,14 @@ def _load(a: argparse.Namespace) -> tuple[Path, object, list[Timeline]]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str] | None) -> int:
     a = _parser().parse_args(argv)
     try:
         bundle, runtime, timelines = _load(a)
@@ -106,7 +131,14 @@ def main(argv: list[str] | None = None) -> int:
     ok = True
     reports = []
     for tl in timelines:
-        rep = replay_timeline(tl, runtime, bundle, rate=a.rate, log_dir=a.log_dir)
+        try:
+            rep = replay_timeline(tl, runtime, bundle, rate=a.rate, timeout=a.timeout, log_dir=a.log_dir)
+        except ReplayAborted as exc:
+            print(f"{PROG}: " + " ".join(str(exc).split()), file=sys.stderr)
+            print(f"bag {tl.bag}: replay aborted\n  -> FAIL (aborted)")
+            ok = False
+            reports.append({"bag": str(tl.bag), "kind": tl.kind, "pass": False, "aborted": str(exc)})
+            continue
         print(rep.summary())
         if a.fates:
             for i, f in sorted(rep.fates.items()):

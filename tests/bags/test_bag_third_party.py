@@ -1,7 +1,7 @@
 """Replaying a bag someone else recorded (issue 10 item 6): no /clock, no /cmd_vel, topics of its own.
 
-Each test writes its bag itself with the plain ``rosbags`` writer (default sqlite3 storage, stock
-message definitions, no QoS, no custom data), shaped like a robot's recording: a 1081-beam 270 degree
+Each test writes its bag itself with the plain ``rosbags`` writer (``support.bag_shapes``: default
+sqlite3 storage, stock message definitions, no QoS, no custom data), shaped like a robot's recording: a 1081-beam 270 degree
 ``LaserScan`` on ``/lidar/scan`` at about 15 Hz with jittered stamps, ``nav_msgs/Odometry`` on
 ``/wheel/odom`` at 50 Hz in frame ``wheel_odom`` with its own stamps, receive times a few ms after the
 stamps, and a topic the node does not read. The replay (docs/bags.md, "Third-party bags") ticks on a
@@ -23,19 +23,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from rosbags.rosbag2 import Writer
-from rosbags.typesys import Stores, get_typestore
 
+from nav_policy.paths import default_bundle_dir
 from navbags.bagio import CLOCK, GOAL, ODOM, SCAN, read_bag, typestore
 from navbags.reference import compute_reference, load_runtime
-from navbags.replay import replay_bag
+from navbags.replay import ReplayAborted, replay_bag
 from navbags.rosproc import console_script
 from navbags.timeline import THIRD_PARTY, InputMap, load_timeline
+from support.bag_shapes import SHAPE_TICKS, SHAPES, T0_NS, RobotBag, write_robot_bag, write_shape_bag
 
 REPO = Path(__file__).resolve().parents[2]
 BUNDLE = REPO / "tests" / "fixtures" / "bundle"
-T0 = 1_700_000_000.0  # stamps of a robot's wall clock [s]
-SECONDS = 3.0
 TICKS = 32  # 0.1 s grid points from the one before the first odometry stamp (T0) to the one after the last
 MAPPED = ["--scan-topic", "/lidar/scan", "--odom-topic", "/wheel/odom"]
 
@@ -51,94 +49,6 @@ from nav_policy.policy_node import main
 
 sys.exit(main())
 """
-
-
-def write_robot_bag(path: Path, *, zero_stamps: bool = False, goal_topic: str | None = None) -> Path:
-    """A robot-like bag written with rosbags' own Writer (see the module docstring)."""
-    ts = get_typestore(Stores.ROS2_HUMBLE)
-    T = ts.types
-    Time, Header = T["builtin_interfaces/msg/Time"], T["std_msgs/msg/Header"]
-    Point, Quat, Vec3 = T["geometry_msgs/msg/Point"], T["geometry_msgs/msg/Quaternion"], T["geometry_msgs/msg/Vector3"]
-
-    def stamp(t: float):
-        if zero_stamps:
-            return Time(sec=0, nanosec=0)
-        ns = int(round((T0 + t) * 1e9))
-        return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
-
-    def pose(t: float) -> tuple[float, float, float]:  # a made-up drive through a 6 x 5 m room
-        return -1.0 + 0.4 * t, -0.5 + 0.05 * t * t, 0.1 * t
-
-    n, a0 = 1081, -0.75 * math.pi
-    inc = 1.5 * math.pi / (n - 1)
-
-    def ranges(t: float) -> np.ndarray:
-        x, y, yaw = pose(t)
-        ang = yaw + a0 + inc * np.arange(n)
-        c, s = np.cos(ang), np.sin(ang)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            tx = np.where(c > 0, (3.0 - x) / c, np.where(c < 0, (-3.0 - x) / c, np.inf))
-            ty = np.where(s > 0, (2.5 - y) / s, np.where(s < 0, (-2.5 - y) / s, np.inf))
-        r = np.minimum(tx, ty).astype(np.float32)
-        r[r > 12.0] = np.inf  # no return
-        return r
-
-    rows = []  # (topic, msgtype, receive time [s], message)
-    t, k = 0.013, 0
-    while t < SECONDS:
-        scan = T["sensor_msgs/msg/LaserScan"](
-            header=Header(stamp=stamp(t), frame_id="laser"),
-            angle_min=a0,
-            angle_max=a0 + inc * (n - 1),
-            angle_increment=inc,
-            time_increment=0.0,
-            scan_time=1 / 15,
-            range_min=0.05,
-            range_max=12.0,
-            ranges=ranges(t),
-            intensities=np.zeros(0, np.float32),
-        )
-        rows.append(("/lidar/scan", "sensor_msgs/msg/LaserScan", T0 + t + 0.004, scan))
-        k += 1
-        t += 1 / 15 + 0.003 * math.sin(k)
-    t = 0.0
-    while t < SECONDS:
-        x, y, yaw = pose(t)
-        odom = T["nav_msgs/msg/Odometry"](
-            header=Header(stamp=stamp(t), frame_id="wheel_odom"),
-            child_frame_id="base_link",
-            pose=T["geometry_msgs/msg/PoseWithCovariance"](
-                pose=T["geometry_msgs/msg/Pose"](
-                    position=Point(x=x, y=y, z=0.0),
-                    orientation=Quat(x=0.0, y=0.0, z=math.sin(yaw / 2), w=math.cos(yaw / 2)),
-                ),
-                covariance=np.zeros(36),
-            ),
-            twist=T["geometry_msgs/msg/TwistWithCovariance"](
-                twist=T["geometry_msgs/msg/Twist"](linear=Vec3(x=0.4, y=0.0, z=0.0), angular=Vec3(x=0.0, y=0.0, z=0.1)),
-                covariance=np.zeros(36),
-            ),
-        )
-        rows.append(("/wheel/odom", "nav_msgs/msg/Odometry", T0 + t + 0.001, odom))
-        t += 0.02
-    rows.append(("/diagnostics_text", "std_msgs/msg/String", T0 + 0.5, T["std_msgs/msg/String"](data="ok")))
-    if goal_topic:
-        goal = T["geometry_msgs/msg/PoseStamped"](
-            header=Header(stamp=stamp(0.25), frame_id="wheel_odom"),
-            pose=T["geometry_msgs/msg/Pose"](
-                position=Point(x=2.0, y=1.2, z=0.0), orientation=Quat(x=0.0, y=0.0, z=0.0, w=1.0)
-            ),
-        )
-        rows.append((goal_topic, "geometry_msgs/msg/PoseStamped", T0 + 0.26, goal))
-    rows.sort(key=lambda r: r[2])
-    with Writer(path, version=Writer.VERSION_LATEST) as w:  # the plain writer: its defaults
-        conns = {}
-        for topic, msgtype, _, _ in rows:
-            if topic not in conns:
-                conns[topic] = w.add_connection(topic, msgtype, typestore=ts)
-        for topic, msgtype, t_rx, msg in rows:
-            w.write(conns[topic], int(round(t_rx * 1e9)), ts.serialize_cdr(msg, msgtype))
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +96,7 @@ def test_ticks_on_the_header_stamps_newest_input_before_each_tick(robot_bag, run
     clocks = [m for m in tl.messages if m.topic == CLOCK]
     times = [typestore().deserialize_cdr(m.raw, m.msgtype).clock for m in clocks]
     ns = [c.sec * 1_000_000_000 + c.nanosec for c in times]
-    assert len(ns) == TICKS and np.all(np.diff(ns) == 100_000_000) and ns[0] == int(T0 * 1e9) - 100_000_000
+    assert len(ns) == TICKS and np.all(np.diff(ns) == 100_000_000) and ns[0] == T0_NS - 100_000_000
     assert tl.messages[0].topic == GOAL and tl.messages[1].topic == CLOCK  # the first tick comes before any input
     # at most one message per input topic between two ticks, each the newest placed there
     between: dict[str, int] = {}
@@ -215,7 +125,7 @@ def test_ticks_on_the_header_stamps_newest_input_before_each_tick(robot_bag, run
 
 
 def test_zero_stamps_tick_on_receive_times(tmp_path, runtime):
-    bag = write_robot_bag(tmp_path / "unstamped", zero_stamps=True)
+    bag = write_robot_bag(tmp_path / "unstamped", RobotBag(zero_stamps=True))
     tl = load_timeline(bag, runtime.contract, inputs=InputMap("/lidar/scan", "/wheel/odom", goal_xy=(2.0, 1.2)))
     assert "receive times (all stamps zero)" in tl.description
     ref = compute_reference(tl.messages, runtime, tl.params)
@@ -229,7 +139,7 @@ def test_zero_stamps_tick_on_receive_times(tmp_path, runtime):
 
 
 def test_goal_from_the_bag_topic(tmp_path, runtime):
-    bag = write_robot_bag(tmp_path / "with_goal", goal_topic="/move_base_simple/goal")
+    bag = write_robot_bag(tmp_path / "with_goal", RobotBag(goal_topic="/move_base_simple/goal"))
     tl = load_timeline(
         bag, runtime.contract, inputs=InputMap("/lidar/scan", "/wheel/odom", goal="/move_base_simple/goal")
     )
@@ -383,3 +293,58 @@ def test_tick_grid_follows_the_control_period_parameter(robot_bag, runtime):
     steps = np.diff([t.t_ns for t in ref.ticks])
     assert len(ref.ticks) == 14 and np.all(steps == 250_000_000) and "every 0.25 s" in tl.description
     assert all(t.t_ns % 250_000_000 == 0 for t in ref.ticks)  # the node's timer grid n * period
+
+
+# --------------------------------------------------------- bags of other robots, every time (issue 28)
+
+SHAPE_RUNS = 3  # replays in a row per shape: a single flake fails the test
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_robot_bags_of_five_shapes_replay_every_time(shape, tmp_path):
+    """The five shapes of issue 28 (``support.bag_shapes.SHAPES``: the node's topic names, their own goal,
+    no /clock, no commands) through the console script as a user runs it, with the installed default
+    bundle and no options, several times in a row: each run compares all 51 ticks exactly. The first
+    message is the replay's own /clock; it reaches the node every time (docs/bags.md, "Delivery")."""
+    bag = write_shape_bag(tmp_path, shape)
+    for run in range(SHAPE_RUNS):
+        report = tmp_path / f"run{run}.json"
+        proc = _run(
+            console_script("nav-bag-replay"),
+            str(bag),
+            "--bundle",
+            str(default_bundle_dir()),
+            "--json",
+            str(report),
+            "--log-dir",
+            str(tmp_path / f"log{run}"),
+        )
+        assert proc.returncode == 0, f"run {run + 1}: " + proc.stdout[-3000:] + proc.stderr[-3000:]
+        assert "Traceback" not in proc.stdout + proc.stderr
+        (r,) = json.loads(report.read_text())
+        assert r["pass"] and r["ticks"] == SHAPE_TICKS and r["max_delta_offline"] == 0.0, r
+        assert r["synthesized"][CLOCK]["fired"] == SHAPE_TICKS and r["counts"]["/goal_pose"]["seen"] == 1
+        driving = SHAPE_TICKS - len(r["zero_ticks"])
+        assert driving == 0 if shape == "goal_in_another_frame" else driving >= 40, r["zero_ticks"]
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_a_node_that_dies_or_never_connects_aborts_in_one_line(robot_bag, tmp_path, monkeypatch):
+    inputs = InputMap("/lidar/scan", "/wheel/odom", goal_xy=(2.0, 1.2))
+    dies = [sys.executable, "-c", "import sys; print('startup failed: no bundle'); sys.exit(3)"]
+    with pytest.raises(ReplayAborted) as aborted:
+        replay_bag(robot_bag, BUNDLE, inputs=inputs, log_dir=tmp_path / "dies", node_command=dies)
+    text = str(aborted.value)
+    assert "\n" not in text and "exited (3)" in text and "startup failed: no bundle" in text, text
+    assert str(tmp_path / "dies" / "policy_node.log") in text
+
+    monkeypatch.setattr("navbags.replay.CONNECT_TIMEOUT", 2.0)
+    silent = [sys.executable, "-c", "import time; time.sleep(60)"]
+    with pytest.raises(ReplayAborted) as aborted:
+        replay_bag(robot_bag, BUNDLE, inputs=inputs, log_dir=tmp_path / "silent", node_command=silent, timeout=1.0)
+    text = str(aborted.value)
+    assert "\n" not in text and "timed out after 2 s waiting for the policy node: missing a subscriber of /clock" in text
+    assert "a publisher of /cmd_vel" in text, text
