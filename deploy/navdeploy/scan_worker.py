@@ -41,17 +41,19 @@ from __future__ import annotations
 
 import math
 import os
+import pickle
+import select
 import signal
 import socket
+import struct
 import subprocess
 import sys
-import threading
 import time
 import traceback
 import weakref
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -239,66 +241,70 @@ def main() -> None:
 # -------------------------------------------------------------------------------------- tick side
 
 
-class _Mailbox:
-    """What the receiving thread hands the tick: the newest plan, the highest answered scan, failures."""
+class _Link:
+    """The tick's end of the socket to the worker, in the framing of
+    :class:`multiprocessing.connection.Connection` (a 4-byte big-endian length, then a pickle), which
+    the worker reads and writes. Sends go out whole (a few kilobytes, at most :data:`IN_FLIGHT` scans
+    unanswered); :meth:`receive` never waits: it takes what the socket holds and returns the messages
+    that have fully arrived. No thread: the tick never waits for the interpreter lock either."""
 
-    def __init__(self) -> None:
-        self.cond = threading.Condition()
-        self.plan: Plan | None = None
-        self.acked = 0
-        self.failures: list[str] = []
-        self.ended: str | None = None
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buf = bytearray()
+        self.ended = False
 
-    def put(self, msg: Any) -> None:
-        with self.cond:
-            self.acked = max(self.acked, int(msg.seq))
-            if isinstance(msg, Plan):
-                self.plan = msg
-            elif isinstance(msg, Failure):
-                self.failures.append(msg.text)
-            self.cond.notify_all()
-
-    def end(self, reason: str) -> None:
-        with self.cond:
-            self.ended = reason
-            self.cond.notify_all()
-
-
-def _receive(conn: Connection, box: _Mailbox, proc: subprocess.Popen) -> None:
-    while True:
+    def send(self, msg: Any) -> None:
+        data = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
         try:
-            msg = conn.recv()
-        except (EOFError, OSError):
-            code = proc.poll()
-            box.end(
-                f"the scan map worker ended (exit code {code})" if code is not None else "the scan map worker ended"
-            )
-            return
-        box.put(msg)
+            self.sock.sendall(struct.pack("!i", len(data)) + data)
+        except OSError:
+            self.ended = True  # the worker is gone; the next step says so
+
+    def receive(self) -> list[Any]:
+        while not self.ended:
+            try:
+                chunk = self.sock.recv(1 << 20, socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                chunk = b""
+            if not chunk:
+                self.ended = True
+                break
+            self.buf += chunk
+        out = []
+        while len(self.buf) >= 4:
+            (n,) = struct.unpack("!i", self.buf[:4])
+            if len(self.buf) < 4 + n:
+                break
+            out.append(pickle.loads(self.buf[4 : 4 + n]))
+            del self.buf[: 4 + n]
+        return out
+
+    def wait(self, timeout: float) -> None:
+        """Until something arrives, at most ``timeout`` seconds (lockstep only)."""
+        select.select([self.sock], [], [], max(timeout, 0.0))
 
 
-def _shutdown(proc: subprocess.Popen, conn: Connection, thread: threading.Thread) -> None:
-    """Stop the worker: ask, then wait a little, then kill; close the connection."""
-    try:
-        conn.send(("stop",))
-    except (OSError, ValueError):
-        pass
+def _shutdown(proc: subprocess.Popen, link: _Link) -> None:
+    """Stop the worker: ask, then wait a little, then kill; close the socket."""
+    link.send(("stop",))
     try:
         proc.wait(timeout=2.0)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-    thread.join(timeout=2.0)
-    conn.close()
+    link.sock.close()
 
 
 @dataclass
 class _Running:
     proc: subprocess.Popen
-    conn: Connection
-    box: _Mailbox
-    thread: threading.Thread
+    link: _Link
     finalizer: Any
+    acked: int = 0  # the highest scan answered
+    plan: Plan | None = None  # the newest plan not yet taken
+    failures: list[str] = field(default_factory=list)
 
 
 class ScanPlannerWorker:
@@ -359,13 +365,9 @@ class ScanPlannerWorker:
             env=env,
         )
         theirs.close()
-        conn = Connection(ours.detach())
-        conn.send((self.factory, self.cfg, self.radius, self.rule, SIGHT_SLACK, self.duty))
-        box = _Mailbox()
-        thread = threading.Thread(target=_receive, args=(conn, box, proc), name="scan-map-worker", daemon=True)
-        thread.start()
-        finalizer = weakref.finalize(self, _shutdown, proc, conn, thread)
-        self._run = _Running(proc, conn, box, thread, finalizer)
+        link = _Link(ours)
+        link.send((self.factory, self.cfg, self.radius, self.rule, SIGHT_SLACK, self.duty))
+        self._run = _Running(proc, link, weakref.finalize(self, _shutdown, proc, link))
         self._sent_at = {}
 
     def close(self) -> None:
@@ -398,8 +400,7 @@ class ScanPlannerWorker:
             self._submit(scan, pose, goal, now)
         if self.lockstep:
             self.dispatch()
-            if self._run is not None:
-                self._wait(self._seq)
+            self._wait(self._seq)
         self._take()
         return self.follow(np.asarray(pose[:2], dtype=np.float64))
 
@@ -430,27 +431,38 @@ class ScanPlannerWorker:
         inside = inside and hi[0] < frame.x0 + W * frame.sx and hi[1] < frame.y0 + H * frame.sy
         return (frame, clear) if inside else None
 
+    def _receive(self) -> None:
+        """Take what came back (never waits): the highest answered scan, the newest plan, failures."""
+        run = self._run
+        if run is None:
+            return
+        for msg in run.link.receive():
+            run.acked = max(run.acked, int(msg.seq))
+            if isinstance(msg, Plan):
+                run.plan = msg
+            elif isinstance(msg, Failure):
+                run.failures.append(msg.text)
+
     def _check(self) -> None:
         """Raise once for each failure the worker reported, and once when it ended (it restarts with
         the next scan, :data:`MAX_RESTARTS` times at most; after that every step raises)."""
+        self._receive()
         run = self._run
         if run is None:
             if self.restarts > MAX_RESTARTS:
                 raise RuntimeError(f"the scan map worker ended {self.restarts} times; not started again")
             return
-        with run.box.cond:
-            failures, run.box.failures = run.box.failures, []
-            ended = run.box.ended
-        if failures:
-            raise RuntimeError(f"scan map worker: {failures[-1]}")
-        if ended is not None:
+        if run.failures:
+            text, run.failures = run.failures[-1], []
+            raise RuntimeError(f"scan map worker: {text}")
+        if run.link.ended:
             run.finalizer()
+            code = run.proc.poll()
             self._run = None
             self.restarts += 1
             self._forget()
-            raise RuntimeError(
-                ended + ("; starting it again with an empty map" if self.restarts <= MAX_RESTARTS else "")
-            )
+            again = "; starting it again with an empty map" if self.restarts <= MAX_RESTARTS else ""
+            raise RuntimeError(f"the scan map worker ended (exit code {code}){again}")
 
     def _submit(self, scan: Any, pose: np.ndarray, goal: tuple[float, float], now: float) -> None:
         self._seq += 1
@@ -475,10 +487,10 @@ class ScanPlannerWorker:
         if self._pending is None:
             return
         self.start()
+        self._receive()
         run = self._run
         assert run is not None
-        with run.box.cond:
-            acked = run.box.acked
+        acked = run.acked
         unanswered = sum(1 for s in self._sent_at if s > acked)
         if unanswered >= IN_FLIGHT:
             return
@@ -488,32 +500,31 @@ class ScanPlannerWorker:
         self._send(("job", job))
 
     def _send(self, msg: tuple) -> None:
-        if self._run is None:
-            return
-        try:
-            self._run.conn.send(msg)
-        except (OSError, ValueError):
-            pass  # the worker ended: the receiving thread reports it, the next step raises
+        if self._run is not None:
+            self._run.link.send(msg)
 
     def _wait(self, seq: int) -> None:
         """Lockstep: wait until the worker answered scan ``seq`` (or ended)."""
         run = self._run
-        assert run is not None
+        if run is None:
+            return
         deadline = time.monotonic() + LOCKSTEP_TIMEOUT
-        with run.box.cond:
-            while run.box.acked < seq and run.box.ended is None:
-                if not run.box.cond.wait(timeout=max(deadline - time.monotonic(), 0.0)):
-                    raise RuntimeError(f"scan map worker: no answer to scan {seq} within {LOCKSTEP_TIMEOUT} s")
+        self._receive()
+        while run.acked < seq and not run.link.ended:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"scan map worker: no answer to scan {seq} within {LOCKSTEP_TIMEOUT} s")
+            run.link.wait(deadline - time.monotonic())
+            self._receive()
         self._check()
 
     def _take(self) -> None:
         """Take the newest plan of this goal that came back."""
+        self._receive()
         run = self._run
-        if run is None:
+        if run is None or run.plan is None:
             return
-        with run.box.cond:
-            plan, run.box.plan = run.box.plan, None
-        if plan is None or plan.generation != self._generation:
+        plan, run.plan = run.plan, None
+        if plan.generation != self._generation:
             return
         sent = self._sent_at.get(plan.seq)
         if sent is not None:
