@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -26,7 +25,7 @@ import pytest
 import yaml
 
 import support.ros as h
-from nav_policy.paths import BUNDLE_ENV, default_bundle_dir
+from nav_policy.paths import BUNDLE_ENV, default_bundle_dir, resolve_bundle
 from navdeploy.runtime import PolicyRuntime
 from navsim.outcomes import Outcome
 
@@ -145,7 +144,8 @@ def _topic_params(files: list[Path]) -> dict[str, str]:
 
 @pytest.mark.parametrize("name", LAUNCH_FILES)
 def test_launch_file_nodes_are_entry_points_with_parsable_params_and_known_topics(install: Path, name: str) -> None:
-    rec = h.record_launch(install / "share/nav_policy/launch" / name, {"bundle": "/some/bundle"}, ament_prefix=install)
+    bundle = str(h.FIXTURE_BUNDLE)
+    rec = h.record_launch(install / "share/nav_policy/launch" / name, {"bundle": bundle}, ament_prefix=install)
     assert rec.nodes, f"{name} starts no node"
     for node in rec.nodes:
         assert node.package in NODES and node.executable in NODES[node.package], (node.package, node.executable)
@@ -160,7 +160,7 @@ def test_launch_file_nodes_are_entry_points_with_parsable_params_and_known_topic
             assert isinstance(data, dict) and data, f"{f}: empty"
             for key, section in data.items():
                 assert key in ("/**", node.name) and isinstance(section.get("ros__parameters"), dict), f"{f}: {key}"
-        assert node.params.get("bundle_path", "/some/bundle") == "/some/bundle"
+        assert node.params.get("bundle_path", bundle) == bundle
         topics = set(_topic_params(node.param_files).values()) | {"/clock"}
         for src, _ in node.remappings:
             assert src in topics, f"{name}: remapping of '{src}', which {node.executable} does not use ({topics})"
@@ -189,31 +189,45 @@ def test_launch_file_nodes_are_entry_points_with_parsable_params_and_known_topic
 def test_without_arguments_the_launch_files_run_the_installed_default_bundle(
     install: Path, name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``ros2 launch nav_policy sim.launch.py`` needs no argument: the bundle defaults to the copy
-    installed in share/nav_policy/default_bundle, which loads; $NAV_POLICY_BUNDLE overrides it, and
-    the ``bundle`` argument overrides both."""
+    """``ros2 launch nav_policy sim.launch.py`` needs no argument: without ``bundle`` the launch sets no
+    bundle_path, so the node takes its params file's (none in the installed policy.yaml), else
+    $NAV_POLICY_BUNDLE, else the trained bundle installed with the package, and says which in its
+    startup line; the ``bundle`` argument overrides them all."""
     path = install / "share/nav_policy/launch" / name
     monkeypatch.delenv(BUNDLE_ENV, raising=False)
 
-    def bundle_of(rec: h.RecordedLaunch) -> str:
-        return next(n for n in rec.nodes if n.executable == "policy_node").params["bundle_path"]
+    def policy_params(rec: h.RecordedLaunch) -> dict:
+        return next(n for n in rec.nodes if n.executable == "policy_node").params
 
-    default = bundle_of(h.record_launch(path, {}, ament_prefix=install))
-    assert Path(default) == install / "share/nav_policy/default_bundle"
-    rt = PolicyRuntime.load(default)
-    assert rt.contract.fingerprint == PolicyRuntime.load(default_bundle_dir()).contract.fingerprint
-    monkeypatch.setenv(BUNDLE_ENV, "/from/env")
-    assert bundle_of(h.record_launch(path, {}, ament_prefix=install)) == "/from/env"
-    assert bundle_of(h.record_launch(path, {"bundle": "/from/arg"}, ament_prefix=install)) == "/from/arg"
+    rec = h.record_launch(path, {}, ament_prefix=install)
+    assert "bundle_path" not in policy_params(rec)
+    files = next(n for n in rec.nodes if n.executable == "policy_node").param_files
+    assert all(yaml.safe_load(f.read_text())["/**"]["ros__parameters"]["bundle_path"] == "" for f in files)
+    assert resolve_bundle("") == (default_bundle_dir(), "the installed default bundle")
+    rt = PolicyRuntime.load(default_bundle_dir())
+    installed = PolicyRuntime.load(install / "share/nav_policy/default_bundle")
+    assert rt.contract.fingerprint == installed.contract.fingerprint
+    assert resolve_bundle("", {BUNDLE_ENV: "/from/env"}) == (Path("/from/env"), f"${BUNDLE_ENV}")
+    given = str(h.FIXTURE_BUNDLE)
+    assert policy_params(h.record_launch(path, {"bundle": given}, ament_prefix=install))["bundle_path"] == given
 
 
 def test_robot_install_runs_robot_launch_and_refuses_sim_launch_saying_why(robot_install: Path) -> None:
-    """Without nav_policy_sim (a robot), robot.launch.py works and sim.launch.py stops with one clear line."""
+    """Without nav_policy_sim (a robot), robot.launch.py works and sim.launch.py stops with one clear
+    line, at launch time (an OpaqueFunction), so ros2 launch prints launch's one error line, exit 1."""
     launch = robot_install / "share/nav_policy/launch"
-    (node,) = h.record_launch(launch / "robot.launch.py", {"bundle": "/b"}, ament_prefix=robot_install).nodes
+    (node,) = h.record_launch(launch / "robot.launch.py", {}, ament_prefix=robot_install).nodes
     assert (node.package, node.executable) == ("nav_policy", "policy_node")
-    with pytest.raises(RuntimeError, match="needs the nav_policy_sim package"):
-        h.record_launch(launch / "sim.launch.py", {"bundle": "/b"}, ament_prefix=robot_install)
+    with pytest.raises(h.LaunchFailed) as failed:
+        h.record_launch(launch / "sim.launch.py", {}, ament_prefix=robot_install)
+    line = _one_line(failed.value)
+    assert "needs the nav_policy_sim package" in line and "robot.launch.py" in line
+
+
+def _one_line(failed: h.LaunchFailed) -> str:
+    assert failed.return_code == 1 and "\n" not in failed.line, failed.line
+    assert failed.line.startswith("[ERROR] [launch]: Caught exception in launch")
+    return failed.line
 
 
 def test_undeclared_launch_argument_is_ignored_as_by_ros2_launch(install: Path) -> None:
@@ -224,27 +238,112 @@ def test_undeclared_launch_argument_is_ignored_as_by_ros2_launch(install: Path) 
 
 
 def test_bool_launch_argument_is_coerced_as_launch_does(install: Path) -> None:
-    """launch_ros coerces a bool ParameterValue with launch's coerce_to_type: YAML, and only a YAML bool."""
+    """A bool launch argument reads as launch coerces a bool ParameterValue (Iron and later): 1 / 0, else
+    a YAML boolean, else it is refused in one line naming the argument and what it accepts."""
     path = install / "share/nav_policy/launch/sim.launch.py"
-    for text, want in (("true", True), ("False", False), ("yes", True)):
+    for text, want in (("true", True), ("False", False), ("TRUE", True), ("yes", True), ("1", True), ("0", False)):
         rec = h.record_launch(path, {"use_sim_time": text}, ament_prefix=install)
-        assert next(n for n in rec.nodes if n.executable == "policy_node").params["use_sim_time"] is want
-    with pytest.raises(ValueError, match="Cannot convert value '1'"):
-        h.record_launch(path, {"use_sim_time": "1"}, ament_prefix=install)
+        assert next(n for n in rec.nodes if n.executable == "policy_node").params["use_sim_time"] is want, text
+        assert h._coerce(text, bool) is want  # the stand-in's ParameterValue coercion agrees
+    for text in ("maybe", "2", "", "tRuE"):
+        with pytest.raises(h.LaunchFailed) as failed:
+            h.record_launch(path, {"lockstep": text}, ament_prefix=install)
+        assert f"launch argument lockstep:={text!r}" in _one_line(failed.value) and "true or false" in failed.value.line
+    with pytest.raises(ValueError, match="Cannot convert value 'maybe'"):
+        h._coerce("maybe", bool)
+
+
+WRONG_ARGUMENTS = [
+    ("sim.launch.py", "num_episodes", "abc", "a whole number >= 0 (0: endless)"),
+    ("sim.launch.py", "num_episodes", "-1", "a whole number >= 0"),
+    ("sim.launch.py", "seed", "1.5", "a whole number >= 0"),
+    ("sim.launch.py", "lockstep", "maybe", "true or false (also 1 / 0)"),
+    ("sim.launch.py", "real_time_factor", "fast", "a number in [0, 1e+06]"),
+    ("sim.launch.py", "real_time_factor", "nan", "a number in [0, 1e+06]"),
+    ("sim.launch.py", "lockstep_timeout", "0", "a number in (0, 60]"),
+    ("sim.launch.py", "controller", "foo", "one of policy | dwa"),
+    ("sim.launch.py", "bundle", "/nonexistent", "no such folder"),
+    ("sim.launch.py", "sim_params_file", "/nonexistent.yaml", "no such file"),
+    ("sim.launch.py", "enable_stamped_cmd_vel", "perhaps", "true or false"),
+    ("robot.launch.py", "controller", "foo", "one of policy | dwa"),
+    ("robot.launch.py", "bundle", "/nonexistent", "no such folder"),
+    ("robot.launch.py", "use_sim_time", "maybe", "true or false"),
+    ("robot.launch.py", "params_file", "/nonexistent.yaml", "no such file"),
+    ("robot.launch.py", "scan", "1lidar", "a ROS topic name"),
+    ("robot.launch.py", "cmd_vel", "/base/", "a ROS topic name"),
+    ("robot.launch.py", "plan", "", "a ROS topic name"),
+]
+
+
+@pytest.mark.parametrize(("name", "arg", "value", "accepts"), WRONG_ARGUMENTS)
+def test_a_wrong_launch_argument_is_named_in_one_line_before_any_node(
+    install: Path, name: str, arg: str, value: str, accepts: str
+) -> None:
+    with pytest.raises(h.LaunchFailed) as failed:
+        h.record_launch(install / "share/nav_policy/launch" / name, {arg: value}, ament_prefix=install)
+    line = _one_line(failed.value)
+    assert f"launch argument {arg}:={value!r}" in line and accepts in line, line
+
+
+def test_a_bundle_folder_without_a_policy_is_refused(install: Path, tmp_path: Path) -> None:
+    with pytest.raises(h.LaunchFailed) as failed:
+        h.record_launch(
+            install / "share/nav_policy/launch/robot.launch.py", {"bundle": str(tmp_path)}, ament_prefix=install
+        )
+    assert "holds no policy.onnx" in _one_line(failed.value)
+
+
+def test_launch_arguments_reach_the_nodes_typed(install: Path) -> None:
+    """What the checked arguments become: typed parameters (a whole number, a float, bools) and remaps."""
+    rec = h.record_launch(
+        install / "share/nav_policy/launch/sim.launch.py",
+        {"seed": "7", "num_episodes": "3", "real_time_factor": "0", "lockstep": "1", "enable_stamped_cmd_vel": "true"},
+        ament_prefix=install,
+    )
+    sim = next(n for n in rec.nodes if n.executable == "sim_node")
+    policy = next(n for n in rec.nodes if n.executable == "policy_node")
+    assert sim.params["seed"] == 7 and sim.params["num_episodes"] == 3 and sim.params["lockstep"] is True
+    assert sim.params["real_time_factor"] == 0.0 and isinstance(sim.params["real_time_factor"], float)
+    assert sim.params["enable_stamped_cmd_vel"] is True and policy.params["enable_stamped_cmd_vel"] is True
+    assert policy.params["controller"] == "policy"
+    robot = h.record_launch(
+        install / "share/nav_policy/launch/robot.launch.py",
+        {"controller": "dwa", "plan": "/planner/plan", "enable_stamped_cmd_vel": "0"},
+        ament_prefix=install,
+    )
+    (node,) = robot.nodes
+    assert node.params["controller"] == "dwa" and node.params["enable_stamped_cmd_vel"] is False
+    assert ("/plan", "/planner/plan") in node.remappings
+    assert (
+        "enable_stamped_cmd_vel"
+        not in h.record_launch(install / "share/nav_policy/launch/robot.launch.py", {}, ament_prefix=install)
+        .nodes[0]
+        .params
+    )  # not given: the params file's
 
 
 def test_sim_launch_ends_with_its_nodes(install: Path) -> None:
     """The sim node's episodes done, or either node dead: the whole launch shuts down; a failure gives a
-    non-zero launch exit code (launch's OnProcessExit + Shutdown, as LaunchService runs them)."""
-    rec = h.record_launch(install / "share/nav_policy/launch/sim.launch.py", {"bundle": "/b"}, ament_prefix=install)
+    non-zero launch exit code (launch's OnProcessExit + Shutdown, as LaunchService runs them). Only the
+    first exit counts: the other node, stopped by the shutdown, ends quietly whatever its code."""
+    path = install / "share/nav_policy/launch/sim.launch.py"
+    rec = h.record_launch(path, {}, ament_prefix=install)
     assert {id(hd.target_action) for hd in rec.exit_handlers} == {id(n.action) for n in rec.nodes}
     done = rec.process_exited("sim_node", 0)
     assert done.shutdown and done.return_code == 0 and "sim_node exited" in done.reason
+    assert rec.process_exited("policy_node", 0) == h.LaunchReaction(False, 0, "")  # stopped by the shutdown
+
+    rec = h.record_launch(path, {}, ament_prefix=install)
     died = rec.process_exited("policy_node", 2)
     assert died.shutdown and died.return_code == 1 and "policy_node exited with code 2" in died.reason
-    assert rec.process_exited("sim_node", -9).return_code == 1
+    assert "\n" not in died.reason
+    assert rec.process_exited("sim_node", -2) == h.LaunchReaction(False, 0, "")  # no second "Caught exception"
+
+    assert h.record_launch(path, {}, ament_prefix=install).process_exited("sim_node", -9).return_code == 1
     robot = h.record_launch(install / "share/nav_policy/launch/robot.launch.py", {}, ament_prefix=install)
-    assert not robot.exit_handlers  # one node: launch ends with it anyway
+    assert robot.process_exited("policy_node", 0) == h.LaunchReaction(False, 0, "")  # ends by itself
+    failed = robot.process_exited("policy_node", 2)
+    assert failed.shutdown and failed.return_code == 1 and "policy_node exited with code 2" in failed.reason
 
 
 def test_rviz_config_shows_raw_scan_policy_scan_goal_and_command(install: Path) -> None:
@@ -371,7 +470,7 @@ def test_sim_launch_closed_loop_reaches_goals(
     rec = h.record_launch(install / "share/nav_policy/launch/sim.launch.py", args, ament_prefix=install)
     policy_node = next(n for n in rec.nodes if n.executable == "policy_node")
     assert policy_node.params["controller"] == controller
-    assert Path(policy_node.params["bundle_path"]) == install / "share/nav_policy/default_bundle"
+    assert "bundle_path" not in policy_node.params  # the node resolves the installed default itself
     lease = h.DomainLease()
     try:
         with h.node_processes() as procs:
@@ -398,9 +497,12 @@ def test_sim_launch_closed_loop_reaches_goals(
                 assert sim.popen.wait(30) == 0, sim.output()[-3000:]
             finally:
                 tn.close()
+            full = "\n".join(p.output() for p in procs)
             logs = "\n".join(p.output()[-2500:] for p in procs)
     finally:
         lease.release()
+    assert "(the installed default bundle; fingerprint" in full, logs
+    assert "clock_stalled" not in full  # the sim's normal end is clock_ended (if the node saw it), no fault
     outcomes = [e["outcome"] for e in episodes]
     print("closed loop:", json.dumps(episodes, indent=None))
     assert [e["seed"] for e in episodes] == list(range(CLOSED_LOOP_SEED, CLOSED_LOOP_SEED + CLOSED_LOOP_EPISODES))
@@ -412,14 +514,18 @@ def test_sim_launch_closed_loop_reaches_goals(
 
 @pytest.mark.ros
 @pytest.mark.slow
-def test_sim_launch_with_a_missing_bundle_shuts_down_failed(install: Path, tmp_path: Path) -> None:
-    """A bundle that is not there: the policy node dies at startup; the launch then stops the sim node
-    (which ran timeout episodes forever before) and exits non-zero. The processes are real; what
-    launch does on the exit is the launch file's handler, run as LaunchService runs it."""
-    missing = tmp_path / "no_such_bundle"
+def test_sim_launch_with_a_bundle_that_does_not_load_shuts_down_failed(install: Path, tmp_path: Path) -> None:
+    """A bundle folder whose policy.onnx is no ONNX file (the launch's check sees a policy.onnx): the
+    policy node dies at startup with its one line; the launch then stops the sim node, which exits
+    0 without a traceback, and exits 1 with one line; the sim node's own exit says nothing more. The
+    processes are real; what launch does on each exit is the launch file's handler, run as
+    LaunchService runs it."""
+    broken = tmp_path / "broken_bundle"
+    broken.mkdir()
+    (broken / "policy.onnx").write_bytes(b"not an onnx file")
     rec = h.record_launch(
         install / "share/nav_policy/launch/sim.launch.py",
-        {"bundle": str(missing), "lockstep": "true"},
+        {"bundle": str(broken), "lockstep": "true"},
         ament_prefix=install,
     )
     lease = h.DomainLease()
@@ -432,15 +538,15 @@ def test_sim_launch_with_a_missing_bundle_shuts_down_failed(install: Path, tmp_p
                 by_name[node.name] = proc
             code = by_name["policy_node"].popen.wait(60)
             out = by_name["policy_node"].output()
-            assert code != 0 and f"bundle '{missing}' (parameter bundle_path) is not a directory" in out, out[-2000:]
+            assert code == 2 and f"cannot load bundle '{broken}'" in out and "Traceback" not in out, out[-2000:]
+            assert len([ln for ln in out.splitlines() if "startup failed" in ln]) == 1
             reaction = rec.process_exited("policy_node", code)
-            assert reaction.shutdown and reaction.return_code == 1
+            assert reaction.shutdown and reaction.return_code == 1 and "\n" not in reaction.reason
             sim = by_name["sim_node"]
-            deadline = time.monotonic() + 60
-            while "sim: seed" not in sim.output():  # up and running its episodes
-                assert sim.alive() and time.monotonic() < deadline, sim.output()[-2000:]
-                time.sleep(0.1)
-            assert sim.alive()  # launch's Shutdown is what stops it
-            assert sim.stop() == 0  # SIGTERM as launch sends on shutdown: a clean exit
+            assert sim.alive()  # launch's Shutdown is what stops it: SIGINT, wherever it is (importing or running)
+            sim.popen.send_signal(2)
+            sim_code = sim.popen.wait(30)
+            assert sim_code == 0 and "Traceback" not in sim.output(), sim.output()[-3000:]
+            assert rec.process_exited("sim_node", sim_code) == h.LaunchReaction(False, 0, "")
     finally:
         lease.release()

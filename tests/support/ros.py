@@ -22,16 +22,21 @@ Here:
   one node into the command line that launch_ros would run (parameter dicts become a params file,
   as launch_ros does). What the stand-in models, and only that, follows the launch sources:
   an undeclared ``name:=value`` argument is ignored (``ros2 launch`` passes it on, nothing reads
-  it); a typed ``ParameterValue`` is coerced as ``launch.utilities.type_utils.coerce_to_type``
-  does (str as is, ``int(text)``, ``float(text)``, bool by YAML and only a YAML bool, so ``1`` is
-  refused for a bool as launch refuses it); an ``OnProcessExit`` handler's ``on_exit(event,
-  context)`` runs as LaunchService runs it (:meth:`RecordedLaunch.process_exited`): a returned
-  ``Shutdown`` shuts the launch down with code 0, an exception shuts it down with code 1.
+  it); an ``OpaqueFunction`` runs with a context holding the arguments (``launch_configurations``)
+  and its entities are launched in its place, and an exception in it is :class:`LaunchFailed`
+  (launch's one line "Caught exception in launch ...", return code 1); a typed ``ParameterValue``
+  of a substitution is coerced as ``launch.utilities.type_utils.coerce_to_type`` does (str as is,
+  ``int(text)``, ``float(text)``, bool ``1`` / ``0`` (Iron and later) or a YAML boolean, nothing
+  else), a plain string or substitution is YAML-parsed, a plain int, float or bool goes as it is;
+  an ``OnProcessExit`` handler's ``on_exit(event, context)`` runs as LaunchService runs it
+  (:meth:`RecordedLaunch.process_exited`): a returned ``Shutdown`` shuts the launch down with code
+  0, an exception shuts it down with code 1, and from then on the context says ``is_shutdown``.
 - :func:`install_share_prefix` lays the ROS packages' data files out as an install prefix.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import json
 import math
@@ -40,6 +45,7 @@ import shutil
 import subprocess
 import sys
 import types
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -223,6 +229,35 @@ class LogInfo:
 
 
 @dataclass
+class OpaqueFunction:
+    """``launch.actions.OpaqueFunction``: ``function(context, *args, **kwargs)`` runs when launch reaches
+    it, after the arguments before it; the entities it returns are launched in its place."""
+
+    function: Any
+    args: Any = None
+    kwargs: Any = None
+
+
+@dataclass
+class LaunchContext:
+    """The attributes of ``launch.LaunchContext`` the launch files read."""
+
+    launch_configurations: dict[str, str]
+    is_shutdown: bool = False
+
+
+class LaunchFailed(Exception):
+    """What ``ros2 launch`` does when an action raises while the launch runs (an OpaqueFunction that
+    refuses its arguments): LaunchService logs one line and returns 1. ``line`` is that line."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.line = f"[ERROR] [launch]: Caught exception in launch (see debug for traceback): {exc}"
+        self.return_code = 1
+        self.cause = exc
+        super().__init__(self.line)
+
+
+@dataclass
 class ProcessExited:
     """The event launch emits when a process ends (the attributes a handler reads)."""
 
@@ -271,6 +306,8 @@ def _fake_modules() -> dict[str, types.ModuleType]:
     mods["launch.actions"].RegisterEventHandler = RegisterEventHandler
     mods["launch.actions"].Shutdown = Shutdown
     mods["launch.actions"].LogInfo = LogInfo
+    mods["launch.actions"].OpaqueFunction = OpaqueFunction
+    mods["launch"].LaunchContext = LaunchContext
     mods["launch.event_handlers"].OnProcessExit = OnProcessExit
     mods["launch"].event_handlers = mods["launch.event_handlers"]
     mods["launch.substitutions"].LaunchConfiguration = LaunchConfiguration
@@ -302,20 +339,26 @@ class RecordedLaunch:
     ignored: list[str] = field(default_factory=list)  # undeclared arguments given (launch ignores them)
     exit_handlers: list[OnProcessExit] = field(default_factory=list)
 
+    context: LaunchContext | None = None
+
     def process_exited(self, node_name: str, returncode: int) -> LaunchReaction:
         """Run the exit handlers that target ``node_name`` as LaunchService does for its ProcessExited
-        event. No handler: launch carries on (until every process has ended)."""
+        event. No handler: launch carries on (until every process has ended). Once a reaction shut the
+        launch down, the context says so (``is_shutdown``) to the handlers of later exits."""
         node = next(n for n in self.nodes if n.name == node_name)
         event = ProcessExited(node.action, f"{node.executable}-1", returncode)
+        context = self.context or LaunchContext({})
         for handler in self.exit_handlers:
             if handler.target_action is not None and handler.target_action is not node.action:
                 continue
             try:
-                entities = handler.on_exit(event, None) if callable(handler.on_exit) else handler.on_exit
+                entities = handler.on_exit(event, context) if callable(handler.on_exit) else handler.on_exit
             except Exception as exc:  # LaunchService: "Caught exception in launch", return code 1
+                context.is_shutdown = True
                 return LaunchReaction(True, 1, str(exc))
             for ent in entities or []:
                 if isinstance(ent, Shutdown):
+                    context.is_shutdown = True
                     return LaunchReaction(True, 0, ent.reason)
         return LaunchReaction(False, 0, "")
 
@@ -333,13 +376,19 @@ def _resolve(value: Any, args: dict[str, str]) -> Any:
 
 
 def _coerce(text: str, data_type: Any) -> Any:
-    """``launch.utilities.type_utils.coerce_to_type`` for the scalar types (same rules, same errors)."""
+    """``launch.utilities.type_utils.coerce_to_type`` for the scalar types (same rules, same errors):
+    str as is, ``int(text)``, ``float(text)``; a bool is ``'1'`` / ``'0'`` (Iron and later), else a
+    YAML boolean (``true``, ``False``, ``yes``, ``off``, ...) and nothing else."""
     if data_type is None:
         return yaml.safe_load(text) if text else text
     if data_type is str:
         return text
     if data_type in (int, float):
         return data_type(text)  # ValueError as in launch
+    if text == "1":
+        text = "true"
+    elif text == "0":
+        text = "false"
     output = yaml.safe_load(text) if text else text
     if isinstance(output, bool):
         return output
@@ -347,14 +396,42 @@ def _coerce(text: str, data_type: Any) -> Any:
 
 
 def _typed(value: Any, args: dict[str, str]) -> Any:
-    """What launch_ros does with a parameter value: substitutions are YAML-parsed unless typed."""
+    """What launch_ros does with a parameter value: substitutions and plain strings are YAML-parsed
+    unless typed (``ParameterValue``); a typed plain value must already have its type; other values
+    (int, float, bool) go as they are."""
     if isinstance(value, ParameterValue):
+        if not isinstance(value.value, _Sub | list | tuple):
+            if value.value_type is not None and not isinstance(value.value, value.value_type):
+                raise TypeError(f"value='{value.value}' is not an instance of {value.value_type}")
+            return value.value
         text = _resolve(value.value, args)
         return _coerce(str(text), value.value_type) if isinstance(text, str) else text
-    if isinstance(value, _Sub | list | tuple):
+    if isinstance(value, _Sub | list | tuple | str):
         text = _resolve(value, args)
         return yaml.safe_load(text) if isinstance(text, str) else text
     return value
+
+
+@contextlib.contextmanager
+def _launch_api(mods: dict[str, types.ModuleType], ament_prefix: Path | None) -> Iterator[None]:
+    """The launch API stand-in in ``sys.modules`` and ``ament_prefix`` on AMENT_PREFIX_PATH, for a while."""
+    saved_mods = {k: sys.modules.get(k) for k in mods}
+    saved_env = os.environ.get("AMENT_PREFIX_PATH")
+    try:
+        sys.modules.update(mods)
+        if ament_prefix is not None:
+            os.environ["AMENT_PREFIX_PATH"] = str(ament_prefix)
+        yield
+    finally:
+        for k, v in saved_mods.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
+        if saved_env is None:
+            os.environ.pop("AMENT_PREFIX_PATH", None)
+        else:
+            os.environ["AMENT_PREFIX_PATH"] = saved_env
 
 
 def record_launch(
@@ -367,25 +444,10 @@ def record_launch(
     file runs.
     """
     mods = _fake_modules()
-    saved_mods = {k: sys.modules.get(k) for k in mods}
-    saved_env = os.environ.get("AMENT_PREFIX_PATH")
-    try:
-        sys.modules.update(mods)
-        if ament_prefix is not None:
-            os.environ["AMENT_PREFIX_PATH"] = str(ament_prefix)
+    with _launch_api(mods, ament_prefix):
         ns: dict[str, Any] = {"__file__": str(path), "__name__": "launch_file"}
         exec(compile(Path(path).read_text(), str(path), "exec"), ns)
         ld = ns["generate_launch_description"]()
-    finally:
-        for k, v in saved_mods.items():
-            if v is None:
-                sys.modules.pop(k, None)
-            else:
-                sys.modules[k] = v
-        if saved_env is None:
-            os.environ.pop("AMENT_PREFIX_PATH", None)
-        else:
-            os.environ["AMENT_PREFIX_PATH"] = saved_env
     assert isinstance(ld, LaunchDescription), f"{path}: generate_launch_description() returned {type(ld)}"
     declared = {a.name: a for a in ld.entities if isinstance(a, DeclareLaunchArgument)}
     overrides = dict(overrides or {})
@@ -393,24 +455,44 @@ def record_launch(
     args: dict[str, str] = {}
     for name, decl in declared.items():
         args[name] = overrides[name] if name in overrides else str(_resolve(decl.default_value, args))
-    nodes = []
-    for ent in ld.entities:
-        if not isinstance(ent, Node):
-            continue
-        files, params = [], {}
-        for entry in ent.parameters:
-            if isinstance(entry, dict):
-                params.update({k: _typed(v, args) for k, v in entry.items()})
-            else:
-                files.append(Path(str(_resolve(entry, args))))
-        remaps = [(str(_resolve(a, args)), str(_resolve(b, args))) for a, b in ent.remappings]
-        nodes.append(RecordedNode(ent.package, ent.executable, ent.name, files, params, remaps, ent))
+    context = LaunchContext({**overrides, **args})
+    entities = _launched(ld.entities, context, mods, ament_prefix)
+    nodes = [_recorded_node(ent, args) for ent in entities if isinstance(ent, Node)]
     handlers = [
         e.event_handler
-        for e in ld.entities
+        for e in entities
         if isinstance(e, RegisterEventHandler) and isinstance(e.event_handler, OnProcessExit)
     ]
-    return RecordedLaunch(declared, nodes, ignored, handlers)
+    return RecordedLaunch(declared, nodes, ignored, handlers, context)
+
+
+def _launched(entities: list[Any], context: LaunchContext, mods: dict, ament_prefix: Path | None) -> list[Any]:
+    """The entities as launch runs them: each OpaqueFunction's function called with the context (the
+    launch API stand-in and ``ament_prefix`` in place) and its entities put in its place; an exception
+    in one is :class:`LaunchFailed`, as LaunchService reports it."""
+    out: list[Any] = []
+    for ent in entities:
+        if not isinstance(ent, OpaqueFunction):
+            out.append(ent)
+            continue
+        with _launch_api(mods, ament_prefix):
+            try:
+                more = ent.function(context, *(ent.args or ()), **(ent.kwargs or {}))
+            except Exception as exc:
+                raise LaunchFailed(exc) from exc
+        out += _launched(list(more or []), context, mods, ament_prefix)
+    return out
+
+
+def _recorded_node(ent: Node, args: dict[str, str]) -> RecordedNode:
+    files, params = [], {}
+    for entry in ent.parameters:
+        if isinstance(entry, dict):
+            params.update({k: _typed(v, args) for k, v in entry.items()})
+        else:
+            files.append(Path(str(_resolve(entry, args))))
+    remaps = [(str(_resolve(a, args)), str(_resolve(b, args))) for a, b in ent.remappings]
+    return RecordedNode(ent.package, ent.executable, ent.name, files, params, remaps, ent)
 
 
 def node_command(node: RecordedNode, workdir: Path) -> list[str]:

@@ -3,70 +3,97 @@
     ros2 launch nav_policy robot.launch.py scan:=/lidar/scan        # the installed default bundle
     ros2 launch nav_policy robot.launch.py bundle:=/opt/bundle scan:=/lidar/scan odom:=/wheel/odom
     ros2 launch nav_policy robot.launch.py params_file:=/my/policy.yaml cmd_vel:=/base/cmd_vel
+    ros2 launch nav_policy robot.launch.py controller:=dwa plan:=/planner/plan enable_stamped_cmd_vel:=true
 
-Remapping arguments rename the node's topics (/scan, /odom, /goal_pose, /cmd_vel); params_file
-replaces the installed config/policy.yaml (limits, stale timeout, frames, ...). The bundle defaults
-to $NAV_POLICY_BUNDLE, else the trained bundle installed with the package.
+Remapping arguments rename the node's topics (/scan, /odom, /goal_pose, /cmd_vel, /plan); params_file
+replaces the installed config/policy.yaml (limits, stale timeout, frames, ...). Without ``bundle`` the
+node takes its params file's bundle_path, else $NAV_POLICY_BUNDLE, else the trained bundle installed
+with the package, and its startup line says which.
+
+Every argument is checked before the node starts (``nav_policy.launch_args``): a wrong one stops the
+launch with one line naming it and what it accepts, and ``ros2 launch`` exits 1. A node that exits
+with an error ends the launch with exit code 1 too.
 """
 
 import os
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument
-from launch.substitutions import EnvironmentVariable, LaunchConfiguration
+from launch.actions import DeclareLaunchArgument, OpaqueFunction, RegisterEventHandler
+from launch.event_handlers import OnProcessExit
 from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
+
+from nav_policy import launch_args
+
+TOPICS = {"scan": "/scan", "odom": "/odom", "goal": "/goal_pose", "cmd_vel": "/cmd_vel", "plan": "/plan"}
 
 
 def generate_launch_description():
     share = get_package_share_directory("nav_policy")
-    return LaunchDescription(
-        [
-            DeclareLaunchArgument(
-                "bundle",
-                default_value=EnvironmentVariable(
-                    "NAV_POLICY_BUNDLE", default_value=os.path.join(share, "default_bundle")
-                ),
-                description="policy bundle folder (policy.onnx + contract.json); default $NAV_POLICY_BUNDLE, "
-                "else the trained bundle installed with nav_policy (share/nav_policy/default_bundle)",
-            ),
-            DeclareLaunchArgument(
-                "params_file",
-                default_value=os.path.join(share, "config", "policy.yaml"),
-                description="policy node parameters (ROS 2 params YAML)",
-            ),
-            DeclareLaunchArgument(
-                "controller", default_value="policy", description="policy | dwa (dynamic-window baseline)"
-            ),
-            DeclareLaunchArgument("use_sim_time", default_value="false"),
-            DeclareLaunchArgument("scan", default_value="/scan", description="LaserScan topic"),
-            DeclareLaunchArgument("odom", default_value="/odom", description="Odometry topic"),
-            DeclareLaunchArgument("goal", default_value="/goal_pose", description="PoseStamped goal topic"),
-            DeclareLaunchArgument("cmd_vel", default_value="/cmd_vel", description="Twist command topic"),
-            DeclareLaunchArgument(
-                "plan", default_value="/plan", description="nav_msgs/Path global plan topic (path following)"
-            ),
-            Node(
-                package="nav_policy",
-                executable="policy_node",
-                name="policy_node",
-                output="screen",
-                parameters=[
-                    LaunchConfiguration("params_file"),
-                    {
-                        "bundle_path": ParameterValue(LaunchConfiguration("bundle"), value_type=str),
-                        "controller": ParameterValue(LaunchConfiguration("controller"), value_type=str),
-                        "use_sim_time": ParameterValue(LaunchConfiguration("use_sim_time"), value_type=bool),
-                    },
-                ],
-                remappings=[
-                    ("/scan", LaunchConfiguration("scan")),
-                    ("/odom", LaunchConfiguration("odom")),
-                    ("/goal_pose", LaunchConfiguration("goal")),
-                    ("/cmd_vel", LaunchConfiguration("cmd_vel")),
-                    ("/plan", LaunchConfiguration("plan")),
-                ],
-            ),
-        ]
+    return LaunchDescription([*_arguments(share), OpaqueFunction(function=_launch)])
+
+
+def _arguments(share: str) -> list:
+    """The launch arguments and their defaults."""
+    return [
+        DeclareLaunchArgument(
+            "bundle",
+            default_value="",
+            description="policy bundle folder (policy.onnx + contract.json); default: the params file's bundle_path, "
+            "else $NAV_POLICY_BUNDLE, else the trained bundle installed with nav_policy",
+        ),
+        DeclareLaunchArgument(
+            "params_file",
+            default_value=os.path.join(share, "config", "policy.yaml"),
+            description="policy node parameters (ROS 2 params YAML)",
+        ),
+        DeclareLaunchArgument(
+            "controller", default_value="policy", description="policy | dwa (dynamic-window baseline)"
+        ),
+        DeclareLaunchArgument("use_sim_time", default_value="false", description="true | false (also 1 | 0)"),
+        DeclareLaunchArgument(
+            "enable_stamped_cmd_vel",
+            default_value="",
+            description="true: geometry_msgs/TwistStamped on cmd_vel (Nav2's enable_stamped_cmd_vel); "
+            "false: Twist; default: the params file's",
+        ),
+        DeclareLaunchArgument("scan", default_value=TOPICS["scan"], description="LaserScan topic"),
+        DeclareLaunchArgument("odom", default_value=TOPICS["odom"], description="Odometry topic"),
+        DeclareLaunchArgument("goal", default_value=TOPICS["goal"], description="PoseStamped goal topic"),
+        DeclareLaunchArgument("cmd_vel", default_value=TOPICS["cmd_vel"], description="command topic"),
+        DeclareLaunchArgument(
+            "plan", default_value=TOPICS["plan"], description="nav_msgs/Path global plan topic (path following)"
+        ),
+    ]
+
+
+def _launch(context) -> list:
+    """The policy node from the checked arguments, and the end of the launch when it fails."""
+    a = launch_args.configurations(context)
+    params = {
+        "controller": ParameterValue(launch_args.controller(a["controller"]), value_type=str),
+        "use_sim_time": launch_args.as_bool("use_sim_time", a["use_sim_time"]),
+    }
+    bundle = launch_args.bundle(a["bundle"])
+    if bundle:
+        params["bundle_path"] = ParameterValue(bundle, value_type=str)
+    if a["enable_stamped_cmd_vel"]:
+        params["enable_stamped_cmd_vel"] = launch_args.as_bool("enable_stamped_cmd_vel", a["enable_stamped_cmd_vel"])
+    node = Node(
+        package="nav_policy",
+        executable="policy_node",
+        name="policy_node",
+        output="screen",
+        parameters=[launch_args.params_file("params_file", a["params_file"]), params],
+        remappings=[(topic, launch_args.topic(arg, a[arg])) for arg, topic in TOPICS.items()],
     )
+    return [node, RegisterEventHandler(OnProcessExit(target_action=node, on_exit=_failed))]
+
+
+def _failed(event, context):
+    """The node exited: with an error, the launch exits 1 (the node's own last line says why); a node
+    stopped by the launch's own shutdown (Ctrl-C) is no failure."""
+    if event.returncode != 0 and not getattr(context, "is_shutdown", False):
+        raise RuntimeError(f"policy_node exited with code {event.returncode} (its last line above says why)")
+    return None

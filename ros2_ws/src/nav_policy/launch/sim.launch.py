@@ -10,86 +10,113 @@ The sim publishes /scan, /odom, /clock and each episode's goal on /goal_pose and
 /cmd_vel; the policy node runs on simulated time (use_sim_time) so its control timer follows the
 sim however fast it runs. Episode outcomes: /sim/episode (JSON) and the sim's log.
 
+Every argument is checked before any node starts (``nav_policy.launch_args``): a wrong one stops
+the launch with one line naming it and what it accepts (``ros2 launch`` prints launch's "Caught
+exception in launch" line and exits 1).
+
 The launch ends with its nodes: when the sim node exits (its ``num_episodes`` done) or either node
-dies, the whole launch shuts down (launch's ``OnProcessExit`` + ``Shutdown``); a node that exited
-with a non-zero code makes ``ros2 launch`` exit non-zero (the handler raises, which LaunchService
-reports as "Caught exception in launch" and turns into return code 1).
+dies, the whole launch shuts down (launch's ``OnProcessExit`` + ``Shutdown``). The first node to
+exit decides: with code 0 the launch ends with code 0; with another code the handler raises, which
+LaunchService reports in one line ("Caught exception in launch") and turns into return code 1. The
+other node, stopped by that shutdown, ends quietly.
 """
 
 import os
 
 from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, LogInfo, RegisterEventHandler, Shutdown
+from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction, RegisterEventHandler, Shutdown
 from launch.event_handlers import OnProcessExit
-from launch.substitutions import EnvironmentVariable, LaunchConfiguration
 from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
+
+from nav_policy import launch_args
 
 
 def generate_launch_description():
     pkg_share = get_package_share_directory("nav_policy")
+    return LaunchDescription([*_arguments(pkg_share), OpaqueFunction(function=_launch)])
+
+
+def _launch(context) -> list:
+    """Both nodes from the checked arguments, and the end of the launch with either."""
     try:
-        sim_cfg = os.path.join(get_package_share_directory("nav_policy_sim"), "config")
+        sim_share = get_package_share_directory("nav_policy_sim")
     except PackageNotFoundError:
         raise RuntimeError(
             "sim.launch.py needs the nav_policy_sim package (the simulator; not part of a robot install): "
             "build ros2_ws/src/nav_policy_sim, or use robot.launch.py on a robot"
         ) from None
-    sim, policy = _sim_node(), _policy_node()
-    return LaunchDescription(
-        [
-            *_arguments(pkg_share, sim_cfg),
-            sim,
-            policy,
-            *_end_with_either(sim, policy),
-        ]
-    )
+    a = launch_args.configurations(context)
+    sim, policy = _sim_node(a, sim_share), _policy_node(a)
+    return [sim, policy, *_end_with_either(sim, policy)]
 
 
-def _sim_node():
-    """The MuJoCo sim node (package nav_policy_sim) with its params file and the launch arguments."""
+def _stamped(a) -> dict:
+    """``enable_stamped_cmd_vel`` for both nodes when the argument is given (else their params files')."""
+    text = a["enable_stamped_cmd_vel"]
+    return {"enable_stamped_cmd_vel": launch_args.as_bool("enable_stamped_cmd_vel", text)} if text else {}
+
+
+def _sim_node(a, sim_share: str):
+    """The MuJoCo sim node (package nav_policy_sim) with its params file and the checked arguments."""
+    params_file = a["sim_params_file"] or os.path.join(sim_share, "config", "sim.yaml")
     return Node(
         package="nav_policy_sim",
         executable="sim_node",
         name="sim_node",
         output="screen",
         parameters=[
-            LaunchConfiguration("sim_params_file"),
+            launch_args.params_file("sim_params_file", params_file),
             {
-                "seed": ParameterValue(LaunchConfiguration("seed"), value_type=int),
-                "num_episodes": ParameterValue(LaunchConfiguration("num_episodes"), value_type=int),
-                "real_time_factor": ParameterValue(LaunchConfiguration("real_time_factor"), value_type=float),
-                "lockstep": ParameterValue(LaunchConfiguration("lockstep"), value_type=bool),
-                "lockstep_timeout": ParameterValue(LaunchConfiguration("lockstep_timeout"), value_type=float),
+                "seed": launch_args.as_int("seed", a["seed"]),
+                "num_episodes": launch_args.as_int("num_episodes", a["num_episodes"], meaning=" (0: endless)"),
+                "real_time_factor": launch_args.as_float(
+                    "real_time_factor",
+                    a["real_time_factor"],
+                    0.0,
+                    1e6,
+                    meaning=" (1: real time, 0: as fast as it goes)",
+                ),
+                "lockstep": launch_args.as_bool("lockstep", a["lockstep"]),
+                "lockstep_timeout": launch_args.as_float(
+                    "lockstep_timeout", a["lockstep_timeout"], 0.0, 60.0, lo_open=True, meaning=" seconds"
+                ),
+                **_stamped(a),
             },
         ],
     )
 
 
-def _policy_node():
-    """The policy node with its params file, the bundle, the driver and simulated time."""
+def _policy_node(a):
+    """The policy node with its params file, the bundle (when given), the driver and simulated time."""
+    params = {
+        "controller": ParameterValue(launch_args.controller(a["controller"]), value_type=str),
+        "use_sim_time": launch_args.as_bool("use_sim_time", a["use_sim_time"]),
+        **_stamped(a),
+    }
+    bundle = launch_args.bundle(a["bundle"])
+    if bundle:
+        params["bundle_path"] = ParameterValue(bundle, value_type=str)
     return Node(
         package="nav_policy",
         executable="policy_node",
         name="policy_node",
         output="screen",
-        parameters=[
-            LaunchConfiguration("policy_params_file"),
-            {
-                "bundle_path": ParameterValue(LaunchConfiguration("bundle"), value_type=str),
-                "controller": ParameterValue(LaunchConfiguration("controller"), value_type=str),
-                "use_sim_time": ParameterValue(LaunchConfiguration("use_sim_time"), value_type=bool),
-            },
-        ],
+        parameters=[launch_args.params_file("policy_params_file", a["policy_params_file"]), params],
     )
 
 
 def _end_with_either(sim, policy) -> list:
-    """Either node gone: shut everything down; a failure makes the launch exit non-zero."""
+    """Either node gone: shut everything down; a failure makes the launch exit 1. Only the first exit
+    counts: the other node, stopped by the shutdown, ends quietly."""
+    ended: list[str] = []
 
     def end_launch(event, context):
         who = "sim_node" if event.action is sim else "policy_node"
+        if ended or getattr(context, "is_shutdown", False):
+            return None
+        ended.append(who)
         if event.returncode != 0:
             raise RuntimeError(f"{who} exited with code {event.returncode}; shutting the launch down")
         return [
@@ -103,18 +130,16 @@ def _end_with_either(sim, policy) -> list:
     ]
 
 
-def _arguments(pkg_share: str, sim_cfg: str) -> list:
+def _arguments(pkg_share: str) -> list:
     """The launch arguments and their defaults."""
     return [
         DeclareLaunchArgument(
             "bundle",
-            default_value=EnvironmentVariable(
-                "NAV_POLICY_BUNDLE", default_value=os.path.join(pkg_share, "default_bundle")
-            ),
-            description="policy bundle folder (policy.onnx + contract.json); default $NAV_POLICY_BUNDLE, "
-            "else the trained bundle installed with nav_policy (share/nav_policy/default_bundle)",
+            default_value="",
+            description="policy bundle folder (policy.onnx + contract.json); default: the params file's bundle_path, "
+            "else $NAV_POLICY_BUNDLE, else the trained bundle installed with nav_policy",
         ),
-        DeclareLaunchArgument("seed", default_value="0", description="room seed of the first episode"),
+        DeclareLaunchArgument("seed", default_value="0", description="room seed of the first episode (>= 0)"),
         DeclareLaunchArgument("num_episodes", default_value="0", description="episodes to run, 0 = endless"),
         DeclareLaunchArgument(
             "controller", default_value="policy", description="policy | dwa (dynamic-window baseline)"
@@ -124,7 +149,14 @@ def _arguments(pkg_share: str, sim_cfg: str) -> list:
         DeclareLaunchArgument(
             "lockstep", default_value="false", description="sim waits for each command (fast, exact timing)"
         ),
-        DeclareLaunchArgument("sim_params_file", default_value=os.path.join(sim_cfg, "sim.yaml")),
+        DeclareLaunchArgument(
+            "enable_stamped_cmd_vel",
+            default_value="",
+            description="true: TwistStamped on /cmd_vel for both nodes; false: Twist; default: their params files'",
+        ),
+        DeclareLaunchArgument(
+            "sim_params_file", default_value="", description="sim node parameters; default nav_policy_sim's sim.yaml"
+        ),
         DeclareLaunchArgument("policy_params_file", default_value=os.path.join(pkg_share, "config", "policy.yaml")),
         DeclareLaunchArgument(
             "lockstep_timeout",
