@@ -155,7 +155,21 @@ PARAMS: tuple[Param, ...] = (
         "/plan",
         "nav_msgs/Path (Nav2's planner): follow it; an empty path or a new goal pose ends it",
     ),
-    Param("cmd_vel_topic", str, "/cmd_vel", "geometry_msgs/Twist, body frame, SI units"),
+    Param(
+        "cmd_vel_topic",
+        str,
+        "/cmd_vel",
+        "geometry_msgs/Twist (TwistStamped with enable_stamped_cmd_vel), body frame, SI units",
+    ),
+    Param(
+        "enable_stamped_cmd_vel",
+        bool,
+        False,
+        "true: the command as geometry_msgs/TwistStamped (stamp: the node's ROS time, frame_id: base_frame), "
+        "as Nav2 with its enable_stamped_cmd_vel; false: geometry_msgs/Twist",
+        details="Launch argument `enable_stamped_cmd_vel:=` of both launch files (sim.launch.py sets it on the sim "
+        "node too, which then reads TwistStamped).",
+    ),
     Param(
         "status_topic",
         str,

@@ -1,6 +1,9 @@
 """The policy node process fails safe (issue 11): parameters that would disable a rule are refused at
 startup in one line with a non-zero exit, and a stalled /clock under use_sim_time still gets a zero
-command, a status and one log line at the control rate (real rclpy on loopback)."""
+command, a status and one log line at the control rate, said as an end (``clock_ended``, info) once
+/clock has no publisher left; stamps an hour or more from the node's clock are ``clock_mismatch``
+with a hint about use_sim_time; both nodes stopped while they still import exit 0 without a
+traceback (real rclpy on loopback)."""
 
 from __future__ import annotations
 
@@ -131,7 +134,117 @@ def test_stalled_clock_gives_zero_status_and_one_log_line_at_the_control_rate(tm
                 assert proc.output().count("state -> clock_stalled") == 1
                 running("driving", True, 10)  # the clock comes back: so does the policy
                 assert proc.alive()
+                # The clock's publisher goes away (the sim or the bag ended): zero, said as an end, not a fault.
+                n.destroy_publisher(clock_pub)
+                running("clock_ended", False, 10)
+                assert "no publisher left" in status[-1]["reason"]
+                n0 = len(cmds) - 1
+                tn.spin_for(0.5)
+                assert len(cmds) - n0 >= 3 and all(vx == 0.0 for _, vx in cmds[n0:])  # zeros at the control rate
+                ended = [ln for ln in proc.output().splitlines() if "state -> clock_ended" in ln]
+                assert len(ended) == 1 and ended[0].startswith("[INFO]"), ended
             finally:
                 tn.close()
     finally:
         lease.release()
+
+
+@pytest.mark.parametrize(
+    "use_sim_time, hint",
+    [
+        (False, "the node runs on wall time and the stamps are simulated time: set use_sim_time true"),
+        (True, "the node runs on simulated time (use_sim_time true, /clock) and the stamps are wall time"),
+    ],
+)
+def test_simulated_and_wall_time_mixed_is_named(tmp_path: Path, use_sim_time: bool, hint: str) -> None:
+    """Scan and odometry stamped in simulated time (12 s) for a node on wall time, or in wall time for a
+    node on /clock (12 s): zero, state clock_mismatch, the hint, one warning; never stale_scan."""
+    h.require_ros()
+    from nav_msgs.msg import Odometry
+    from rosgraph_msgs.msg import Clock
+    from sensor_msgs.msg import LaserScan
+    from std_msgs.msg import String
+
+    from nav_policy.ros_common import SENSOR_QOS
+
+    params = {"bundle_path": str(h.fixture_bundle()), "use_sim_time": use_sim_time}
+    cmd = [str(h.entry_point_script("policy_node")), *h.ros_args(params)]
+    lease = h.DomainLease()
+    try:
+        with h.node_processes() as procs:
+            proc = h.NodeProc(cmd, lease.domain_id, tmp_path / "policy.log")
+            procs.append(proc)
+            tn = h.RosSide(lease.domain_id, "clock_mismatch_test")
+            try:
+                n = tn.node
+                clock_pub = n.create_publisher(Clock, "/clock", 10)
+                scan_pub = n.create_publisher(LaserScan, "/scan", SENSOR_QOS)
+                odom_pub = n.create_publisher(Odometry, "/odom", 10)
+                status: list[dict] = []
+                n.create_subscription(String, "/nav_policy/status", lambda m: status.append(json.loads(m.data)), 100)
+                tn.spin_until(lambda: scan_pub.get_subscription_count() > 0, 30, "the policy node", procs)
+                sim_t = [12.0]
+
+                def publish() -> None:
+                    stamp = n.get_clock().now().to_msg()  # wall time
+                    if use_sim_time:
+                        sim_t[0] += 0.05
+                        c = Clock()
+                        c.clock.sec, c.clock.nanosec = int(sim_t[0]), int(round((sim_t[0] % 1.0) * 1e9))
+                        clock_pub.publish(c)
+                    else:
+                        stamp.sec, stamp.nanosec = 12, 0
+                    s = LaserScan(angle_min=-math.pi, angle_increment=2 * math.pi / 72, range_min=0.05, range_max=6.0)
+                    s.header.frame_id, s.ranges, s.header.stamp = "base_link", [3.0] * 72, stamp
+                    o = Odometry()
+                    o.header.frame_id, o.child_frame_id, o.header.stamp = "odom", "base_link", stamp
+                    o.pose.pose.orientation.w = 1.0
+                    scan_pub.publish(s)
+                    odom_pub.publish(o)
+
+                deadline = time.monotonic() + 20
+                while not (status and status[-1]["state"] == "clock_mismatch"):
+                    assert time.monotonic() < deadline, f"{status[-3:]}\n{proc.output()[-3000:]}"
+                    publish()
+                    tn.spin_for(0.05)
+            finally:
+                tn.close()
+    finally:
+        lease.release()
+    reason = status[-1]["reason"]
+    assert status[-1]["cmd"] == [0.0, 0.0, 0.0] and hint in reason and "scan stamped" in reason, reason
+    assert "stale_scan" not in {s["state"] for s in status}
+    warned = [ln for ln in proc.output().splitlines() if "state -> clock_mismatch" in ln]
+    assert len(warned) == 1 and warned[0].startswith("[WARN]"), proc.output()[-2000:]
+
+
+def _imports_started(proc: h.NodeProc, library: str, timeout: float = 60) -> None:
+    """Wait until ``proc`` has loaded ``library`` (a shared object: its imports are under way)."""
+    deadline = time.monotonic() + timeout
+    while library not in Path(f"/proc/{proc.pid}/maps").read_text():
+        assert proc.alive() and time.monotonic() < deadline, proc.output()[-2000:]
+        time.sleep(0.005)
+
+
+@pytest.mark.parametrize(
+    "node, package, late",
+    [("policy_node", "nav_policy", "onnxruntime"), ("sim_node", "nav_policy_sim", "torch")],
+)
+def test_a_node_stopped_while_importing_exits_quietly(tmp_path: Path, node: str, package: str, late: str) -> None:
+    """SIGINT (what the launch sends when it ends, and Ctrl-C) while the node still imports: exit code 0,
+    no traceback, nothing printed. The signal comes once numpy is loaded, before ``late`` is."""
+    params = {"bundle_path": str(h.fixture_bundle())} if node == "policy_node" else {}
+    cmd = [str(h.entry_point_script(node, package)), *h.ros_args(params)]
+    lease = h.DomainLease()
+    try:
+        with h.node_processes() as procs:
+            proc = h.NodeProc(cmd, lease.domain_id, tmp_path / f"{node}.log")
+            procs.append(proc)
+            _imports_started(proc, "_multiarray_umath")
+            assert late not in Path(f"/proc/{proc.pid}/maps").read_text()
+            proc.popen.send_signal(2)
+            code = proc.popen.wait(60)
+            out = proc.output()
+    finally:
+        lease.release()
+    assert code == 0 and "Traceback" not in out and "KeyboardInterrupt" not in out, (code, out[-3000:])

@@ -29,7 +29,14 @@ logged once; a JSON status string (state, reason, scan fault, coverage and fille
 scan, distance to goal, last inference time, the path's sub-goal, the guard's scale) goes out each tick on the status
 topic, and what the policy saw of the scan (the training beams after resampling and fill, filled
 sectors marked with intensity 1) on the policy scan topic. Under ``use_sim_time`` a second timer on wall time keeps
-publishing zero (state ``clock_stalled``) when /clock stops advancing (docs/ros2.md, states).
+publishing zero when /clock stops advancing: state ``clock_stalled``, or ``clock_ended`` once /clock
+has no publisher left (the simulation or bag ended; logged as info). Stamps more than an hour from the
+node's clock are ``clock_mismatch`` (simulated and wall time mixed; docs/ros2.md, states).
+
+``enable_stamped_cmd_vel`` (Nav2's name) publishes the command as ``geometry_msgs/TwistStamped``
+(stamp: the node's ROS time, frame: ``base_frame``) instead of ``Twist``.
+
+A node stopped while it still imports (the launch ending, Ctrl-C) exits with code 0, without a traceback.
 """
 
 from __future__ import annotations
@@ -40,35 +47,37 @@ import os
 import sys
 import time
 
-import numpy as np
-from geometry_msgs.msg import PoseStamped, Twist
-from nav_msgs.msg import Odometry, Path
-from rclpy.clock import Clock, ClockType
-from rclpy.duration import Duration
-from rclpy.node import Node
-from sensor_msgs.msg import LaserScan
-from std_msgs.msg import String
+try:  # a node stopped while it still imports (Ctrl-C, the launch ending) exits quietly, code 0
+    import numpy as np
+    from geometry_msgs.msg import PoseStamped, Twist, TwistStamped
+    from nav_msgs.msg import Odometry, Path
+    from rclpy.clock import Clock, ClockType
+    from rclpy.duration import Duration
+    from rclpy.node import Node
+    from sensor_msgs.msg import LaserScan
+    from std_msgs.msg import String
 
-from nav_policy.paths import resolve_bundle
-from nav_policy.ros_common import (
-    CMD_QOS,
-    GOAL_QOS,
-    ODOM_SUB_QOS,
-    PATH_QOS,
-    SENSOR_QOS,
-    STATUS_QOS,
-    StartupError,
-    declare_node_params,
-    run_node,
-)
-from navdeploy.dwa import DwaParams, DwaPlanner
-from navdeploy.gate import CommandGate
-from navdeploy.inputs import ClockWatchdog
-from navdeploy.node_params import PARAM, NodeParams
-from navdeploy.runtime import PolicyRuntime
-from navdeploy.settings import GateSettings, resolve_settings
-from navdeploy.smoother import AccelLimits
-from navdeploy.states import FAULT_STATES, State, TickResult
+    from nav_policy.paths import resolve_bundle
+    from nav_policy.ros_common import (
+        CMD_QOS,
+        GOAL_QOS,
+        ODOM_SUB_QOS,
+        PATH_QOS,
+        SENSOR_QOS,
+        STATUS_QOS,
+        StartupError,
+        declare_node_params,
+        run_node,
+    )
+    from navdeploy.gate import CommandGate
+    from navdeploy.inputs import ClockWatchdog
+    from navdeploy.node_params import PARAM, NodeParams
+    from navdeploy.runtime import PolicyRuntime
+    from navdeploy.settings import GateSettings, resolve_settings
+    from navdeploy.smoother import AccelLimits
+    from navdeploy.states import FAULT_STATES, State, TickResult
+except KeyboardInterrupt:
+    raise SystemExit(0) from None
 
 
 class PolicyNode(Node):
@@ -76,6 +85,7 @@ class PolicyNode(Node):
         super().__init__("policy_node", **kwargs)
         params = declare_node_params(self)
         self.odom_frame, self.base_frame = params.odom_frame, params.base_frame
+        self.stamped_cmd = params.enable_stamped_cmd_vel
         check_driver(params.controller)
         self.runtime, bundle, bundle_from = self._load_bundle(params.bundle_path)
         driver = self._driver(params)
@@ -96,7 +106,8 @@ class PolicyNode(Node):
             f"controller {params.controller}; bundle {bundle} ({bundle_from}; "
             f"fingerprint {getattr(self.runtime.contract, 'fingerprint', '?')}); "
             + self._settings_text(settings)
-            + f"; {' + '.join(x.topic_name for x in subs)} -> {self.cmd_pub.topic_name}, "
+            + f"; {' + '.join(x.topic_name for x in subs)} -> {self.cmd_pub.topic_name} "
+            + f"({'TwistStamped, frame ' + self.base_frame if self.stamped_cmd else 'Twist'}), "
             f"{self.policy_scan_pub.topic_name}"
         )
 
@@ -120,6 +131,8 @@ class PolicyNode(Node):
         baseline built from the same contract."""
         if params.controller == "policy":
             return self.runtime
+        from navdeploy.dwa import DwaParams, DwaPlanner  # only the dwa controller needs it
+
         path = params.dwa_params_file
         try:
             return DwaPlanner(self.runtime.contract, DwaParams.from_yaml(os.path.expanduser(path) if path else None))
@@ -146,7 +159,7 @@ class PolicyNode(Node):
 
     def _connect(self, params: NodeParams) -> list:
         """Publishers and subscriptions on the parameters' topics; returns the subscriptions."""
-        self.cmd_pub = self.create_publisher(Twist, params.cmd_vel_topic, CMD_QOS)
+        self.cmd_pub = self.create_publisher(TwistStamped if self.stamped_cmd else Twist, params.cmd_vel_topic, CMD_QOS)
         self.status_pub = self.create_publisher(String, params.status_topic, STATUS_QOS)
         self.policy_scan_pub = self.create_publisher(LaserScan, params.policy_scan_topic, STATUS_QOS)
         # The command for RViz (a Pose display): an arrow in the base frame along the planar velocity.
@@ -269,7 +282,7 @@ class PolicyNode(Node):
     def on_wall_tick(self) -> None:
         """Wall-time watchdog (use_sim_time): zero, status and one log line while /clock is stalled."""
         now = self._now()
-        res = self.watchdog.check(now, time.monotonic())
+        res = self.watchdog.check(now, time.monotonic(), lambda: self.count_publishers("/clock") > 0)
         if res is not None:
             self.gate.stopped(now)  # a zero went out: the smoother starts again from rest
             self._emit(res, now)
@@ -328,8 +341,16 @@ class PolicyNode(Node):
         self.policy_scan_pub.publish(msg)
 
     def _publish(self, cmd: np.ndarray) -> None:
-        msg = Twist()
-        msg.linear.x, msg.linear.y, msg.angular.z = (float(v) for v in cmd)
+        """The command as Twist, or as TwistStamped (``enable_stamped_cmd_vel``: stamped with the node's
+        ROS time, frame ``base_frame``)."""
+        twist = Twist()
+        twist.linear.x, twist.linear.y, twist.angular.z = (float(v) for v in cmd)
+        if not self.stamped_cmd:
+            self.cmd_pub.publish(twist)
+            return
+        msg = TwistStamped(twist=twist)
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.header.frame_id = self.base_frame
         self.cmd_pub.publish(msg)
 
     def _publish_cmd_arrow(self, cmd: np.ndarray) -> None:

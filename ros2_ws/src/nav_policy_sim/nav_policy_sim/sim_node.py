@@ -18,7 +18,12 @@ that topic. It ends an episode on reaching the goal, a collision (any contact of
 the robot shell), leaving the room, or the episode time limit, and reports each outcome as a JSON
 string on the episode topic and in its log, named as in training (``navsim.outcomes``: success,
 collision, out_of_bounds, timeout). After ``num_episodes`` (0 = endless) it exits when
-``exit_when_done`` is set.
+``exit_when_done`` is set, its /clock publisher gone first (a policy node then reports
+``clock_ended``, not a stalled clock).
+
+``enable_stamped_cmd_vel``: the command arrives as ``geometry_msgs/TwistStamped`` (as the policy node
+publishes it with the same parameter). A node stopped while it still imports exits with code 0,
+without a traceback.
 """
 
 from __future__ import annotations
@@ -27,30 +32,34 @@ import json
 import sys
 import time
 
-import numpy as np
-import rclpy
-import rclpy.duration
-from geometry_msgs.msg import PoseStamped, Twist
-from nav_msgs.msg import Odometry
-from rclpy.node import Node
-from rosgraph_msgs.msg import Clock
-from sensor_msgs.msg import LaserScan
-from std_msgs.msg import String
+try:  # stopped while importing (torch, MuJoCo: seconds; the launch ending, Ctrl-C): exit quietly, code 0
+    import numpy as np
+    import rclpy
+    import rclpy.duration
+    from geometry_msgs.msg import PoseStamped, Twist, TwistStamped
+    from nav_msgs.msg import Odometry
+    from rclpy.node import Node
+    from rosgraph_msgs.msg import Clock
+    from sensor_msgs.msg import LaserScan
+    from std_msgs.msg import String
 
-from nav_policy.ros_common import (
-    CMD_QOS,
-    EVENT_QOS,
-    GOAL_LATCHED_QOS,
-    GOAL_QOS,
-    SENSOR_QOS,
-    StartupError,
-    declare_number,
-    ns_to_stamp,
-    run_node,
-)
-from navsim.config_load import load_config
-from navsim.outcomes import Outcome
-from navsim.sim_world import SimWorld
+    from nav_policy.ros_common import (
+        CMD_QOS,
+        EVENT_QOS,
+        GOAL_LATCHED_QOS,
+        GOAL_QOS,
+        SENSOR_QOS,
+        StartupError,
+        declare_bool,
+        declare_number,
+        ns_to_stamp,
+        run_node,
+    )
+    from navsim.config_load import load_config
+    from navsim.outcomes import Outcome
+    from navsim.sim_world import SimWorld
+except KeyboardInterrupt:
+    raise SystemExit(0) from None
 
 
 class SimNode(Node):
@@ -96,7 +105,8 @@ class SimNode(Node):
         self.clock_pub = self.create_publisher(Clock, "/clock", 10)
         self.episode_pub = self.create_publisher(String, episode_topic, EVENT_QOS)
         self.goal_pub = self.create_publisher(PoseStamped, goal_topic, GOAL_LATCHED_QOS) if self.publish_goal else None
-        self.cmd_sub = self.create_subscription(Twist, cmd_topic, self.on_cmd, CMD_QOS)
+        stamped = declare_bool(self, "enable_stamped_cmd_vel", False)
+        self.cmd_sub = self.create_subscription(TwistStamped if stamped else Twist, cmd_topic, self.on_cmd, CMD_QOS)
         if not self.publish_goal:
             self.create_subscription(PoseStamped, goal_topic, self.on_goal, GOAL_QOS)
         self.cmd = np.zeros(3)
@@ -118,8 +128,10 @@ class SimNode(Node):
         )
 
     # ------------------------------------------------------------------ callbacks
-    def on_cmd(self, msg: Twist) -> None:
-        cmd = np.array([msg.linear.x, msg.linear.y, msg.angular.z], dtype=np.float64)
+    def on_cmd(self, msg) -> None:
+        """A Twist, or a TwistStamped (``enable_stamped_cmd_vel``; its stamp and frame are not used)."""
+        t = msg.twist if isinstance(msg, TwistStamped) else msg
+        cmd = np.array([t.linear.x, t.linear.y, t.angular.z], dtype=np.float64)
         if not np.all(np.isfinite(cmd)):
             self._warn_once("nonfinite_cmd", f"non-finite /cmd_vel {cmd.tolist()} ignored (zero applied)")
             cmd = np.zeros(3)
@@ -315,7 +327,9 @@ class SimNode(Node):
             else:
                 executor.spin_once(timeout_sec=0.0)
             self.advance()
-        # Let reliable subscribers get the last episode reports before the process goes away.
+        # /clock ends here: without its publisher a policy node reports the end (clock_ended), not a
+        # stalled clock, while reliable subscribers get the last episode reports.
+        self.destroy_publisher(self.clock_pub)
         self.episode_pub.wait_for_all_acked(rclpy.duration.Duration(seconds=2.0))
         if self.done and not self.exit_when_done:
             while not stop.is_set() and rclpy.ok():  # stay up (robot stopped) until told to go
