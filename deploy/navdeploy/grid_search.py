@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.sparse import coo_matrix, csr_matrix
-from scipy.sparse.csgraph import dijkstra
+
+if TYPE_CHECKING:  # scipy is imported where a graph is built or searched: a node that never plans never loads it
+    from scipy.sparse import csr_matrix
 
 CLEARANCE_WEIGHT = 4.0
 """Extra cost per metre of an edge at zero clearance beyond the radius."""
@@ -88,11 +90,15 @@ def edge_graph(
             weight = weight * (1.0 + CLEARANCE_WEIGHT * inside * inside)
         weights.append(weight)
     r, c, w = np.concatenate(rows), np.concatenate(cols), np.concatenate(weights)
+    from scipy.sparse import coo_matrix
+
     return coo_matrix((w, (r, c)), shape=(H * W, H * W)).tocsr()
 
 
 def cheapest_cells(graph: csr_matrix, goal_id: int, start_id: int) -> np.ndarray | None:
     """Flat cell ids of the cheapest grid path from the start cell to the goal cell, or None."""
+    from scipy.sparse.csgraph import dijkstra
+
     dist, pred = dijkstra(graph, directed=False, indices=goal_id, return_predecessors=True)
     if not np.isfinite(dist[start_id]):
         return None

@@ -43,7 +43,6 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
-from scipy.ndimage import distance_transform_edt
 
 from navcontract.subgoal import LookaheadRule, follow_path
 from navdeploy.grid_search import (
@@ -447,6 +446,8 @@ class ScanPlanner:
         cap = self.radius + self.cfg.keep + m.h
         if occ.any():
             # Distance from each cell centre to the return kept in the nearest occupied cell.
+            from scipy.ndimage import distance_transform_edt  # here: a node that never plans never loads scipy
+
             _, (ny, nx) = distance_transform_edt(~occ, return_indices=True)
             ny, nx = ny[iy0 - oy0 : iy1 - oy0, ix0 - ox0 : ix1 - ox0], nx[iy0 - oy0 : iy1 - oy0, ix0 - ox0 : ix1 - ox0]
             hit = m.hit_xy[ny + oy0, nx + ox0]

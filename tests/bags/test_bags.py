@@ -360,8 +360,8 @@ def test_console_scripts_replay_a_fixture_and_run_as_modules(tmp_path):
     assert "-> PASS" in proc.stdout
     (report,) = json.loads(out.read_text())
     assert report["pass"] and report["max_delta_offline"] == 0.0 and report["max_delta_recorded"] == 0.0
-    for module in ("navbags.record_cli", "navbags.replay_cli", "navbags.latency"):
+    for module in ("navbags.record_cli", "navbags.replay_cli", "navbags.latency", "navbags.memory"):
         proc = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=60)
         assert proc.returncode == 0 and "usage:" in proc.stdout, (module, proc.stderr[-2000:])
-    for script in ("nav-bag-record", "nav-benchmark-latency"):
+    for script in ("nav-bag-record", "nav-benchmark-latency", "nav-benchmark-memory"):
         assert subprocess.run([console_script(script), "--help"], capture_output=True, timeout=60).returncode == 0
