@@ -21,11 +21,12 @@ odometry, goals) is recorded once and the same messages go to every mode, open l
 - ``sync``: scan map on, updated and planned inline (the evaluation's and the bag tools' mode);
 - ``off``: no scan map (the goal is the policy's goal).
 
-Each mode runs at each ``--pace``: the wall time between the starts of two ticks. ``0`` runs the ticks
-back to back (the processor stays warm; the worker then gets scans far faster than a robot's
-lidar gives them, and plans for the newest it can take); the control period (the default's second
-pace) is how the node's timer runs them, the processor idle in between (colder caches: every mode
-costs more per tick than back to back).
+Each mode runs at each ``--pace``, the wall time between the starts of two ticks, after ten untimed
+ticks at the control period (the node's first second, in which the worker's first plans come
+back). ``0`` runs the ticks back to back (the processor stays warm; the worker then gets scans far
+faster than a robot's lidar gives them, and plans for the newest it can take); the control period
+(the default's second pace) is how the node's timer runs them, the processor idle in between
+(colder caches: every mode costs more per tick than back to back).
 
 Prints a table and writes JSON (``--json``). Not a test: the numbers depend on the machine and its
 load; docs/results.md keeps the measured ones with the date and the command.
@@ -54,6 +55,7 @@ START, GOAL = (0.0, 0.0), (10.0, 0.0)
 RANGE_MAX = 12.0  # [m] the lidar's
 RANGE_MIN = 0.05
 MODES = ("worker", "sync", "off")
+WARMUP = 10  # untimed ticks at the control period before the timed ones
 
 
 @dataclass(frozen=True)
@@ -207,9 +209,10 @@ def _feed(gate, tick: Tick):
 # ---------------------------------------------------------------------------------- measurement
 
 
-def run_mode(bundle: Path, mode: str, stream: list[Tick], pace: float) -> dict[str, Any]:
-    """Per tick: the adapters and the tick, timed (ms); ``pace`` > 0 spaces the ticks that far apart
-    in wall time."""
+def run_mode(bundle: Path, mode: str, stream: list[Tick], pace: float, period: float) -> dict[str, Any]:
+    """Per tick: the adapters and the tick, timed (ms). The first :data:`WARMUP` ticks run untimed at
+    the control ``period`` (the node's first second: the worker's first plans come back), the rest
+    ``pace`` apart in wall time (0: back to back)."""
     gate, _ = make_gate(bundle, mode)
     if mode == "worker":
         time.sleep(1.0)  # the worker process starts (imports) before the first tick, as at the node's startup
@@ -217,20 +220,20 @@ def run_mode(bundle: Path, mode: str, stream: list[Tick], pace: float) -> dict[s
     states: dict[str, int] = {}
     subgoals = 0
     next_at = time.perf_counter()
-    for tick in stream:
-        if pace > 0:
-            next_at += pace
-            while (left := next_at - time.perf_counter()) > 0:
-                time.sleep(left)
+    for k, tick in enumerate(stream):
+        next_at += period if k < WARMUP else pace
+        while (left := next_at - time.perf_counter()) > 0:
+            time.sleep(left)
         if tick.goal is not None:
             gate.goal_message(tick.goal)
         t0 = time.perf_counter()
         gate.scan_message(tick.scan, tick.t)
         gate.odom_message(tick.odom, tick.t)
         res = gate.tick(tick.t)
-        times.append((time.perf_counter() - t0) * 1e3)
-        states[res.state.value] = states.get(res.state.value, 0) + 1
-        subgoals += res.subgoal is not None
+        if k >= WARMUP:
+            times.append((time.perf_counter() - t0) * 1e3)
+            states[res.state.value] = states.get(res.state.value, 0) + 1
+            subgoals += res.subgoal is not None
     out: dict[str, Any] = {"tick_ms": summary(times), "states": states, "ticks_with_subgoal": subgoals}
     planner = gate.scan_planner
     timings = list(getattr(planner, "timings", ()))
@@ -321,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     for pace in paces:
         modes = {}
         for mode in args.modes.split(","):
-            modes[mode] = run_mode(bundle, mode, stream, pace)
+            modes[mode] = run_mode(bundle, mode, stream, pace, world["control_period_s"])
             print(f"[bench-tick] pace {pace:g} s, {mode}: {modes[mode]['tick_ms']}", flush=True)
         runs.append({"pace_s": pace, "modes": modes})
     results = {
