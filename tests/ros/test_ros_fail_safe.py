@@ -33,6 +33,8 @@ pytestmark = [pytest.mark.ros, pytest.mark.slow]
         ({"max_accel_linear": "-1.0"}, "parameter 'max_accel_linear' must be finite"),
         ({"max_accel_angular": ".nan"}, "parameter 'max_accel_angular' must be finite"),
         ({"velocity_smoother": "1"}, "parameter 'velocity_smoother' must be true or false"),
+        ({"scan_topic": "5"}, "parameter 'scan_topic' to '5' of type 'INTEGER', expecting type 'STRING'"),
+        ({"enable_stamped_cmd_vel": "2"}, "parameter 'enable_stamped_cmd_vel' must be true or false"),
     ],
 )
 def test_unusable_parameters_are_refused_in_one_line(tmp_path: Path, params: dict, needle: str) -> None:

@@ -190,7 +190,9 @@ def test_lockstep_without_a_policy_node_steps_at_once_and_says_why(tmp_path) -> 
     assert "all 2 episodes done" in out
 
 
-@pytest.mark.parametrize("param", ["real_time_factor:=.nan", "lockstep_timeout:=.inf", "num_episodes:=-1"])
+@pytest.mark.parametrize(
+    "param", ["real_time_factor:=.nan", "lockstep_timeout:=.inf", "num_episodes:=-1", "seed:=abc", "lockstep:=2"]
+)
 def test_sim_node_refuses_unusable_numbers(tmp_path, param: str) -> None:
     h.require_ros()
     cmd = [str(h.entry_point_script("sim_node", "nav_policy_sim")), "--ros-args", "-p", param]
@@ -204,4 +206,6 @@ def test_sim_node_refuses_unusable_numbers(tmp_path, param: str) -> None:
     finally:
         lease.release()
     name = param.split(":=")[0]
-    assert code != 0 and f"parameter '{name}'" in out and "Traceback" not in out, out[-2000:]
+    assert code == 2 and f"parameter '{name}'" in out and "Traceback" not in out, out[-2000:]
+    lines = [ln for ln in out.splitlines() if "startup failed" in ln]
+    assert len(lines) == 1 and lines[0].startswith("[nav_policy] startup failed:"), out[-2000:]

@@ -54,6 +54,11 @@ def run_node(
 
     Our own handlers only set a flag, so the node can still publish (a final zero command) before
     the context goes down. ``loop`` replaces the plain spin loop (the sim node drives its own).
+
+    Every failure is one line, never a traceback: a node that cannot be built (a StartupError, or
+    any other exception, e.g. rclpy refusing a parameter of the wrong type) prints ``[nav_policy]
+    startup failed: ...`` and returns 2; an exception while it runs prints ``[nav_policy] <node>
+    failed: ...`` and returns 1, after the node's ``close`` (the policy node's last zero command).
     """
     stop = threading.Event()
     rclpy.init(signal_handler_options=rclpy.signals.SignalHandlerOptions.NO)
@@ -66,13 +71,20 @@ def run_node(
         except StartupError as exc:
             print(f"[nav_policy] startup failed: {exc}", flush=True)
             return 2
+        except Exception as exc:
+            print(f"[nav_policy] startup failed: {one_line(exc)}", flush=True)
+            return 2
         executor = SingleThreadedExecutor()
         executor.add_node(node)
-        if loop is not None:
-            loop(node, executor, stop)
-        else:
-            while not stop.is_set() and rclpy.ok():
-                executor.spin_once(timeout_sec=0.1)
+        try:
+            if loop is not None:
+                loop(node, executor, stop)
+            else:
+                while not stop.is_set() and rclpy.ok():
+                    executor.spin_once(timeout_sec=0.1)
+        except Exception as exc:
+            print(f"[nav_policy] {node.get_name()} failed: {one_line(exc)}", flush=True)
+            code = 1
         close = getattr(node, "close", None)
         if close is not None:
             close()
@@ -84,6 +96,12 @@ def run_node(
         for s, h in previous.items():
             signal.signal(s, h)
     return code
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as one line: its type and its message's lines joined."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 class StartupError(RuntimeError):
