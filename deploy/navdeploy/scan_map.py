@@ -33,6 +33,12 @@ comes from the path as for a global path (:func:`navcontract.subgoal.follow_path
 a mapped return (keeping the robot's radius) is pulled back along the path to the furthest point
 the robot reaches straight. When no path exists on the map (the goal in a mapped obstacle, the
 robot boxed in), :meth:`ScanPlanner.subgoal` returns None and the caller drives to the goal itself.
+
+A tick is two halves: :meth:`ScanPlanner.update_path` (the map's: plan again when due or blocked)
+and :meth:`ScanPlanner.follow` (the tick's: the lookahead rule and the line-of-sight check).
+:meth:`ScanPlanner.step` runs both inline (the evaluation, the bag tools, the node with
+``scan_map_worker`` false); :mod:`navdeploy.scan_worker` runs the map's update and the first half
+on a worker process and leaves the second to the tick.
 """
 
 from __future__ import annotations
