@@ -7,9 +7,9 @@ same planner, in a process of its own:
 - each tick with a new scan hands the scan, the pose, the goal, the time and the robot's progress
   along the path in use to the worker (:meth:`ScanPlannerWorker.step` keeps it,
   :meth:`~ScanPlannerWorker.dispatch` sends it at the end of the gate's tick) and returns at once,
-  never waiting for it. At most
-  :data:`IN_FLIGHT` scans are on their way; a newer scan replaces one still waiting to be sent, so
-  a worker that falls behind gets the latest scan (the ones in between are not mapped);
+  never waiting for it. At most :data:`IN_FLIGHT` scans are on their way; a newer scan replaces one
+  still waiting to be sent, so a worker that falls behind gets the latest scan (the ones in between
+  are not mapped);
 - the worker folds each scan it gets into its map and, for the newest of those it finds waiting,
   plans as the synchronous planner does at a tick (:meth:`ScanPlanner.update_path`: again every
   ``replan_period``, at once when the path ahead is blocked), then sends back the path in use and
@@ -20,7 +20,7 @@ same planner, in a process of its own:
   meanwhile wait, and the newest is planned for when it rests no more;
 - the tick takes the newest plan that has come back and follows it itself
   (:func:`navdeploy.scan_map.follow_on`, the line-of-sight check on the clearance that came with it:
-  cheap, no distance transform). Until the first plan of a goal comes back the tick has no
+  no map update, distance transform or search in the tick). Until the first plan of a goal comes back the tick has no
   sub-goal (the gate drives to the goal itself, as when the map has no path).
 
 A process, not a thread: scipy's shortest-path search holds the interpreter lock for its whole run
