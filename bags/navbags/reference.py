@@ -37,11 +37,15 @@ default too; any other only when it differs from its default."""
 @dataclass(frozen=True)
 class NodeParams(node_params.NodeParams):
     """The policy node's parameters (``navdeploy.node_params``: every name, default and range) as the
-    bag tools set them on the node's command line, and the reference resolves them. One default is
-    the bag tools' own: ``scan_map_worker`` false, so that the node plans on its scan map inline and
-    its sub-goals, like the reference's, depend only on the messages."""
+    bag tools set them on the node's command line, and the reference resolves them. Two defaults are
+    the bag tools' own, so that the node's commands, like the reference's, depend only on the
+    messages: ``scan_map_worker`` false (the node plans on its scan map inline), and ``clock_timeout``
+    60 s (the most it takes): a replay or recording holds /clock while it waits for each command,
+    and a zero of the node's wall-time clock watchdog would also restart the velocity smoother from
+    rest, which the reference, knowing only the messages, cannot do."""
 
     scan_map_worker: bool = False
+    clock_timeout: float = 60.0
 
     def ros_params(self) -> dict[str, object]:
         """``-p name:=value`` of the node: :data:`ALWAYS_PASSED`, then every other parameter that

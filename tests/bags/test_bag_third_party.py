@@ -26,7 +26,7 @@ import pytest
 
 from nav_policy.paths import default_bundle_dir
 from navbags.bagio import CLOCK, GOAL, ODOM, SCAN, read_bag, typestore
-from navbags.reference import compute_reference, load_runtime
+from navbags.reference import NodeParams, compute_reference, load_runtime
 from navbags.replay import ReplayAborted, replay_bag
 from navbags.rosproc import console_script
 from navbags.timeline import THIRD_PARTY, InputMap, load_timeline
@@ -270,14 +270,13 @@ def test_a_replay_of_zero_ticks_fails_and_says_so(tmp_path):
 def test_clock_watchdog_zeros_of_a_slow_replay_are_counted_not_compared(robot_bag, tmp_path):
     """Paced at rate 1 (0.1 s wall between clocks) with the node's /clock watchdog at 20 ms, the node
     publishes clock_stalled zeros between ticks: they are no control ticks and must not shift them."""
-    node = [console_script("policy_node"), "--ros-args", "-p", "clock_timeout:=0.02"]
     rep = replay_bag(
         robot_bag,
         BUNDLE,
+        params=NodeParams(clock_timeout=0.02),
         inputs=InputMap("/lidar/scan", "/wheel/odom", goal_xy=(2.0, 1.2)),
         rate=1.0,
         log_dir=tmp_path,
-        node_command=node,
     )
     assert rep.synthesized["/cmd_vel (clock watchdog)"]["zero"] > 0, rep.summary()
     assert rep.ok() and rep.ticks == TICKS and rep.max_delta_offline == 0.0, rep.summary()
@@ -285,8 +284,6 @@ def test_clock_watchdog_zeros_of_a_slow_replay_are_counted_not_compared(robot_ba
 
 
 def test_tick_grid_follows_the_control_period_parameter(robot_bag, runtime):
-    from navbags.reference import NodeParams
-
     inputs = InputMap("/lidar/scan", "/wheel/odom", goal_xy=(2.0, 1.2))
     tl = load_timeline(robot_bag, runtime.contract, NodeParams(control_period=0.25), inputs)
     ref = compute_reference(tl.messages, runtime, tl.params)
@@ -346,5 +343,7 @@ def test_a_node_that_dies_or_never_connects_aborts_in_one_line(robot_bag, tmp_pa
     with pytest.raises(ReplayAborted) as aborted:
         replay_bag(robot_bag, BUNDLE, inputs=inputs, log_dir=tmp_path / "silent", node_command=silent, timeout=1.0)
     text = str(aborted.value)
-    assert "\n" not in text and "timed out after 2 s waiting for the policy node: missing a subscriber of /clock" in text
+    assert (
+        "\n" not in text and "timed out after 2 s waiting for the policy node: missing a subscriber of /clock" in text
+    )
     assert "a publisher of /cmd_vel" in text, text
