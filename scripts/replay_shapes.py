@@ -54,7 +54,8 @@ def run_once(bag: Path, bundle: Path, work: Path, tag: str) -> tuple[bool, str, 
         return False, f"exit {proc.returncode}, no report: {' / '.join(proc.stderr.strip().splitlines()[-2:])}", wall
     (r,) = json.loads(report.read_text())
     if proc.returncode != 0 or not r["pass"] or r["ticks"] != SHAPE_TICKS:
-        why = r.get("aborted") or "; ".join(r.get("problems") or []) or f"ticks {r['ticks']}"
+        why = r.get("aborted") or "; ".join(r.get("problems") or [])
+        why = why or f"ticks {r['ticks']}, max |node - offline| {r['max_delta_offline']}"
         return False, f"exit {proc.returncode}: {why}", wall
     text = f"{r['ticks']} ticks, max |node - offline| {r['max_delta_offline']}, clock re-sent {r['clock_resent']}"
     return True, text, wall

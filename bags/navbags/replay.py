@@ -276,6 +276,11 @@ def replay_timeline(
     offline = np.array([t.cmd for t in ref.ticks], dtype=np.float64).reshape(-1, 3)
     offline_states = [t.state for t in ref.ticks]
     _check_ticks(node_cmds, offline_states, recorded_cmds, ref, problems)
+    if watchdog and node_cmds.shape == offline.shape and np.any(node_cmds != offline):
+        problems.append(
+            f"{watchdog} zeros of the node's clock watchdog (clock_timeout {tl.params.clock_timeout:g} s) came "
+            "between ticks: each restarts the node's velocity smoother, the reference's does not; raise clock_timeout"
+        )
     fate, counts, synthesized = _account(tl, ref, live.sent, problems)
     if watchdog:
         synthesized["/cmd_vel (clock watchdog)"] = {"zero": watchdog, "not compared": watchdog}
