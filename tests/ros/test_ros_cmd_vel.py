@@ -49,60 +49,50 @@ def test_policy_node_publishes_twist_or_twist_stamped(tmp_path: Path, stamped: b
         "base_frame": "robot_base",
         "scan_map": False,
     }
-    cmd = [str(h.entry_point_script("policy_node")), *h.ros_args(params)]
-    lease = h.DomainLease()
-    try:
-        with h.node_processes() as procs:
-            proc = h.NodeProc(cmd, lease.domain_id, tmp_path / "policy.log")
-            procs.append(proc)
-            tn = h.RosSide(lease.domain_id, "cmd_vel_test")
-            try:
-                n = tn.node
-                want = "geometry_msgs/msg/TwistStamped" if stamped else "geometry_msgs/msg/Twist"
-                assert _types_of(tn, "policy_node", "/cmd_vel", True, procs) == [want]
-                got: list = []
-                n.create_subscription(TwistStamped if stamped else Twist, "/cmd_vel", got.append, 100)
-                clock_pub = n.create_publisher(Clock, "/clock", 10)
-                scan_pub = n.create_publisher(LaserScan, "/scan", SENSOR_QOS)
-                odom_pub = n.create_publisher(Odometry, "/odom", 10)
-                goal_pub = n.create_publisher(PoseStamped, "/goal_pose", GOAL_QOS)
-                tn.spin_until(
-                    lambda: goal_pub.get_subscription_count() > 0 and scan_pub.get_subscription_count() > 0,
-                    30,
-                    "the policy node's subscriptions",
-                    procs,
-                )
-                g = PoseStamped()
-                g.header.frame_id, g.pose.position.x = "odom", 3.0
-                goal_pub.publish(g)
-                t = [1.0]
+    with h.policy_node_with_peer(tmp_path, params, "cmd_vel_test") as live:
+        proc, procs, tn = live.proc, live.procs, live.peer
+        n = tn.node
+        want = "geometry_msgs/msg/TwistStamped" if stamped else "geometry_msgs/msg/Twist"
+        assert _types_of(tn, "policy_node", "/cmd_vel", True, procs) == [want]
+        got: list = []
+        n.create_subscription(TwistStamped if stamped else Twist, "/cmd_vel", got.append, 100)
+        clock_pub = n.create_publisher(Clock, "/clock", 10)
+        scan_pub = n.create_publisher(LaserScan, "/scan", SENSOR_QOS)
+        odom_pub = n.create_publisher(Odometry, "/odom", 10)
+        goal_pub = n.create_publisher(PoseStamped, "/goal_pose", GOAL_QOS)
+        tn.spin_until(
+            lambda: goal_pub.get_subscription_count() > 0 and scan_pub.get_subscription_count() > 0,
+            30,
+            "the policy node's subscriptions",
+            procs,
+        )
+        g = PoseStamped()
+        g.header.frame_id, g.pose.position.x = "odom", 3.0
+        goal_pub.publish(g)
+        t = [1.0]
 
-                def step() -> bool:
-                    t[0] += 0.1
-                    sec, nsec = int(t[0]), int(round((t[0] % 1.0) * 1e9))
-                    s = LaserScan(angle_min=-math.pi, angle_increment=2 * math.pi / 72, range_min=0.05, range_max=6.0)
-                    s.header.frame_id, s.ranges = "robot_base", [3.0] * 72
-                    s.header.stamp.sec, s.header.stamp.nanosec = sec, nsec
-                    o = Odometry()
-                    o.header.frame_id, o.child_frame_id = "odom", "robot_base"
-                    o.header.stamp = s.header.stamp
-                    o.pose.pose.orientation.w = 1.0
-                    c = Clock()
-                    c.clock = s.header.stamp
-                    scan_pub.publish(s)
-                    odom_pub.publish(o)
-                    clock_pub.publish(c)
-                    tn.spin_for(0.1)
-                    last = got[-1] if got else None
-                    twist = last.twist if stamped and last is not None else last
-                    return twist is not None and twist.linear.x > 0.1
+        def step() -> bool:
+            t[0] += 0.1
+            sec, nsec = int(t[0]), int(round((t[0] % 1.0) * 1e9))
+            s = LaserScan(angle_min=-math.pi, angle_increment=2 * math.pi / 72, range_min=0.05, range_max=6.0)
+            s.header.frame_id, s.ranges = "robot_base", [3.0] * 72
+            s.header.stamp.sec, s.header.stamp.nanosec = sec, nsec
+            o = Odometry()
+            o.header.frame_id, o.child_frame_id = "odom", "robot_base"
+            o.header.stamp = s.header.stamp
+            o.pose.pose.orientation.w = 1.0
+            c = Clock()
+            c.clock = s.header.stamp
+            scan_pub.publish(s)
+            odom_pub.publish(o)
+            clock_pub.publish(c)
+            tn.spin_for(0.1)
+            last = got[-1] if got else None
+            twist = last.twist if stamped and last is not None else last
+            return twist is not None and twist.linear.x > 0.1
 
-                tn.spin_until(step, 30, "a forward command", procs)
-            finally:
-                tn.close()
-            log = proc.output()
-    finally:
-        lease.release()
+        tn.spin_until(step, 30, "a forward command", procs)
+        log = proc.output()
     if stamped:
         last = got[-1]
         stamp = last.header.stamp.sec + 1e-9 * last.header.stamp.nanosec

@@ -67,88 +67,78 @@ def test_stalled_clock_gives_zero_status_and_one_log_line_at_the_control_rate(tm
 
     bundle = h.write_goal_seeking_bundle(tmp_path / "bundle")
     params = {"bundle_path": str(bundle), "use_sim_time": True, "clock_timeout": 0.5}
-    cmd = [str(h.entry_point_script("policy_node")), *h.ros_args(params)]
-    lease = h.DomainLease()
-    try:
-        with h.node_processes() as procs:
-            proc = h.NodeProc(cmd, lease.domain_id, tmp_path / "policy.log")
-            procs.append(proc)
-            tn = h.RosSide(lease.domain_id, "clock_test")
-            try:
-                n = tn.node
-                clock_pub = n.create_publisher(Clock, "/clock", 10)
-                scan_pub = n.create_publisher(LaserScan, "/scan", SENSOR_QOS)
-                odom_pub = n.create_publisher(Odometry, "/odom", 10)
-                goal_pub = n.create_publisher(PoseStamped, "/goal_pose", GOAL_LATCHED_QOS)
-                cmds: list[tuple[float, float]] = []  # (wall time, vx)
-                status: list[dict] = []
-                n.create_subscription(Twist, "/cmd_vel", lambda m: cmds.append((time.monotonic(), m.linear.x)), 100)
-                n.create_subscription(String, "/nav_policy/status", lambda m: status.append(json.loads(m.data)), 100)
-                sim = {"t": 1.0, "clock_sent": 0.0}  # sim time; wall time of the last /clock sent
+    with h.policy_node_with_peer(tmp_path, params, "clock_test") as live:
+        proc, procs, tn = live.proc, live.procs, live.peer
+        n = tn.node
+        clock_pub = n.create_publisher(Clock, "/clock", 10)
+        scan_pub = n.create_publisher(LaserScan, "/scan", SENSOR_QOS)
+        odom_pub = n.create_publisher(Odometry, "/odom", 10)
+        goal_pub = n.create_publisher(PoseStamped, "/goal_pose", GOAL_LATCHED_QOS)
+        cmds: list[tuple[float, float]] = []  # (wall time, vx)
+        status: list[dict] = []
+        n.create_subscription(Twist, "/cmd_vel", lambda m: cmds.append((time.monotonic(), m.linear.x)), 100)
+        n.create_subscription(String, "/nav_policy/status", lambda m: status.append(json.loads(m.data)), 100)
+        sim = {"t": 1.0, "clock_sent": 0.0}  # sim time; wall time of the last /clock sent
 
-                def stamp(msg) -> None:
-                    msg.header.stamp.sec = int(sim["t"])
-                    msg.header.stamp.nanosec = int(round((sim["t"] % 1.0) * 1e9))
+        def stamp(msg) -> None:
+            msg.header.stamp.sec = int(sim["t"])
+            msg.header.stamp.nanosec = int(round((sim["t"] % 1.0) * 1e9))
 
-                def publish(advance: bool) -> None:
-                    if advance:
-                        sim["t"] += 0.05
-                        c = Clock()
-                        c.clock.sec, c.clock.nanosec = int(sim["t"]), int(round((sim["t"] % 1.0) * 1e9))
-                        clock_pub.publish(c)
-                        sim["clock_sent"] = time.monotonic()
-                    s = LaserScan(angle_min=-math.pi, angle_increment=2 * math.pi / 72, range_min=0.05, range_max=6.0)
-                    s.header.frame_id, s.ranges = "base_link", [3.0] * 72
-                    stamp(s)
-                    o = Odometry()
-                    o.header.frame_id, o.child_frame_id = "odom", "base_link"
-                    o.pose.pose.orientation.w = 1.0
-                    stamp(o)
-                    scan_pub.publish(s)
-                    odom_pub.publish(o)
+        def publish(advance: bool) -> None:
+            if advance:
+                sim["t"] += 0.05
+                c = Clock()
+                c.clock.sec, c.clock.nanosec = int(sim["t"]), int(round((sim["t"] % 1.0) * 1e9))
+                clock_pub.publish(c)
+                sim["clock_sent"] = time.monotonic()
+            s = LaserScan(angle_min=-math.pi, angle_increment=2 * math.pi / 72, range_min=0.05, range_max=6.0)
+            s.header.frame_id, s.ranges = "base_link", [3.0] * 72
+            stamp(s)
+            o = Odometry()
+            o.header.frame_id, o.child_frame_id = "odom", "base_link"
+            o.pose.pose.orientation.w = 1.0
+            stamp(o)
+            scan_pub.publish(s)
+            odom_pub.publish(o)
 
-                tn.spin_until(lambda: scan_pub.get_subscription_count() > 0, 30, "the policy node", procs)
-                # The node's goal subscription is volatile: a goal sent before it matched is never seen.
-                tn.spin_until(lambda: goal_pub.get_subscription_count() > 0, 30, "the goal subscriber", procs)
-                g = PoseStamped()
-                g.header.frame_id = "odom"
-                g.pose.position.x = 3.0
-                goal_pub.publish(g)
+        tn.spin_until(lambda: scan_pub.get_subscription_count() > 0, 30, "the policy node", procs)
+        # The node's goal subscription is volatile: a goal sent before it matched is never seen.
+        tn.spin_until(lambda: goal_pub.get_subscription_count() > 0, 30, "the goal subscriber", procs)
+        g = PoseStamped()
+        g.header.frame_id = "odom"
+        g.pose.position.x = 3.0
+        goal_pub.publish(g)
 
-                def running(state: str, advance: bool, timeout: float) -> None:
-                    deadline = time.monotonic() + timeout
-                    while not (status and status[-1]["state"] == state):
-                        assert time.monotonic() < deadline, f"no {state}: {status[-3:]}\n{proc.output()[-3000:]}"
-                        publish(advance)
-                        tn.spin_for(0.05)
+        def running(state: str, advance: bool, timeout: float) -> None:
+            deadline = time.monotonic() + timeout
+            while not (status and status[-1]["state"] == state):
+                assert time.monotonic() < deadline, f"no {state}: {status[-3:]}\n{proc.output()[-3000:]}"
+                publish(advance)
+                tn.spin_for(0.05)
 
-                running("driving", True, 20)
-                assert cmds[-1][1] > 1.0
-                running("clock_stalled", False, 5)  # /clock stops; the sensors keep talking
-                # The node sees the last advance no earlier than it was sent: no stall before clock_timeout.
-                assert time.monotonic() - sim["clock_sent"] >= 0.5
-                t0, n0 = time.monotonic(), len(cmds)
-                tn.spin_for(1.0)
-                stalled = [c for c in cmds[n0:] if c[0] >= t0]
-                assert len(stalled) >= 6, f"zero at the control rate (10 Hz), got {len(stalled)} in 1 s"
-                assert all(vx == 0.0 for _, vx in stalled)
-                assert status[-1]["state"] == "clock_stalled" and "clock_timeout" in status[-1]["reason"]
-                assert proc.output().count("state -> clock_stalled") == 1
-                running("driving", True, 10)  # the clock comes back: so does the policy
-                assert proc.alive()
-                # The clock's publisher goes away (the sim or the bag ended): zero, said as an end, not a fault.
-                n.destroy_publisher(clock_pub)
-                running("clock_ended", False, 10)
-                assert "no publisher left" in status[-1]["reason"]
-                n0 = len(cmds) - 1
-                tn.spin_for(0.5)
-                assert len(cmds) - n0 >= 3 and all(vx == 0.0 for _, vx in cmds[n0:])  # zeros at the control rate
-                ended = [ln for ln in proc.output().splitlines() if "state -> clock_ended" in ln]
-                assert len(ended) == 1 and ended[0].startswith("[INFO]"), ended
-            finally:
-                tn.close()
-    finally:
-        lease.release()
+        running("driving", True, 20)
+        assert cmds[-1][1] > 1.0
+        running("clock_stalled", False, 5)  # /clock stops; the sensors keep talking
+        # The node sees the last advance no earlier than it was sent: no stall before clock_timeout.
+        assert time.monotonic() - sim["clock_sent"] >= 0.5
+        t0, n0 = time.monotonic(), len(cmds)
+        tn.spin_for(1.0)
+        stalled = [c for c in cmds[n0:] if c[0] >= t0]
+        assert len(stalled) >= 6, f"zero at the control rate (10 Hz), got {len(stalled)} in 1 s"
+        assert all(vx == 0.0 for _, vx in stalled)
+        assert status[-1]["state"] == "clock_stalled" and "clock_timeout" in status[-1]["reason"]
+        assert proc.output().count("state -> clock_stalled") == 1
+        running("driving", True, 10)  # the clock comes back: so does the policy
+        assert proc.alive()
+        # The clock's publisher goes away (the sim or the bag ended): zero, said as an end, not a fault.
+        n.destroy_publisher(clock_pub)
+        running("clock_ended", False, 10)
+        assert "no publisher left" in status[-1]["reason"]
+        n0 = len(cmds) - 1
+        tn.spin_for(0.5)
+        assert len(cmds) - n0 >= 3 and all(vx == 0.0 for _, vx in cmds[n0:])  # zeros at the control rate
+        ended = [ln for ln in proc.output().splitlines() if "state -> clock_ended" in ln]
+        assert len(ended) == 1 and ended[0].startswith("[INFO]"), ended
 
 
 @pytest.mark.parametrize(
@@ -170,49 +160,39 @@ def test_simulated_and_wall_time_mixed_is_named(tmp_path: Path, use_sim_time: bo
     from nav_policy.ros_common import SENSOR_QOS
 
     params = {"bundle_path": str(h.fixture_bundle()), "use_sim_time": use_sim_time}
-    cmd = [str(h.entry_point_script("policy_node")), *h.ros_args(params)]
-    lease = h.DomainLease()
-    try:
-        with h.node_processes() as procs:
-            proc = h.NodeProc(cmd, lease.domain_id, tmp_path / "policy.log")
-            procs.append(proc)
-            tn = h.RosSide(lease.domain_id, "clock_mismatch_test")
-            try:
-                n = tn.node
-                clock_pub = n.create_publisher(Clock, "/clock", 10)
-                scan_pub = n.create_publisher(LaserScan, "/scan", SENSOR_QOS)
-                odom_pub = n.create_publisher(Odometry, "/odom", 10)
-                status: list[dict] = []
-                n.create_subscription(String, "/nav_policy/status", lambda m: status.append(json.loads(m.data)), 100)
-                tn.spin_until(lambda: scan_pub.get_subscription_count() > 0, 30, "the policy node", procs)
-                sim_t = [12.0]
+    with h.policy_node_with_peer(tmp_path, params, "clock_mismatch_test") as live:
+        proc, procs, tn = live.proc, live.procs, live.peer
+        n = tn.node
+        clock_pub = n.create_publisher(Clock, "/clock", 10)
+        scan_pub = n.create_publisher(LaserScan, "/scan", SENSOR_QOS)
+        odom_pub = n.create_publisher(Odometry, "/odom", 10)
+        status: list[dict] = []
+        n.create_subscription(String, "/nav_policy/status", lambda m: status.append(json.loads(m.data)), 100)
+        tn.spin_until(lambda: scan_pub.get_subscription_count() > 0, 30, "the policy node", procs)
+        sim_t = [12.0]
 
-                def publish() -> None:
-                    stamp = n.get_clock().now().to_msg()  # wall time
-                    if use_sim_time:
-                        sim_t[0] += 0.05
-                        c = Clock()
-                        c.clock.sec, c.clock.nanosec = int(sim_t[0]), int(round((sim_t[0] % 1.0) * 1e9))
-                        clock_pub.publish(c)
-                    else:
-                        stamp.sec, stamp.nanosec = 12, 0
-                    s = LaserScan(angle_min=-math.pi, angle_increment=2 * math.pi / 72, range_min=0.05, range_max=6.0)
-                    s.header.frame_id, s.ranges, s.header.stamp = "base_link", [3.0] * 72, stamp
-                    o = Odometry()
-                    o.header.frame_id, o.child_frame_id, o.header.stamp = "odom", "base_link", stamp
-                    o.pose.pose.orientation.w = 1.0
-                    scan_pub.publish(s)
-                    odom_pub.publish(o)
+        def publish() -> None:
+            stamp = n.get_clock().now().to_msg()  # wall time
+            if use_sim_time:
+                sim_t[0] += 0.05
+                c = Clock()
+                c.clock.sec, c.clock.nanosec = int(sim_t[0]), int(round((sim_t[0] % 1.0) * 1e9))
+                clock_pub.publish(c)
+            else:
+                stamp.sec, stamp.nanosec = 12, 0
+            s = LaserScan(angle_min=-math.pi, angle_increment=2 * math.pi / 72, range_min=0.05, range_max=6.0)
+            s.header.frame_id, s.ranges, s.header.stamp = "base_link", [3.0] * 72, stamp
+            o = Odometry()
+            o.header.frame_id, o.child_frame_id, o.header.stamp = "odom", "base_link", stamp
+            o.pose.pose.orientation.w = 1.0
+            scan_pub.publish(s)
+            odom_pub.publish(o)
 
-                deadline = time.monotonic() + 20
-                while not (status and status[-1]["state"] == "clock_mismatch"):
-                    assert time.monotonic() < deadline, f"{status[-3:]}\n{proc.output()[-3000:]}"
-                    publish()
-                    tn.spin_for(0.05)
-            finally:
-                tn.close()
-    finally:
-        lease.release()
+        deadline = time.monotonic() + 20
+        while not (status and status[-1]["state"] == "clock_mismatch"):
+            assert time.monotonic() < deadline, f"{status[-3:]}\n{proc.output()[-3000:]}"
+            publish()
+            tn.spin_for(0.05)
     reason = status[-1]["reason"]
     assert status[-1]["cmd"] == [0.0, 0.0, 0.0] and hint in reason and "scan stamped" in reason, reason
     assert "stale_scan" not in {s["state"] for s in status}

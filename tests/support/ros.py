@@ -548,6 +548,34 @@ def install_share_prefix(workdir: Path, packages: tuple[str, ...] = tuple(PACKAG
     return prefix
 
 
+@dataclass
+class LiveNode:
+    """A policy node running in its own process and a test-side ROS node on the same domain."""
+
+    proc: NodeProc
+    procs: list[NodeProc]
+    peer: RosSide
+
+
+@contextlib.contextmanager
+def policy_node_with_peer(tmp_path: Path, params: dict[str, Any], peer_name: str) -> Iterator[LiveNode]:
+    """Start ``policy_node`` with ``params`` on a leased domain and a test-side node ``peer_name``
+    beside it; on exit the peer closes, the node stops and the domain is released."""
+    cmd = [str(entry_point_script("policy_node")), *ros_args(params)]
+    lease = DomainLease()
+    try:
+        with node_processes() as procs:
+            proc = NodeProc(cmd, lease.domain_id, tmp_path / "policy.log")
+            procs.append(proc)
+            peer = RosSide(lease.domain_id, peer_name)
+            try:
+                yield LiveNode(proc, procs, peer)
+            finally:
+                peer.close()
+    finally:
+        lease.release()
+
+
 def json_messages(msgs: list[Any]) -> list[dict[str, Any]]:
     return [json.loads(m.data) for m in msgs]
 
