@@ -334,7 +334,7 @@ def test_record_cli_then_replay(tmp_path):
             raw = serialize_message(t)
         rows.append((m.topic, m.log_time, raw))
     bad = replay_bag(write_bag(tmp_path / "tampered", rows, custom), BUNDLE, log_dir=tmp_path / "tlog")
-    assert bad.max_delta_offline <= 1e-5
+    assert bad.max_delta_offline <= 1e-5, bad.summary()
     assert bad.max_delta_recorded == pytest.approx(5e-4, rel=1e-6)
     assert not bad.ok()
     shutil.rmtree(tmp_path / "tampered")
