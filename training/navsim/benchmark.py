@@ -702,7 +702,6 @@ def print_sweep(sweep: dict[str, dict], counts: list[int]) -> None:
 
 
 def write_json(
-    path: str,
     args: argparse.Namespace,
     device: str,
     load: float,
@@ -710,7 +709,8 @@ def write_json(
     sweep: dict[str, dict],
     families: dict | None,
 ) -> None:
-    """``--json``: the run's settings, the main table's rows, the sweep and the families when measured."""
+    """``--json`` (``args.json``): the run's settings, the main table's rows, the sweep and the families when
+    measured."""
     payload = {
         "device": device,
         "cpu_count": os.cpu_count(),
@@ -729,8 +729,8 @@ def write_json(
         }
     if families is not None:
         payload["families"] = families
-    Path(path).write_text(json.dumps(payload, indent=2) + "\n")
-    log(f"wrote {path}")
+    Path(args.json).write_text(json.dumps(payload, indent=2) + "\n")
+    log(f"wrote {args.json}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -773,7 +773,7 @@ def main(argv: list[str] | None = None) -> int:
     if families is not None:
         print_families(families, counts)
     if args.json:
-        write_json(args.json, args, device, load, results, sweep, families)
+        write_json(args, device, load, results, sweep, families)
     return 0
 
 

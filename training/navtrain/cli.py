@@ -65,14 +65,23 @@ def positive_float(text: str) -> float:
     return value
 
 
+def creation_blocker(path: str | Path) -> str | None:
+    """Why ``path`` cannot be created below its nearest existing ancestor: that ancestor is not a
+    folder, or not writable (None: it can be)."""
+    ancestor = Path(path).absolute().parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        return f"{ancestor} is not a folder"
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        return f"{ancestor} is not writable"
+    return None
+
+
 def check_can_create(path: str | Path, what: str) -> None:
     """``path`` (a file or folder to be written) can be created: its nearest existing ancestor is a
     writable folder, and ``path`` itself is not in the way as something else."""
     path = Path(path).absolute()
-    ancestor = path.parent
-    while not ancestor.exists() and ancestor != ancestor.parent:
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        raise CliError(f"cannot write {what} {path}: {ancestor} is not a folder")
-    if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise CliError(f"cannot write {what} {path}: {ancestor} is not writable")
+    why = creation_blocker(path)
+    if why is not None:
+        raise CliError(f"cannot write {what} {path}: {why}")

@@ -105,26 +105,17 @@ def main(argv: list[str] | None = None) -> int:
 
     from navtrain.evaluation import evaluate_checkpoint, evaluate_controller, plot_trace, write_json
 
+    rooms = {"episodes": args.episodes, "seed": args.seed, "num_envs": args.num_envs, "overrides": args.overrides}
     if args.checkpoint:
-        result, trace = evaluate_checkpoint(
-            args.checkpoint,
-            episodes=args.episodes,
-            seed=args.seed,
-            num_envs=args.num_envs,
-            device=args.device,
-            overrides=args.overrides,
-        )
+        result, trace = evaluate_checkpoint(args.checkpoint, device=args.device, **rooms)
     else:
         result, trace = evaluate_controller(
             args.bundle,
             args.controller,
-            episodes=args.episodes,
-            seed=args.seed,
-            num_envs=args.num_envs,
-            overrides=args.overrides,
             dwa_params=args.dwa_params,
             scan_map=scan_map_cfg(args),
             map_beams=args.map_beams,
+            **rooms,
         )
     print(json.dumps(asdict(result), indent=2))
     if args.json:

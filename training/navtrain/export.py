@@ -44,6 +44,7 @@ from navsim.contract_objects import ContractObjects, bundle_contract
 from navsim.env import NavEnv, resolve_device
 from navsim.observations import POLICY_GROUP
 from navtrain.checkpoint import CheckpointError, build_actor, config_from_checkpoint, load_checkpoint
+from navtrain.cli import creation_blocker
 from navtrain.onnx_graph import MlpWeights, write_bundle
 
 DEFAULT_TOL = 1e-5
@@ -76,13 +77,9 @@ def check_export_target(out_dir: str | Path, checkpoint_sha256: str, force: bool
     """
     out = Path(out_dir)
     if not out.exists():
-        ancestor = out.absolute().parent
-        while not ancestor.exists() and ancestor != ancestor.parent:
-            ancestor = ancestor.parent
-        if not ancestor.is_dir():
-            raise ExportTargetError(f"cannot create --out {out}: {ancestor} is not a folder")
-        if not os.access(ancestor, os.W_OK | os.X_OK):
-            raise ExportTargetError(f"cannot create --out {out}: {ancestor} is not writable")
+        why = creation_blocker(out)
+        if why is not None:
+            raise ExportTargetError(f"cannot create --out {out}: {why}")
         return
     if not out.is_dir():
         raise ExportTargetError(f"--out {out} exists and is not a folder")

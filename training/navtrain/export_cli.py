@@ -40,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default=None, help="Warp device of the recording rollout (default: cuda if any)")
     p.add_argument("--force", action="store_true", help="replace a different bundle already in --out")
     args = p.parse_args(argv)
+    options = dict(vars(args))  # every option but the two paths is the export_bundle keyword of its name
+    checkpoint, out = options.pop("checkpoint"), options.pop("out")
 
     from navcontract.guard import GUARD_SECTION, GuardRule
     from navcontract.response import RobotResponse
@@ -51,24 +53,15 @@ def main(argv: list[str] | None = None) -> int:
 
     previous = signal.signal(signal.SIGTERM, on_sigterm)  # so that the staging folder is removed
     try:
-        path = export_bundle(
-            args.checkpoint,
-            args.out,
-            config=args.config,
-            num_obs=args.num_obs,
-            num_envs=args.num_envs,
-            tol=args.tol,
-            device=args.device,
-            force=args.force,
-        )
+        path = export_bundle(checkpoint, out, **options)
     except ExportCheckError as err:
-        report(TOOL, f"self-check failed, {args.out} left as it was: {err}")
+        report(TOOL, f"self-check failed, {out} left as it was: {err}")
         return 1
     except ExportError as err:
         report(TOOL, err)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        report(TOOL, f"interrupted, {args.out} left as it was")
+        report(TOOL, f"interrupted, {out} left as it was")
         return EXIT_INTERRUPTED
     finally:
         signal.signal(signal.SIGTERM, previous)
