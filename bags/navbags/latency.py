@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import tempfile
 import time
@@ -40,20 +39,23 @@ from typing import Any
 import numpy as np
 
 from navbags.rosproc import DomainLease, NodeProc, RosSide, console_script, node_processes
+from navdeploy.bench_cli import add_bundle_option, bundle_or_default
 
 FIXTURE_BUNDLE = Path("tests") / "fixtures" / "bundle"
 
 
-def default_bundle() -> Path:
-    """``$NAV_POLICY_BUNDLE``, else the repository's fixture bundle (run from the repository root)."""
-    env = os.environ.get("NAV_POLICY_BUNDLE")
-    bundle = Path(env) if env else FIXTURE_BUNDLE
-    if not (bundle / "policy.onnx").is_file():
-        raise SystemExit(
-            f"no policy bundle at '{bundle}': pass --bundle (a folder with policy.onnx + contract.json), set "
-            "NAV_POLICY_BUNDLE, or run from the repository root (tests/fixtures/bundle)"
-        )
-    return bundle
+def bundle_arg(given: Path | None) -> Path:
+    """``--bundle``, else ``$NAV_POLICY_BUNDLE``, else the repository's fixture bundle (run from the
+    repository root), resolved."""
+    return bundle_or_default(given, FIXTURE_BUNDLE).resolve()
+
+
+def print_results(results: dict[str, Any], path: Path | None) -> None:
+    """The benchmark's results as JSON on stdout and, with ``--json``, in ``path`` too."""
+    text = json.dumps(results, indent=2)
+    print(text)
+    if path:
+        path.write_text(text + "\n")
 
 
 def proc_memory(pid: int) -> dict[str, float]:
@@ -71,12 +73,7 @@ def pct(values: list[float], q: float) -> float:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument(
-        "--bundle",
-        type=Path,
-        default=None,
-        help="bundle folder (default: $NAV_POLICY_BUNDLE, else tests/fixtures/bundle under the current directory)",
-    )
+    add_bundle_option(ap, str(FIXTURE_BUNDLE))
     ap.add_argument("--messages", type=int, default=2000, help="measured messages (>= 1000 for docs/results.md)")
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--mode", choices=("clock", "wall"), default="clock")
@@ -274,7 +271,7 @@ def summarize(
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="nav_latency_"))
-    bundle = (args.bundle or default_bundle()).resolve()
+    bundle = bundle_arg(args.bundle)
     sim_time = args.mode == "clock"
     lease = DomainLease()
     cmd = node_command(bundle, sim_time, args.control_period)
@@ -293,10 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         inf = [s["inference_ms"] for s in link.status if s.get("inference_ms") is not None]
         link.ros.close()
     lease.release()
-    results = summarize(args, bundle, lat, lost, inf, mem)
-    print(json.dumps(results, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    print_results(summarize(args, bundle, lat, lost, inf, mem), args.json)
     return 0
 
 

@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from navbags.rosproc import DomainLease, NodeProc, node_processes
+from navdeploy.bench_cli import add_bundle_option
 
 IMPORT_STEPS = (
     ("python", ""),
@@ -173,14 +174,14 @@ def _cmdline(pid: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from navbags.latency import default_bundle
+    from navbags.latency import FIXTURE_BUNDLE, bundle_arg, print_results
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--bundle", type=Path, default=None, help="default: $NAV_POLICY_BUNDLE, else tests/fixtures/bundle")
+    add_bundle_option(ap, str(FIXTURE_BUNDLE))
     ap.add_argument("--ticks", type=int, default=300, help="control ticks to drive the node for")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     a = ap.parse_args(argv)
-    bundle = (a.bundle or default_bundle()).resolve()
+    bundle = bundle_arg(a.bundle)
     imports, heap = import_steps(bundle, trace=False), import_steps(bundle, trace=True)
     node = live_node(bundle, a.ticks)
     results = {
@@ -192,9 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         "imports": {"steps_rss_mib": imports["steps"], "loaded": imports["loaded"]},
         "python_heap": {"total_mib": heap["python_heap_mib"], "top_files_mib": heap["python_heap_top"]},
     }
-    print(json.dumps(results, indent=2))
-    if a.json:
-        a.json.write_text(json.dumps(results, indent=2) + "\n")
+    print_results(results, a.json)
     return 0
 
 

@@ -49,6 +49,8 @@ from typing import Any
 
 import numpy as np
 
+from navdeploy.bench_cli import add_bundle_option, bundle_or_default
+
 DEFAULT_BUNDLE = Path("ros2_ws") / "src" / "nav_policy" / "nav_policy" / "default_bundle"
 ROOM = (-1.5, 11.5, -4.0, 4.0)  # x0, x1, y0, y1 [m]
 START, GOAL = (0.0, 0.0), (10.0, 0.0)
@@ -257,12 +259,7 @@ def summary(values: list[float]) -> dict[str, float]:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument(
-        "--bundle",
-        type=Path,
-        default=None,
-        help="bundle folder (default: $NAV_POLICY_BUNDLE, else the node's default bundle under the current directory)",
-    )
+    add_bundle_option(ap, f"the node's default bundle {DEFAULT_BUNDLE}")
     ap.add_argument("--ticks", type=int, default=600, help="control ticks per mode")
     ap.add_argument("--beams", type=int, default=720, help="beams of the lidar")
     ap.add_argument("--seed", type=int, default=0, help="the world and the lidar's noise")
@@ -280,16 +277,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if bad or a.ticks < 10 or a.beams < 8 or any(not 0.0 <= x <= 1.0 for x in a.pace or ()):
         ap.error(f"--modes of {', '.join(MODES)} (got {', '.join(bad)}); --ticks >= 10; --beams >= 8; --pace in [0, 1]")
     return a
-
-
-def bundle_path(given: Path | None) -> Path:
-    env = os.environ.get("NAV_POLICY_BUNDLE")
-    bundle = given or (Path(env) if env else DEFAULT_BUNDLE)
-    if not (bundle / "policy.onnx").is_file():
-        raise SystemExit(
-            f"no policy bundle at '{bundle}': pass --bundle, set NAV_POLICY_BUNDLE, or run from the repository root"
-        )
-    return bundle
 
 
 def table(results: dict[str, Any]) -> str:
@@ -313,7 +300,7 @@ def table(results: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    bundle = bundle_path(args.bundle)
+    bundle = bundle_or_default(args.bundle, DEFAULT_BUNDLE)
     t0 = time.perf_counter()
     stream, world = record_stream(bundle, args.ticks, args.beams, args.seed)
     print(
