@@ -228,23 +228,6 @@ def _third_party(contents: BagContents, contract, params: NodeParams, inputs: In
     messages, origin, fates = _publish_order(events, goal_raw, grid, decimate=True)
     full, _, _ = _publish_order(events, goal_raw, grid, decimate=False)
     skipped.update(fates)
-
-    if zero_stamps == 0:
-        base = "header stamps"
-    elif zero_stamps == len(events):
-        base = "receive times (all stamps zero)"
-    else:
-        base = f"header stamps (receive times for {zero_stamps} messages stamped zero)"
-    goal_text = (
-        f"--goal ({inputs.goal_xy[0]:g}, {inputs.goal_xy[1]:g}) in '{params.odom_frame}'"
-        if inputs.goal_xy is not None
-        else goal_t
-    )
-    description = (
-        f"third-party bag (no nav-bag-record /clock): {n_ticks} ticks every {settings.control_period:g} s "
-        f"on its {base}; scan {scan_t}, odometry {odom_t} (frame '{params.odom_frame}'), goal {goal_text}; "
-        "no recorded commands of this node: compared with the offline reference only"
-    )
     return Timeline(
         bag=contents.path,
         kind=THIRD_PARTY,
@@ -253,9 +236,41 @@ def _third_party(contents: BagContents, contract, params: NodeParams, inputs: In
         origin=origin,
         params=params,
         compare_recorded=False,
-        description=description,
+        description=_third_party_description(
+            n_ticks, settings.control_period, zero_stamps, len(events), (scan_t, odom_t, goal_t), inputs, params
+        ),
         skipped=skipped,
         full_messages=full,
+    )
+
+
+def _third_party_description(
+    n_ticks: int,
+    period_s: float,
+    zero_stamps: int,
+    n_events: int,
+    topics: tuple[str, str, str | None],
+    inputs: InputMap,
+    params: NodeParams,
+) -> str:
+    """What a third-party replay publishes, in one line: its ticks, what places its messages (header
+    stamps or receive times), its scan, odometry and goal."""
+    scan_t, odom_t, goal_t = topics
+    if zero_stamps == 0:
+        base = "header stamps"
+    elif zero_stamps == n_events:
+        base = "receive times (all stamps zero)"
+    else:
+        base = f"header stamps (receive times for {zero_stamps} messages stamped zero)"
+    goal_text = (
+        f"--goal ({inputs.goal_xy[0]:g}, {inputs.goal_xy[1]:g}) in '{params.odom_frame}'"
+        if inputs.goal_xy is not None
+        else goal_t
+    )
+    return (
+        f"third-party bag (no nav-bag-record /clock): {n_ticks} ticks every {period_s:g} s "
+        f"on its {base}; scan {scan_t}, odometry {odom_t} (frame '{params.odom_frame}'), goal {goal_text}; "
+        "no recorded commands of this node: compared with the offline reference only"
     )
 
 

@@ -120,6 +120,18 @@ _SCAN_MAP = (
 _SCAN_RULES = "Scan rules (docs/deploy_contract.md): what the policy sees of any lidar, and when it must not drive."
 _PATH = "Path following (navcontract.subgoal): the policy's goal is a sub-goal sliding along the path."
 
+_TOPICS = (  # parameter, default topic, what the node reads or writes there
+    ("scan_topic", "/scan", "sensor_msgs/LaserScan, subscribed best effort (sensor-data QoS)"),
+    ("odom_topic", "/odom", "nav_msgs/Odometry"),
+    ("goal_topic", "/goal_pose", "geometry_msgs/PoseStamped (RViz / Nav2 convention)"),
+    ("plan_topic", "/plan", "nav_msgs/Path (Nav2's planner): follow it; an empty path or a new goal pose ends it"),
+    (
+        "cmd_vel_topic",
+        "/cmd_vel",
+        "geometry_msgs/Twist (TwistStamped with enable_stamped_cmd_vel), body frame, SI units",
+    ),
+)
+
 PARAMS: tuple[Param, ...] = (
     Param(
         "bundle_path",
@@ -146,21 +158,7 @@ PARAMS: tuple[Param, ...] = (
         "",
         'DWA parameters YAML (unknown keys refused); "": the defaults shipped in navdeploy/dwa.yaml',
     ),
-    Param("scan_topic", str, "/scan", "sensor_msgs/LaserScan, subscribed best effort (sensor-data QoS)"),
-    Param("odom_topic", str, "/odom", "nav_msgs/Odometry"),
-    Param("goal_topic", str, "/goal_pose", "geometry_msgs/PoseStamped (RViz / Nav2 convention)"),
-    Param(
-        "plan_topic",
-        str,
-        "/plan",
-        "nav_msgs/Path (Nav2's planner): follow it; an empty path or a new goal pose ends it",
-    ),
-    Param(
-        "cmd_vel_topic",
-        str,
-        "/cmd_vel",
-        "geometry_msgs/Twist (TwistStamped with enable_stamped_cmd_vel), body frame, SI units",
-    ),
+    *(Param(name, str, topic, doc) for name, topic, doc in _TOPICS),
     Param(
         "enable_stamped_cmd_vel",
         bool,
