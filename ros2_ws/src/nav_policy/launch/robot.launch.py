@@ -37,19 +37,14 @@ def generate_launch_description():
 def _arguments(share: str) -> list:
     """The launch arguments and their defaults."""
     return [
-        DeclareLaunchArgument(
-            "bundle",
-            default_value="",
-            description="policy bundle folder (policy.onnx + contract.json); default: the params file's bundle_path, "
-            "else $NAV_POLICY_BUNDLE, else the trained bundle installed with nav_policy",
+        *(
+            DeclareLaunchArgument(n, default_value=d, description=t)
+            for n, (d, t) in launch_args.POLICY_ARGUMENTS.items()
         ),
         DeclareLaunchArgument(
             "params_file",
             default_value=os.path.join(share, "config", "policy.yaml"),
             description="policy node parameters (ROS 2 params YAML)",
-        ),
-        DeclareLaunchArgument(
-            "controller", default_value="policy", description="policy | dwa (dynamic-window baseline)"
         ),
         DeclareLaunchArgument("use_sim_time", default_value="false", description="true | false (also 1 | 0)"),
         DeclareLaunchArgument(
@@ -71,13 +66,7 @@ def _arguments(share: str) -> list:
 def _launch(context) -> list:
     """The policy node from the checked arguments, and the end of the launch when it fails."""
     a = launch_args.configurations(context)
-    params = {
-        "controller": ParameterValue(launch_args.controller(a["controller"]), value_type=str),
-        "use_sim_time": launch_args.as_bool("use_sim_time", a["use_sim_time"]),
-    }
-    bundle = launch_args.bundle(a["bundle"])
-    if bundle:
-        params["bundle_path"] = ParameterValue(bundle, value_type=str)
+    params = launch_args.policy_params(a, ParameterValue)
     if a["enable_stamped_cmd_vel"]:
         params["enable_stamped_cmd_vel"] = launch_args.as_bool("enable_stamped_cmd_vel", a["enable_stamped_cmd_vel"])
     node = Node(

@@ -90,14 +90,7 @@ def _sim_node(a, sim_share: str):
 
 def _policy_node(a):
     """The policy node with its params file, the bundle (when given), the driver and simulated time."""
-    params = {
-        "controller": ParameterValue(launch_args.controller(a["controller"]), value_type=str),
-        "use_sim_time": launch_args.as_bool("use_sim_time", a["use_sim_time"]),
-        **_stamped(a),
-    }
-    bundle = launch_args.bundle(a["bundle"])
-    if bundle:
-        params["bundle_path"] = ParameterValue(bundle, value_type=str)
+    params = {**launch_args.policy_params(a, ParameterValue), **_stamped(a)}
     return Node(
         package="nav_policy",
         executable="policy_node",
@@ -133,17 +126,12 @@ def _end_with_either(sim, policy) -> list:
 def _arguments(pkg_share: str) -> list:
     """The launch arguments and their defaults."""
     return [
-        DeclareLaunchArgument(
-            "bundle",
-            default_value="",
-            description="policy bundle folder (policy.onnx + contract.json); default: the params file's bundle_path, "
-            "else $NAV_POLICY_BUNDLE, else the trained bundle installed with nav_policy",
+        *(
+            DeclareLaunchArgument(n, default_value=d, description=t)
+            for n, (d, t) in launch_args.POLICY_ARGUMENTS.items()
         ),
         DeclareLaunchArgument("seed", default_value="0", description="room seed of the first episode (>= 0)"),
         DeclareLaunchArgument("num_episodes", default_value="0", description="episodes to run, 0 = endless"),
-        DeclareLaunchArgument(
-            "controller", default_value="policy", description="policy | dwa (dynamic-window baseline)"
-        ),
         DeclareLaunchArgument("use_sim_time", default_value="true", description="policy node follows /clock"),
         DeclareLaunchArgument("real_time_factor", default_value="1.0", description="sim speed, 0 = max"),
         DeclareLaunchArgument(

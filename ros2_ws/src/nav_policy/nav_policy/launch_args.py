@@ -17,12 +17,22 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import yaml
 
 _TOPIC_TOKEN = re.compile(r"^[A-Za-z_~{][A-Za-z0-9_{}]*$")
+
+POLICY_ARGUMENTS = {
+    "bundle": (
+        "",
+        "policy bundle folder (policy.onnx + contract.json); default: the params file's bundle_path, "
+        "else $NAV_POLICY_BUNDLE, else the trained bundle installed with nav_policy",
+    ),
+    "controller": ("policy", "policy | dwa (dynamic-window baseline)"),
+}
+"""The policy node's launch arguments both launch files declare alike: name -> (default, description)."""
 
 
 class LaunchArgumentError(ValueError):
@@ -125,6 +135,21 @@ def topic(name: str, text: str) -> str:
             "a ROS topic name such as /scan (letters, digits and _ between /, no part starting with a digit)",
         )
     return text
+
+
+def policy_params(a: Mapping[str, str], parameter_value: Callable[..., object]) -> dict[str, object]:
+    """The policy node's parameters from the launch arguments ``a`` (:data:`POLICY_ARGUMENTS` and
+    ``use_sim_time``): ``controller``, ``use_sim_time`` and, when a bundle is given, ``bundle_path``.
+    ``parameter_value`` is launch_ros's ``ParameterValue``: the text values go as strings, never
+    YAML-parsed."""
+    params = {
+        "controller": parameter_value(controller(a["controller"]), value_type=str),
+        "use_sim_time": as_bool("use_sim_time", a["use_sim_time"]),
+    }
+    path = bundle(a["bundle"])
+    if path:
+        params["bundle_path"] = parameter_value(path, value_type=str)
+    return params
 
 
 def configurations(context) -> Mapping[str, str]:
