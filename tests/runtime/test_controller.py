@@ -18,23 +18,12 @@ from navdeploy.node_params import NodeParams
 from navdeploy.runtime import PolicyRuntime, ScanInput, ScanUnusable
 from navdeploy.settings import Limits, resolve_settings
 from navdeploy.states import State
+from support.gates import make_gate
 
 
 @pytest.fixture(scope="module")
 def runtime(tmp_path_factory) -> PolicyRuntime:
     return PolicyRuntime.load(h.write_goal_seeking_bundle(tmp_path_factory.mktemp("bundle")))
-
-
-def make(runtime: PolicyRuntime, **kw) -> CommandGate:
-    args = dict(
-        driver=runtime,
-        limits=Limits(1.5, 2.0, True),
-        goal_tolerance=0.3,
-        stale_timeout=0.5,
-        scan_errors=(ScanUnusable,),
-    )
-    args.update(kw)
-    return CommandGate(**args)
 
 
 def good_scan(n: int = 72) -> ScanInput:
@@ -47,7 +36,7 @@ def feed(c: CommandGate, t: float, scan: ScanInput | None = None, yaw: float = 0
 
 
 def test_drives_toward_goal_in_body_frame(runtime: PolicyRuntime) -> None:
-    c = make(runtime)
+    c = make_gate(runtime)
     feed(c, 10.0, yaw=math.pi / 2)  # facing +y
     ok, _ = c.set_goal(3.0, 0.0, "odom")  # goal to the robot's right
     assert ok
@@ -58,7 +47,7 @@ def test_drives_toward_goal_in_body_frame(runtime: PolicyRuntime) -> None:
 
 
 def test_zero_without_goal_inputs_or_after_reaching(runtime: PolicyRuntime) -> None:
-    c = make(runtime)
+    c = make_gate(runtime)
     assert c.tick(0.0).state == State.WAITING_INPUT
     feed(c, 1.0)
     r = c.tick(1.0)
@@ -71,7 +60,7 @@ def test_zero_without_goal_inputs_or_after_reaching(runtime: PolicyRuntime) -> N
 
 
 def test_stale_and_future_inputs_stop(runtime: PolicyRuntime) -> None:
-    c = make(runtime)
+    c = make_gate(runtime)
     feed(c, 1.0)
     c.set_goal(3.0, 0.0, "odom")
     assert c.tick(1.4).state == State.DRIVING
@@ -84,7 +73,7 @@ def test_stale_and_future_inputs_stop(runtime: PolicyRuntime) -> None:
 
 
 def test_unusable_scan_and_odometry(runtime: PolicyRuntime) -> None:
-    c = make(runtime)
+    c = make_gate(runtime)
     feed(c, 1.0, scan=ScanInput(np.array([]), -math.pi, 0.1, 0.0, 6.0))
     c.set_goal(3.0, 0.0, "odom")
     r = c.tick(1.0)
@@ -103,7 +92,7 @@ def test_unusable_scan_and_odometry(runtime: PolicyRuntime) -> None:
 
 
 def test_foreign_goal_frames(runtime: PolicyRuntime) -> None:
-    c = make(runtime, goal_frames=parse_goal_frames("map 1.0 2.0 1.5707963267948966"))
+    c = make_gate(runtime, goal_frames=parse_goal_frames("map 1.0 2.0 1.5707963267948966"))
     feed(c, 1.0)
     ok, text = c.set_goal(1.0, 0.0, "earth")
     assert not ok and "earth" in text and "no static transform" in text
@@ -130,12 +119,12 @@ def test_clamp_and_non_finite_policy_output(runtime: PolicyRuntime) -> None:
         def step(self, *a, **k):
             return np.array([np.nan, 1.0, 0.0])
 
-    c = make(Broken())
+    c = make_gate(Broken())
     feed(c, 1.0)
     c.set_goal(3.0, 0.0, "odom")
     r = c.tick(1.0)
     assert r.state == State.ERROR and not r.cmd.any()
-    c2 = make(runtime, limits=lim)
+    c2 = make_gate(runtime, limits=lim)
     feed(c2, 1.0)
     c2.set_goal(3.0, 0.0, "odom")
     assert c2.tick(1.0).cmd == pytest.approx([0.5, 0.0, 0.0], abs=1e-6)
@@ -180,7 +169,7 @@ def goal_msg(x: float, y: float, frame: str = "odom") -> SimpleNamespace:
 
 
 def test_message_adapters_fold_messages_like_the_node(runtime: PolicyRuntime) -> None:
-    c = make(runtime, goal_frames=parse_goal_frames("map 1.0 0.0 0.0"))
+    c = make_gate(runtime, goal_frames=parse_goal_frames("map 1.0 0.0 0.0"))
     assert c.scan_message(scan_msg([3.0] * 72, t=2.0), now=5.0) is None
     assert c.scan.stamp == pytest.approx(2.0)
     assert c.odom_message(odom_msg(t=0.0), now=2.1) is None  # an unset stamp: taken at "now"
@@ -196,7 +185,7 @@ def test_message_adapters_fold_messages_like_the_node(runtime: PolicyRuntime) ->
 
 
 def test_unreadable_messages_make_their_input_unusable(runtime: PolicyRuntime) -> None:
-    c = make(runtime)
+    c = make_gate(runtime)
     c.scan_message(scan_msg([3.0] * 72), now=1.0)
     c.odom_message(odom_msg(), now=1.0)
     c.goal_message(goal_msg(3.0, 0.0))
@@ -244,7 +233,7 @@ def test_tick_never_raises(runtime: PolicyRuntime) -> None:
         def step(self, *a, **k):
             return np.zeros(3)
 
-    c = make(ResetFails())
+    c = make_gate(ResetFails())
     feed(c, 1.0)
     c.set_goal(3.0, 0.0, "odom")
     r = c.tick(1.0)

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from navcontract.subgoal import LookaheadRule
-from navdeploy.gate import CommandGate
-from navdeploy.runtime import ScanInput, ScanUnusable
+from navdeploy.runtime import ScanInput
 from navdeploy.scan_map import ScanMap, ScanMapCfg, ScanPlanner
 from navdeploy.settings import Limits
 from navdeploy.states import State
+from support.gates import GoalRecorder, make_gate
 
 RADIUS = 0.2
 BEAMS = 720
@@ -261,30 +261,11 @@ def test_a_return_blocks_the_path_only_when_it_comes_block_margin_inside_its_cle
     assert (p.path is not first) == replanned and p.plans == 1 + replanned
 
 
-class RecordingRuntime:
-    """Stands in for the policy runtime: records the goal the controller hands it."""
-
-    def __init__(self) -> None:
-        self.goals: list[tuple[float, float]] = []
-
-    def reset(self) -> None:
-        pass
-
-    def step(self, scan, *, pose, twist, goal):
-        self.goals.append(tuple(goal))
-        return np.array([0.1, 0.0, 0.0])
-
-
 @pytest.mark.parametrize("use_map", [True, False])
 def test_the_controller_hands_the_policy_the_map_sub_goal(use_map: bool) -> None:
-    rt = RecordingRuntime()
-    c = CommandGate(
-        driver=rt,
-        limits=Limits(1.0, 1.0, True),
-        goal_tolerance=0.3,
-        stale_timeout=0.5,
-        scan_errors=(ScanUnusable,),
-        scan_planner=ScanPlanner(ScanMapCfg(), RADIUS) if use_map else None,
+    rt = GoalRecorder()
+    c = make_gate(
+        rt, limits=Limits(1.0, 1.0, True), scan_planner=ScanPlanner(ScanMapCfg(), RADIUS) if use_map else None
     )
     pose = np.array([0.0, 0.0, 0.0])
     c.set_scan(cast(pose, WALL), 1.0)

@@ -24,6 +24,7 @@ from navdeploy.scan_map import ScanMapCfg, ScanPlanner
 from navdeploy.scan_worker import ScanPlannerWorker
 from navdeploy.settings import GateSettings, Limits
 from navdeploy.states import State
+from support.gates import GoalRecorder
 
 RADIUS = 0.2
 BEAMS = 360
@@ -168,20 +169,6 @@ def test_a_worker_that_ended_is_reported_once_and_started_again() -> None:
         worker.close()
 
 
-class Driver:
-    """Stands in for the policy runtime: drives at 0.1 m/s toward the goal it is handed."""
-
-    def __init__(self) -> None:
-        self.goals: list[tuple[float, float]] = []
-
-    def reset(self) -> None:
-        pass
-
-    def step(self, scan, *, pose, twist, goal):
-        self.goals.append(tuple(goal))
-        return np.array([0.1, 0.0, 0.0])
-
-
 def gate_with_worker() -> CommandGate:
     settings = GateSettings(
         control_period=0.1,
@@ -196,7 +183,7 @@ def gate_with_worker() -> CommandGate:
         robot_radius=RADIUS,
         scan_map_worker=True,
     )
-    gate = CommandGate.from_settings(Driver(), settings)
+    gate = CommandGate.from_settings(GoalRecorder(), settings)
     gate.scan_errors = (ScanUnusable,)
     return gate
 
