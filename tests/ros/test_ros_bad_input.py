@@ -9,7 +9,6 @@ can use (other beam counts, a 270 degree field of view, partly invalid readings)
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from pathlib import Path
@@ -25,18 +24,14 @@ STALE = 0.3  # [s] the node's stale_timeout in this module
 V_MAX, W_MAX = 1.0, 1.5  # configured limits, below the bundle's 1.5 / 2.0: clamping is exercised
 
 
-class Rig:
+class Rig(h.PolicyNodeRig):
     def __init__(self, tmp: Path) -> None:
         h.require_ros()
         from geometry_msgs.msg import PoseStamped, Twist
         from nav_msgs.msg import Odometry
         from sensor_msgs.msg import LaserScan
-        from std_msgs.msg import String
-
-        from nav_policy.ros_common import GOAL_QOS, SENSOR_QOS
 
         self.LaserScan, self.Odometry, self.PoseStamped = LaserScan, Odometry, PoseStamped
-        self.lease = h.DomainLease()
         bundle = h.write_goal_seeking_bundle(tmp / "bundle")
         cmd = [
             str(h.entry_point_script("policy_node")),
@@ -54,19 +49,13 @@ class Rig:
             "-p",
             "static_goal_frames:=map_fixed 1.0 0.0 0.0",
         ]
-        self.proc = h.NodeProc(cmd, self.lease.domain_id, tmp / "policy_node.log")
-        self.tn = h.RosSide(self.lease.domain_id, "nav_policy_test")
+        super().__init__(tmp, cmd, "nav_policy_test")
         n = self.tn.node
-        self.scan_pub = n.create_publisher(LaserScan, "/scan", SENSOR_QOS)
-        self.odom_pub = n.create_publisher(Odometry, "/odom", 10)
-        self.goal_pub = n.create_publisher(PoseStamped, "/goal_pose", GOAL_QOS)
         self.cmds: list[tuple[float, float, float]] = []
         self.all_cmds: list[tuple[float, float, float]] = []
-        self.status: list[dict] = []
         self.policy_scans: list = []
         n.create_subscription(LaserScan, "/nav_policy/policy_scan", self.policy_scans.append, 50)
         n.create_subscription(Twist, "/cmd_vel", self._on_cmd, 50)
-        n.create_subscription(String, "/nav_policy/status", lambda m: self.status.append(json.loads(m.data)), 50)
         self.tn.spin_until(
             lambda: (
                 self.scan_pub.get_subscription_count() > 0
@@ -83,15 +72,7 @@ class Rig:
         self.cmds.append(c)
         self.all_cmds.append(c)
 
-    def close(self) -> None:
-        self.tn.close()
-        self.proc.stop()
-        self.lease.release()
-
     # -------------------------------------------------------------- messages
-    def stamp(self, msg) -> None:
-        msg.header.stamp = self.tn.node.get_clock().now().to_msg()
-
     def scan(self, ranges, angle_min=-math.pi, angle_increment=None, range_min=0.05, range_max=6.0):
         m = self.LaserScan()
         self.stamp(m)

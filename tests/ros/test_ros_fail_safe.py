@@ -7,7 +7,6 @@ traceback (real rclpy on loopback)."""
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from pathlib import Path
@@ -19,36 +18,28 @@ import support.ros as h
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
 
-@pytest.mark.parametrize(
-    "params, needle",
-    [
-        ({"stale_timeout": ".nan"}, "parameter 'stale_timeout' must be finite"),
-        ({"stale_timeout": ".inf"}, "parameter 'stale_timeout' must be finite"),
-        ({"clock_timeout": "-1.0"}, "parameter 'clock_timeout'"),
-        ({"v_max": ".inf"}, "parameter 'v_max'"),
-        ({"min_coverage": "2.0"}, "parameter 'min_coverage'"),
-        ({"max_fill_gap": "1.5"}, "parameter 'max_fill_gap' must be a whole number"),
-        ({"below_min": "ignore"}, "below_min must be one of"),
-        ({"controller": "mpc"}, "parameter 'controller' must be one of"),
-        ({"max_accel_linear": "-1.0"}, "parameter 'max_accel_linear' must be finite"),
-        ({"max_accel_angular": ".nan"}, "parameter 'max_accel_angular' must be finite"),
-        ({"velocity_smoother": "1"}, "parameter 'velocity_smoother' must be true or false"),
-        ({"scan_topic": "5"}, "parameter 'scan_topic' to '5' of type 'INTEGER', expecting type 'STRING'"),
-        ({"enable_stamped_cmd_vel": "2"}, "parameter 'enable_stamped_cmd_vel' must be true or false"),
-    ],
-)
-def test_unusable_parameters_are_refused_in_one_line(tmp_path: Path, params: dict, needle: str) -> None:
+REFUSED = {  # -p NAME:=VALUE -> what the one startup line that refuses it says
+    "stale_timeout:=.nan": "parameter 'stale_timeout' must be finite",
+    "stale_timeout:=.inf": "parameter 'stale_timeout' must be finite",
+    "clock_timeout:=-1.0": "parameter 'clock_timeout'",
+    "v_max:=.inf": "parameter 'v_max'",
+    "min_coverage:=2.0": "parameter 'min_coverage'",
+    "max_fill_gap:=1.5": "parameter 'max_fill_gap' must be a whole number",
+    "below_min:=ignore": "below_min must be one of",
+    "controller:=mpc": "parameter 'controller' must be one of",
+    "max_accel_linear:=-1.0": "parameter 'max_accel_linear' must be finite",
+    "max_accel_angular:=.nan": "parameter 'max_accel_angular' must be finite",
+    "velocity_smoother:=1": "parameter 'velocity_smoother' must be true or false",
+    "scan_topic:=5": "parameter 'scan_topic' to '5' of type 'INTEGER', expecting type 'STRING'",
+    "enable_stamped_cmd_vel:=2": "parameter 'enable_stamped_cmd_vel' must be true or false",
+}
+
+
+@pytest.mark.parametrize("param, needle", REFUSED.items())
+def test_unusable_parameters_are_refused_in_one_line(tmp_path: Path, param: str, needle: str) -> None:
     h.require_ros()
-    cmd = [str(h.entry_point_script("policy_node")), *h.ros_args({"bundle_path": str(h.fixture_bundle()), **params})]
-    lease = h.DomainLease()
-    try:
-        with h.node_processes() as procs:
-            proc = h.NodeProc(cmd, lease.domain_id, tmp_path / "policy.log")
-            procs.append(proc)
-            code = proc.popen.wait(60)
-            out = proc.output()
-    finally:
-        lease.release()
+    bundle = h.ros_args({"bundle_path": str(h.fixture_bundle())})
+    code, out = h.run_node([str(h.entry_point_script("policy_node")), *bundle, "-p", param], tmp_path / "policy.log")
     assert code != 0, out[-2000:]
     lines = [ln for ln in out.splitlines() if needle in ln]
     assert len(lines) == 1 and lines[0].startswith("[nav_policy] startup failed:"), out[-2000:]
@@ -61,23 +52,19 @@ def test_stalled_clock_gives_zero_status_and_one_log_line_at_the_control_rate(tm
     from nav_msgs.msg import Odometry
     from rosgraph_msgs.msg import Clock
     from sensor_msgs.msg import LaserScan
-    from std_msgs.msg import String
 
-    from nav_policy.ros_common import GOAL_LATCHED_QOS, SENSOR_QOS
+    from nav_policy.ros_common import GOAL_LATCHED_QOS
 
     bundle = h.write_goal_seeking_bundle(tmp_path / "bundle")
     params = {"bundle_path": str(bundle), "use_sim_time": True, "clock_timeout": 0.5}
     with h.policy_node_with_peer(tmp_path, params, "clock_test") as live:
         proc, procs, tn = live.proc, live.procs, live.peer
         n = tn.node
-        clock_pub = n.create_publisher(Clock, "/clock", 10)
-        scan_pub = n.create_publisher(LaserScan, "/scan", SENSOR_QOS)
-        odom_pub = n.create_publisher(Odometry, "/odom", 10)
-        goal_pub = n.create_publisher(PoseStamped, "/goal_pose", GOAL_LATCHED_QOS)
+        clock_pub, scan_pub, odom_pub, goal_pub = h.input_publishers(n, GOAL_LATCHED_QOS, clock=True)
         cmds: list[tuple[float, float]] = []  # (wall time, vx)
         status: list[dict] = []
         n.create_subscription(Twist, "/cmd_vel", lambda m: cmds.append((time.monotonic(), m.linear.x)), 100)
-        n.create_subscription(String, "/nav_policy/status", lambda m: status.append(json.loads(m.data)), 100)
+        h.status_subscription(n, status, 100)
         sim = {"t": 1.0, "clock_sent": 0.0}  # sim time; wall time of the last /clock sent
 
         def stamp(msg) -> None:
@@ -155,19 +142,14 @@ def test_simulated_and_wall_time_mixed_is_named(tmp_path: Path, use_sim_time: bo
     from nav_msgs.msg import Odometry
     from rosgraph_msgs.msg import Clock
     from sensor_msgs.msg import LaserScan
-    from std_msgs.msg import String
-
-    from nav_policy.ros_common import SENSOR_QOS
 
     params = {"bundle_path": str(h.fixture_bundle()), "use_sim_time": use_sim_time}
     with h.policy_node_with_peer(tmp_path, params, "clock_mismatch_test") as live:
         proc, procs, tn = live.proc, live.procs, live.peer
         n = tn.node
-        clock_pub = n.create_publisher(Clock, "/clock", 10)
-        scan_pub = n.create_publisher(LaserScan, "/scan", SENSOR_QOS)
-        odom_pub = n.create_publisher(Odometry, "/odom", 10)
+        clock_pub, scan_pub, odom_pub, _ = h.input_publishers(n, clock=True)
         status: list[dict] = []
-        n.create_subscription(String, "/nav_policy/status", lambda m: status.append(json.loads(m.data)), 100)
+        h.status_subscription(n, status, 100)
         tn.spin_until(lambda: scan_pub.get_subscription_count() > 0, 30, "the policy node", procs)
         sim_t = [12.0]
 
@@ -217,16 +199,10 @@ def test_a_node_stopped_while_importing_exits_quietly(tmp_path: Path, node: str,
     no traceback, nothing printed. The signal comes once numpy is loaded, before ``late`` is."""
     params = {"bundle_path": str(h.fixture_bundle())} if node == "policy_node" else {}
     cmd = [str(h.entry_point_script(node, package)), *h.ros_args(params)]
-    lease = h.DomainLease()
-    try:
-        with h.node_processes() as procs:
-            proc = h.NodeProc(cmd, lease.domain_id, tmp_path / f"{node}.log")
-            procs.append(proc)
-            _imports_started(proc, "_multiarray_umath")
-            assert late not in Path(f"/proc/{proc.pid}/maps").read_text()
-            proc.popen.send_signal(2)
-            code = proc.popen.wait(60)
-            out = proc.output()
-    finally:
-        lease.release()
+    with h.leased_node(cmd, tmp_path / f"{node}.log") as proc:
+        _imports_started(proc, "_multiarray_umath")
+        assert late not in Path(f"/proc/{proc.pid}/maps").read_text()
+        proc.popen.send_signal(2)
+        code = proc.popen.wait(60)
+        out = proc.output()
     assert code == 0 and "Traceback" not in out and "KeyboardInterrupt" not in out, (code, out[-3000:])

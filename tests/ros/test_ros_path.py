@@ -13,7 +13,6 @@ in a foreign frame is refused.
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from pathlib import Path
@@ -33,19 +32,17 @@ POSE = (0.7, 1.9, 0.4)  # x, y, yaw of the robot in odom
 STATIC = (1.0, -0.5, math.pi / 2)  # the pose of frame map_fixed in odom
 
 
-class Rig:
+class Rig(h.PolicyNodeRig):
     def __init__(self, tmp: Path) -> None:
         h.require_ros()
         from geometry_msgs.msg import PoseStamped
         from nav_msgs.msg import Odometry
         from nav_msgs.msg import Path as PathMsg
         from sensor_msgs.msg import LaserScan
-        from std_msgs.msg import String
 
-        from nav_policy.ros_common import GOAL_QOS, PATH_QOS, SENSOR_QOS
+        from nav_policy.ros_common import PATH_QOS
 
         self.LaserScan, self.Odometry, self.PoseStamped, self.PathMsg = LaserScan, Odometry, PoseStamped, PathMsg
-        self.lease = h.DomainLease()
         trained = TrainedPathFollowing(LookaheadRule(LOOKAHEAD, BUNDLE_WINDOW), 0.5)
         bundle = h.write_goal_seeking_bundle(tmp / "bundle", path_following=trained)
         params = {
@@ -60,15 +57,8 @@ class Rig:
             str(h.PKG_SRC / "config" / "policy.yaml"),
             *h.ros_args(params)[1:],
         ]
-        self.proc = h.NodeProc(cmd, self.lease.domain_id, tmp / "policy_node.log")
-        self.tn = h.RosSide(self.lease.domain_id, "nav_policy_path_test")
-        n = self.tn.node
-        self.scan_pub = n.create_publisher(LaserScan, "/scan", SENSOR_QOS)
-        self.odom_pub = n.create_publisher(Odometry, "/odom", 10)
-        self.goal_pub = n.create_publisher(PoseStamped, "/goal_pose", GOAL_QOS)
-        self.path_pub = n.create_publisher(PathMsg, "/plan", PATH_QOS)
-        self.status: list[dict] = []
-        n.create_subscription(String, "/nav_policy/status", lambda m: self.status.append(json.loads(m.data)), 50)
+        super().__init__(tmp, cmd, "nav_policy_path_test")
+        self.path_pub = self.tn.node.create_publisher(PathMsg, "/plan", PATH_QOS)
         self.tn.spin_until(
             lambda: (
                 self.scan_pub.get_subscription_count() > 0
@@ -81,29 +71,21 @@ class Rig:
             [self.proc],
         )
 
-    def close(self) -> None:
-        self.tn.close()
-        self.proc.stop()
-        self.lease.release()
-
-    def _stamp(self, msg) -> None:
-        msg.header.stamp = self.tn.node.get_clock().now().to_msg()
-
     def publish_inputs(self) -> None:
         s = self.LaserScan(angle_min=-math.pi, angle_increment=2 * math.pi / 72, range_min=0.05, range_max=6.0)
         s.header.frame_id, s.ranges = "base_link", [3.0] * 72
-        self._stamp(s)
+        self.stamp(s)
         o = self.Odometry()
         o.header.frame_id, o.child_frame_id = "odom", "base_link"
         o.pose.pose.position.x, o.pose.pose.position.y = POSE[0], POSE[1]
         o.pose.pose.orientation.z, o.pose.pose.orientation.w = math.sin(POSE[2] / 2), math.cos(POSE[2] / 2)
-        self._stamp(o)
+        self.stamp(o)
         self.scan_pub.publish(s)
         self.odom_pub.publish(o)
 
     def goal(self, x: float, y: float) -> None:
         g = self.PoseStamped()
-        self._stamp(g)
+        self.stamp(g)
         g.header.frame_id = "odom"
         g.pose.position.x, g.pose.position.y = x, y
         g.pose.orientation.w = 1.0
@@ -111,7 +93,7 @@ class Rig:
 
     def path(self, points, frame: str = "odom") -> None:
         m = self.PathMsg()
-        self._stamp(m)
+        self.stamp(m)
         m.header.frame_id = frame
         for x, y in points:
             p = self.PoseStamped()

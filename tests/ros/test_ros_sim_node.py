@@ -173,17 +173,9 @@ def test_lockstep_without_a_policy_node_steps_at_once_and_says_why(tmp_path) -> 
             }
         ),
     ]
-    lease = h.DomainLease()
-    try:
-        with h.node_processes() as procs:
-            proc = h.NodeProc(cmd, lease.domain_id, tmp_path / "sim.log")
-            procs.append(proc)
-            t0 = time.monotonic()
-            code = proc.popen.wait(120)
-            wall = time.monotonic() - t0
-            out = proc.output()
-    finally:
-        lease.release()
+    t0 = time.monotonic()
+    code, out = h.run_node(cmd, tmp_path / "sim.log", timeout=120)
+    wall = time.monotonic() - t0
     assert code == 0, out[-3000:]
     assert wall < 30, f"30 ticks took {wall:.1f} s: the sim waited per tick"
     assert "lockstep: no /cmd_vel publisher (is the policy node running?)" in out, out[-3000:]
@@ -196,15 +188,7 @@ def test_lockstep_without_a_policy_node_steps_at_once_and_says_why(tmp_path) -> 
 def test_sim_node_refuses_unusable_numbers(tmp_path, param: str) -> None:
     h.require_ros()
     cmd = [str(h.entry_point_script("sim_node", "nav_policy_sim")), "--ros-args", "-p", param]
-    lease = h.DomainLease()
-    try:
-        with h.node_processes() as procs:
-            proc = h.NodeProc(cmd, lease.domain_id, tmp_path / "sim.log")
-            procs.append(proc)
-            code = proc.popen.wait(60)
-            out = proc.output()
-    finally:
-        lease.release()
+    code, out = h.run_node(cmd, tmp_path / "sim.log")
     name = param.split(":=")[0]
     assert code == 2 and f"parameter '{name}'" in out and "Traceback" not in out, out[-2000:]
     lines = [ln for ln in out.splitlines() if "startup failed" in ln]

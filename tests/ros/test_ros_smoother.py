@@ -9,7 +9,6 @@ stops the robot on that very tick; with ``velocity_smoother:=false`` the command
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from pathlib import Path
@@ -38,45 +37,26 @@ pytestmark = pytest.mark.ros
 PERIOD = 0.1
 
 
-class LockstepRig:
+class LockstepRig(h.PolicyNodeRig):
     def __init__(self, tmp: Path, bundle: Path, **params) -> None:
         h.require_ros()
         from geometry_msgs.msg import PoseStamped
         from nav_msgs.msg import Odometry
         from rosgraph_msgs.msg import Clock
         from sensor_msgs.msg import LaserScan
-        from std_msgs.msg import String
-
-        from nav_policy.ros_common import GOAL_QOS, SENSOR_QOS
 
         self.Clock, self.LaserScan, self.Odometry, self.PoseStamped = Clock, LaserScan, Odometry, PoseStamped
-        self.lease = h.DomainLease()
         args = {"bundle_path": str(bundle), "use_sim_time": True, "stale_timeout": 1.0, **params}
         cmd = [str(h.entry_point_script("policy_node")), *h.ros_args(args)]
-        self.proc = h.NodeProc(cmd, self.lease.domain_id, tmp / "policy_node.log")
-        self.tn = h.RosSide(self.lease.domain_id, "smoother_test")
-        n = self.tn.node
-        self.clock_pub = n.create_publisher(Clock, "/clock", 10)
-        self.scan_pub = n.create_publisher(LaserScan, "/scan", SENSOR_QOS)
-        self.odom_pub = n.create_publisher(Odometry, "/odom", 10)
-        self.goal_pub = n.create_publisher(PoseStamped, "/goal_pose", GOAL_QOS)
-        self.status: list[dict] = []
-        status_sub = n.create_subscription(
-            String, "/nav_policy/status", lambda m: self.status.append(json.loads(m.data)), 100
-        )
+        super().__init__(tmp, cmd, "smoother_test", clock=True, status_depth=100)
         self.t = 0.0
         pubs = (self.clock_pub, self.scan_pub, self.odom_pub, self.goal_pub)
         self.tn.spin_until(
-            lambda: all(p.get_subscription_count() > 0 for p in pubs) and status_sub.get_publisher_count() > 0,
+            lambda: all(p.get_subscription_count() > 0 for p in pubs) and self.status_sub.get_publisher_count() > 0,
             30,
             "the policy node's subscriptions",
             [self.proc],
         )
-
-    def close(self) -> None:
-        self.tn.close()
-        self.proc.stop()
-        self.lease.release()
 
     def _stamp(self, msg) -> None:
         msg.header.stamp.sec = int(self.t)

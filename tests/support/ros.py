@@ -548,6 +548,79 @@ def install_share_prefix(workdir: Path, packages: tuple[str, ...] = tuple(PACKAG
     return prefix
 
 
+@contextlib.contextmanager
+def leased_node(cmd: list[str], log: Path) -> Iterator[NodeProc]:
+    """Start ``cmd`` as a node on a leased domain, its output in ``log``; on exit the node stops and
+    the domain is released."""
+    lease = DomainLease()
+    try:
+        with node_processes() as procs:
+            proc = NodeProc(cmd, lease.domain_id, log)
+            procs.append(proc)
+            yield proc
+    finally:
+        lease.release()
+
+
+def run_node(cmd: list[str], log: Path, timeout: float = 60.0) -> tuple[int, str]:
+    """Run ``cmd`` as a node on a leased domain until it exits by itself (``timeout`` seconds at
+    most): its exit code and everything it printed."""
+    with leased_node(cmd, log) as proc:
+        code = proc.popen.wait(timeout)
+        return code, proc.output()
+
+
+def input_publishers(node: Any, goal_qos: Any = None, clock: bool = False) -> tuple[Any, Any, Any, Any]:
+    """Publishers of the policy node's inputs on the test-side ``node``: (/clock, /scan, /odom,
+    /goal_pose). /scan has the sensor-data QoS, /odom depth 10; /clock (depth 10) only with
+    ``clock`` and /goal_pose only with a ``goal_qos``, else None."""
+    from geometry_msgs.msg import PoseStamped
+    from nav_msgs.msg import Odometry
+    from rosgraph_msgs.msg import Clock
+    from sensor_msgs.msg import LaserScan
+
+    from nav_policy.ros_common import SENSOR_QOS
+
+    clock_pub = node.create_publisher(Clock, "/clock", 10) if clock else None
+    scan_pub = node.create_publisher(LaserScan, "/scan", SENSOR_QOS)
+    odom_pub = node.create_publisher(Odometry, "/odom", 10)
+    goal_pub = node.create_publisher(PoseStamped, "/goal_pose", goal_qos) if goal_qos is not None else None
+    return clock_pub, scan_pub, odom_pub, goal_pub
+
+
+def status_subscription(node: Any, status: list[dict[str, Any]], depth: int) -> Any:
+    """Subscribe the test-side ``node`` to /nav_policy/status: each message lands in ``status``, parsed."""
+    from std_msgs.msg import String
+
+    return node.create_subscription(String, "/nav_policy/status", lambda m: status.append(json.loads(m.data)), depth)
+
+
+class PolicyNodeRig:
+    """``policy_node`` (command line ``cmd``) in its own process on a leased domain, and a test-side
+    node ``peer`` beside it that publishes the node's inputs (``scan_pub``, ``odom_pub``, ``goal_pub``
+    with the goal QoS, ``clock_pub`` with ``clock``) and collects its status (``status``);
+    ``close()`` stops both and releases the domain."""
+
+    def __init__(self, tmp: Path, cmd: list[str], peer: str, *, clock: bool = False, status_depth: int = 50) -> None:
+        from nav_policy.ros_common import GOAL_QOS
+
+        self.lease = DomainLease()
+        self.proc = NodeProc(cmd, self.lease.domain_id, tmp / "policy_node.log")
+        self.tn = RosSide(self.lease.domain_id, peer)
+        self.clock_pub, self.scan_pub, self.odom_pub, self.goal_pub = input_publishers(self.tn.node, GOAL_QOS, clock)
+        self.status: list[dict[str, Any]] = []
+        self.status_sub = status_subscription(self.tn.node, self.status, status_depth)
+
+    def close(self) -> None:
+        self.tn.close()
+        self.proc.stop()
+        self.lease.release()
+
+    def stamp(self, msg: Any) -> None:
+        """Stamp ``msg`` with the test side's ROS time (wall time)."""
+        msg.header.stamp = self.tn.node.get_clock().now().to_msg()
+
+
 @dataclass
 class LiveNode:
     """A policy node running in its own process and a test-side ROS node on the same domain."""
