@@ -41,43 +41,43 @@ A node stopped while it still imports (the launch ending, Ctrl-C) exits with cod
 
 from __future__ import annotations
 
+import nav_policy.quiet_start  # noqa: F401 - first of all: SIGINT while importing exits quietly
+
+# isort: split
 import json
 import math
 import os
 import sys
 import time
 
-try:  # a node stopped while it still imports (Ctrl-C, the launch ending) exits quietly, code 0
-    import numpy as np
-    from geometry_msgs.msg import PoseStamped, Twist, TwistStamped
-    from nav_msgs.msg import Odometry, Path
-    from rclpy.clock import Clock, ClockType
-    from rclpy.duration import Duration
-    from rclpy.node import Node
-    from sensor_msgs.msg import LaserScan
-    from std_msgs.msg import String
+import numpy as np
+from geometry_msgs.msg import PoseStamped, Twist, TwistStamped
+from nav_msgs.msg import Odometry, Path
+from rclpy.clock import Clock, ClockType
+from rclpy.duration import Duration
+from rclpy.node import Node
+from sensor_msgs.msg import LaserScan
+from std_msgs.msg import String
 
-    from nav_policy.paths import resolve_bundle
-    from nav_policy.ros_common import (
-        CMD_QOS,
-        GOAL_QOS,
-        ODOM_SUB_QOS,
-        PATH_QOS,
-        SENSOR_QOS,
-        STATUS_QOS,
-        StartupError,
-        declare_node_params,
-        run_node,
-    )
-    from navdeploy.gate import CommandGate
-    from navdeploy.inputs import ClockWatchdog
-    from navdeploy.node_params import PARAM, NodeParams
-    from navdeploy.runtime import PolicyRuntime
-    from navdeploy.settings import GateSettings, resolve_settings
-    from navdeploy.smoother import AccelLimits
-    from navdeploy.states import FAULT_STATES, State, TickResult
-except KeyboardInterrupt:
-    raise SystemExit(0) from None
+from nav_policy.paths import resolve_bundle
+from nav_policy.ros_common import (
+    CMD_QOS,
+    GOAL_QOS,
+    ODOM_SUB_QOS,
+    PATH_QOS,
+    SENSOR_QOS,
+    STATUS_QOS,
+    StartupError,
+    declare_node_params,
+    run_node,
+)
+from navdeploy.gate import CommandGate
+from navdeploy.inputs import ClockWatchdog
+from navdeploy.node_params import PARAM, NodeParams
+from navdeploy.runtime import PolicyRuntime
+from navdeploy.settings import GateSettings, resolve_settings
+from navdeploy.smoother import AccelLimits
+from navdeploy.states import FAULT_STATES, State, TickResult
 
 
 class PolicyNode(Node):

@@ -28,38 +28,38 @@ without a traceback.
 
 from __future__ import annotations
 
+import nav_policy.quiet_start  # noqa: F401 - first of all: SIGINT while importing exits quietly
+
+# isort: split
 import json
 import sys
 import time
 
-try:  # stopped while importing (torch, MuJoCo: seconds; the launch ending, Ctrl-C): exit quietly, code 0
-    import numpy as np
-    import rclpy
-    import rclpy.duration
-    from geometry_msgs.msg import PoseStamped, Twist, TwistStamped
-    from nav_msgs.msg import Odometry
-    from rclpy.node import Node
-    from rosgraph_msgs.msg import Clock
-    from sensor_msgs.msg import LaserScan
-    from std_msgs.msg import String
+import numpy as np
+import rclpy
+import rclpy.duration
+from geometry_msgs.msg import PoseStamped, Twist, TwistStamped
+from nav_msgs.msg import Odometry
+from rclpy.node import Node
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import LaserScan
+from std_msgs.msg import String
 
-    from nav_policy.ros_common import (
-        CMD_QOS,
-        EVENT_QOS,
-        GOAL_LATCHED_QOS,
-        GOAL_QOS,
-        SENSOR_QOS,
-        StartupError,
-        declare_bool,
-        declare_number,
-        ns_to_stamp,
-        run_node,
-    )
-    from navsim.config_load import load_config
-    from navsim.outcomes import Outcome
-    from navsim.sim_world import SimWorld
-except KeyboardInterrupt:
-    raise SystemExit(0) from None
+from nav_policy.ros_common import (
+    CMD_QOS,
+    EVENT_QOS,
+    GOAL_LATCHED_QOS,
+    GOAL_QOS,
+    SENSOR_QOS,
+    StartupError,
+    declare_bool,
+    declare_number,
+    ns_to_stamp,
+    run_node,
+)
+from navsim.config_load import load_config
+from navsim.outcomes import Outcome
+from navsim.sim_world import SimWorld
 
 
 class SimNode(Node):
