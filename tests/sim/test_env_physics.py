@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from navcontract.action import action_to_command
-from support.simenv import NO_GUARD, NO_RANDOMIZATION, empty_rooms, place_obstacle
+from support.simenv import EXACT_EPISODES, NO_GUARD, NO_RANDOMIZATION, empty_rooms, place_obstacle
 
 YAWS = torch.linspace(-math.pi, math.pi, 17)[:16]  # 16 different headings, one per world
 
@@ -111,14 +111,7 @@ def test_action_clip_and_planar_speed_limit(obstacle_free_env):
 
 
 def test_walls_stop_the_robot_and_count_as_collision(make_env):
-    env = make_env(
-        4,
-        "env.init_at_random_ep_len=false",
-        "env.auto_reset=false",
-        "env.lidar.noise_std=0.0",
-        NO_RANDOMIZATION,
-        NO_GUARD,
-    )
+    env = make_env(4, *EXACT_EPISODES, NO_RANDOMIZATION, NO_GUARD)
     rooms = empty_rooms(env, start=(1.0, 0.0, 0.0))
     rooms.start[:, 2] = torch.tensor([0.0, math.pi / 2, math.pi, -math.pi / 2])  # face +x, +y, -x, -y
     env.reset(rooms)
@@ -142,14 +135,7 @@ def test_walls_stop_the_robot_and_count_as_collision(make_env):
 
 
 def test_each_world_collides_only_with_its_own_obstacles(make_env):
-    env = make_env(
-        8,
-        "env.init_at_random_ep_len=false",
-        "env.auto_reset=false",
-        "env.lidar.noise_std=0.0",
-        NO_RANDOMIZATION,
-        NO_GUARD,
-    )
+    env = make_env(8, *EXACT_EPISODES, NO_RANDOMIZATION, NO_GUARD)
     rooms = empty_rooms(env, start=(0.0, 0.0, 0.0), goal=(-3.0, 0.0))
     place_obstacle(rooms, 0, 0, (0.25, 0.0))  # cylinder slot 0 overlaps the robot in world 0 only
     place_obstacle(rooms, 3, env.geometry.num_slots - 1, (1.5, 0.0), yaw=0.3)  # a box ahead, world 3
@@ -179,15 +165,8 @@ def test_warp_trajectories_match_c_mujoco_rollout_on_the_same_rooms(make_env):
 
     from navsim.benchmark import CReference
 
-    env = make_env(
-        16,
-        "env.init_at_random_ep_len=false",
-        "env.auto_reset=false",
-        "env.lidar.noise_std=0.0",
-        NO_RANDOMIZATION,
-        NO_GUARD,  # the C reference steps the raw command
-        seed=5,
-    )
+    # NO_GUARD: the C reference steps the raw command
+    env = make_env(16, *EXACT_EPISODES, NO_RANDOMIZATION, NO_GUARD, seed=5)
     ref = CReference(env, nthread=2)
     rng = np.random.default_rng(0)
     collided = np.zeros(env.num_envs, dtype=bool)

@@ -16,14 +16,14 @@ from navsim.families.rooms import RoomBatch
 from navsim.outcomes import OUTCOMES, Outcome
 from navsim.robot import body_to_world
 from navsim.sim_world import Room, SimWorld
-from support.simenv import NO_GUARD, NO_RANDOMIZATION
+from support.simenv import EXACT_EPISODES, NO_GUARD, NO_RANDOMIZATION
 
 SEEDS = [0, 1, 2, 3]
 
 
 @pytest.fixture(scope="module")
 def cfg():
-    return load_config(overrides=["env.lidar.noise_std=0.0", "env.init_at_random_ep_len=false", "env.auto_reset=false"])
+    return load_config(overrides=list(EXACT_EPISODES))
 
 
 @pytest.fixture(scope="module")
@@ -41,13 +41,7 @@ def _batch(rooms) -> RoomBatch:
 @pytest.fixture(scope="module")
 def env_and_rooms(make_env, world):
     rooms = [world.make_room(s) for s in SEEDS]
-    env = make_env(
-        len(SEEDS),
-        "env.lidar.noise_std=0.0",
-        "env.init_at_random_ep_len=false",
-        "env.auto_reset=false",
-        NO_RANDOMIZATION,
-    )
+    env = make_env(len(SEEDS), *EXACT_EPISODES, NO_RANDOMIZATION)
     return env, rooms
 
 
@@ -83,13 +77,7 @@ def test_scan_matches_the_training_lidar(env_and_rooms, world: SimWorld) -> None
 def test_scan_follows_the_training_rule_with_a_field_of_view(make_env) -> None:
     """The sim node publishes what training sees with a 270-degree lidar too: same sub-rays, same
     unseen sectors, filled by the same (runtime's) rule."""
-    over = [
-        "env.lidar.noise_std=0.0",
-        "env.init_at_random_ep_len=false",
-        "env.auto_reset=false",
-        "env.lidar.fov_deg=270",
-        NO_RANDOMIZATION,
-    ]
+    over = [*EXACT_EPISODES, "env.lidar.fov_deg=270", NO_RANDOMIZATION]
     fov_world = SimWorld(load_config(overrides=over))
     rooms = [fov_world.make_room(s) for s in SEEDS]
     env = make_env(len(SEEDS), *over)
@@ -197,14 +185,8 @@ def test_policy_episodes_end_alike_in_both_simulators(make_env, cfg, fixture_bun
     limit = 60
     world = SimWorld(cfg)
     rooms = [world.make_room(s) for s in seeds]
-    env = make_env(
-        len(seeds),
-        "env.lidar.noise_std=0.0",
-        "env.init_at_random_ep_len=false",
-        "env.auto_reset=false",
-        NO_RANDOMIZATION,
-        NO_GUARD,  # the fixture bundle has no guard section, and rt.step is the raw policy command
-    )
+    # NO_GUARD: the fixture bundle has no guard section, and rt.step is the raw policy command
+    env = make_env(len(seeds), *EXACT_EPISODES, NO_RANDOMIZATION, NO_GUARD)
     env.reset(_batch(rooms))
     warp: list[tuple[str, int] | None] = [None] * len(seeds)
     for t in range(1, limit + 1):

@@ -36,6 +36,9 @@ NO_RANDOMIZATION = "randomization.enabled=false"
 """Override for tests that measure the simulator itself: an instant base, exact odometry and scans."""
 NO_GUARD = "env.guard.enabled=false"
 """Override for tests that drive the robot into things on purpose: the base gets the raw command."""
+EXACT_EPISODES = ("env.init_at_random_ep_len=false", "env.auto_reset=false", "env.lidar.noise_std=0.0")
+"""Overrides for tests that follow known episodes: each starts at step 0, no world resets by itself,
+scans without noise."""
 TRAIN_OVERRIDES = ["runner.num_steps_per_env=16", "algorithm.num_mini_batches=2", "algorithm.num_learning_epochs=2"]
 """The tiny training run of :func:`trained_checkpoint` (on conf/nav.yaml)."""
 
