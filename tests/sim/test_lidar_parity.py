@@ -32,6 +32,7 @@ import pytest
 import torch
 
 from navcontract.scan import BeamLayout, ScanInput, resample_scan
+from support.scans import ScanGeometry
 from support.simenv import NO_RANDOMIZATION, empty_rooms, place_obstacle
 
 NUM_POSES = 64
@@ -107,32 +108,29 @@ def cast(world: World2D, origin: np.ndarray, angles: np.ndarray, range_max: floa
 
 
 @dataclass(frozen=True)
-class Format:
-    name: str
-    num: int
-    angle_min: float
-    angle_increment: float
-    range_max: float = 12.0
+class Format(ScanGeometry):
+    """A real lidar's scan: its geometry, and the share of readings that are NaN / +inf (at random)."""
+
     nan_frac: float = 0.0
     inf_frac: float = 0.0
 
 
 FORMATS = {
-    "1440_from_0": Format("1440_from_0", 1440, 0.0, 2 * math.pi / 1440),
-    "1081_270deg": Format("1081_270deg", 1081, -3 * math.pi / 4, 1.5 * math.pi / 1080, range_max=30.0),
-    "360_cw_from_pi": Format("360_cw_from_pi", 360, math.pi, -2 * math.pi / 360),
-    "720_dropouts": Format("720_dropouts", 720, -math.pi, 2 * math.pi / 720, nan_frac=0.05, inf_frac=0.05),
-    "16_sparse": Format("16_sparse", 16, 0.0, 2 * math.pi / 16),
+    "1440_from_0": Format(1440, 0.0, 2 * math.pi / 1440),
+    "1081_270deg": Format(1081, -3 * math.pi / 4, 1.5 * math.pi / 1080, range_max=30.0),
+    "360_cw_from_pi": Format(360, math.pi, -2 * math.pi / 360),
+    "720_dropouts": Format(720, -math.pi, 2 * math.pi / 720, nan_frac=0.05, inf_frac=0.05),
+    "16_sparse": Format(16, 0.0, 2 * math.pi / 16),
 }
 
 
 def render(fmt: Format, world: World2D, pose: np.ndarray, rng: np.random.Generator) -> ScanInput:
     """The LaserScan a lidar of format ``fmt`` at ``pose`` publishes (float32 angles and ranges)."""
-    a0, inc = np.float32(fmt.angle_min), np.float32(fmt.angle_increment)
-    body = float(a0) + np.arange(fmt.num) * float(inc)
+    a0, inc = np.float32(fmt.angle_min), np.float32(fmt.increment)
+    body = float(a0) + np.arange(fmt.beams) * float(inc)
     ranges = cast(world, pose[:2], body + pose[2], fmt.range_max).astype(np.float32)
     if fmt.nan_frac or fmt.inf_frac:
-        u = rng.random(fmt.num)
+        u = rng.random(fmt.beams)
         ranges[u < fmt.nan_frac] = np.nan
         ranges[(u >= fmt.nan_frac) & (u < fmt.nan_frac + fmt.inf_frac)] = np.inf
     return ScanInput(ranges, float(a0), float(inc), 0.05, fmt.range_max)

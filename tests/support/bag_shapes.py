@@ -23,22 +23,19 @@ import numpy as np
 from rosbags.rosbag2 import Writer
 from rosbags.typesys import Stores, get_typestore
 
+from support.scans import ScanGeometry
+
 T0_NS = 1_700_000_000_000_000_000  # stamps of a robot's wall clock [ns] (on the 0.1 s grid)
 ROOM = (3.0, 2.5)  # half sizes of the room [m]
 
 
 @dataclass(frozen=True)
-class Lidar:
-    """A scan's geometry: ``beams`` readings from ``angle_min`` in steps of ``increment`` (negative:
-    a scan that turns clockwise); readings ``i % nan_every == 1`` are NaN and ``i % inf_every == 2``
-    +inf (0: none)."""
+class Lidar(ScanGeometry):
+    """A scan's geometry (:class:`support.scans.ScanGeometry`) and its invalid readings: readings
+    ``i % nan_every == 1`` are NaN and ``i % inf_every == 2`` +inf (0: none)."""
 
-    beams: int
-    angle_min: float
-    increment: float
     nan_every: int = 0
     inf_every: int = 0
-    range_max: float = 12.0
 
 
 LIDAR_270 = Lidar(1081, -0.75 * math.pi, 1.5 * math.pi / 1080)
