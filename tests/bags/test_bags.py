@@ -51,6 +51,26 @@ def _bag(name: str) -> Path:
     return path
 
 
+def _tampered(messages, custom, path: Path, nth_cmd: int, field: str, delta: float) -> Path:
+    """A copy of a bag at ``path`` whose ``nth_cmd``-th recorded command has ``delta`` added to its
+    ``field`` (``"linear.x"``, ``"angular.z"``, ...); everything else as recorded."""
+    from geometry_msgs.msg import Twist
+    from rclpy.serialization import deserialize_message, serialize_message
+
+    victim = [m.index for m in messages if m.topic == CMD][nth_cmd]
+    part, axis = field.split(".")
+    rows = []
+    for m in messages:
+        raw = m.raw
+        if m.index == victim:
+            t = deserialize_message(raw, Twist)
+            vec = getattr(t, part)
+            setattr(vec, axis, getattr(vec, axis) + delta)
+            raw = serialize_message(t)
+        rows.append((m.topic, m.log_time, raw))
+    return write_bag(path, rows, custom)
+
+
 @pytest.fixture(scope="module")
 def runtime():
     assert (BUNDLE / "policy.onnx").is_file(), f"bundle fixture missing: {BUNDLE}"
@@ -139,21 +159,7 @@ def test_offline_reference_reproduces_the_recording(name, runtime):
 def test_offline_reference_catches_a_tampered_command(runtime, tmp_path):
     """Changing one recorded command by 1e-3 is seen (the comparison is not vacuous)."""
     messages, custom = read_bag(_bag("nominal_seed3"))
-    from geometry_msgs.msg import Twist
-    from rclpy.serialization import deserialize_message, serialize_message
-
-    cmd_idx = [m.index for m in messages if m.topic == CMD]
-    victim = cmd_idx[17]
-    rows = []
-    for m in messages:
-        raw = m.raw
-        if m.index == victim:
-            t = deserialize_message(raw, Twist)
-            t.angular.z += 1e-3
-            raw = serialize_message(t)
-        rows.append((m.topic, m.log_time, raw))
-    bag = write_bag(tmp_path / "tampered", rows, custom)
-    tampered, _ = read_bag(bag)
+    tampered, _ = read_bag(_tampered(messages, custom, tmp_path / "tampered", 17, "angular.z", 1e-3))
     ref = compute_reference(tampered, runtime, RECORDED)
     recorded = np.array(
         [[decode(m).linear.x, decode(m).linear.y, decode(m).angular.z] for m in tampered if m.topic == CMD]
@@ -321,19 +327,8 @@ def test_record_cli_then_replay(tmp_path):
     assert "bad_scan" in rep.node_states
 
     # The harness fails a bag whose recorded command is off by more than the bound.
-    from geometry_msgs.msg import Twist
-    from rclpy.serialization import deserialize_message, serialize_message
-
-    victim = [m.index for m in messages if m.topic == CMD][3]
-    rows = []
-    for m in messages:
-        raw = m.raw
-        if m.index == victim:
-            t = deserialize_message(raw, Twist)
-            t.linear.x += 5e-4
-            raw = serialize_message(t)
-        rows.append((m.topic, m.log_time, raw))
-    bad = replay_bag(write_bag(tmp_path / "tampered", rows, custom), BUNDLE, log_dir=tmp_path / "tlog")
+    tampered = _tampered(messages, custom, tmp_path / "tampered", 3, "linear.x", 5e-4)
+    bad = replay_bag(tampered, BUNDLE, log_dir=tmp_path / "tlog")
     assert bad.max_delta_offline <= 1e-5, bad.summary()
     assert bad.max_delta_recorded == pytest.approx(5e-4, rel=1e-6)
     assert not bad.ok()

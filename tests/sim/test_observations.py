@@ -126,18 +126,20 @@ def test_yaml_switches_terms_off_and_changes_params():
     assert scaled["policy"][:, 72].tolist() == pytest.approx([0.5, 1.1])
 
 
-def test_yaml_cannot_move_a_term_to_another_group():
-    with pytest.raises(ObservationConfigError, match="belongs to the 'privileged' group"):
-        load_config(overrides=["observations.policy.truth_clearance.enabled=true"])
-    with pytest.raises(ObservationConfigError, match="belongs to the 'policy' group"):
-        load_config(overrides=["observations.privileged.lidar.enabled=true"])
-
-
-def test_unknown_term_or_param_is_an_error():
-    with pytest.raises(ObservationConfigError, match="'sonar'"):
-        manager("observations.policy.sonar.enabled=true")
-    with pytest.raises(ObservationConfigError, match=r"truth_contact.*near"):
-        manager("observations.privileged.truth_contact.params.near=0.1")
+@pytest.mark.parametrize(
+    "override, match",
+    [
+        # a term cannot move to another group
+        ("observations.policy.truth_clearance.enabled=true", "belongs to the 'privileged' group"),
+        ("observations.privileged.lidar.enabled=true", "belongs to the 'policy' group"),
+        # an unknown term or param
+        ("observations.policy.sonar.enabled=true", "'sonar'"),
+        ("observations.privileged.truth_contact.params.near=0.1", r"truth_contact.*near"),
+    ],
+)
+def test_yaml_refuses_a_term_of_another_group_and_unknown_terms_or_params(override: str, match: str):
+    with pytest.raises(ObservationConfigError, match=match):
+        load_config(overrides=[override])
 
 
 def test_groups_are_zeros_of_declared_shape_before_any_data():

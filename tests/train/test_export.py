@@ -309,6 +309,13 @@ def _digests(folder: Path) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
 
 
+def _bundle_copy(fixture_bundle: Path, tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A copy of the fixture bundle in ``tmp_path / "bundle"``, and its files' digests."""
+    out = tmp_path / "bundle"
+    shutil.copytree(fixture_bundle, out)
+    return out, _digests(out)
+
+
 def _export(checkpoint: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
     """``nav-export`` run in this process (its ``main``; the console script itself runs in the
     ``exported_bundle`` fixture): the exit code and what it printed."""
@@ -328,9 +335,7 @@ def test_failed_self_check_leaves_the_previous_bundle_byte_identical(
     fixture_bundle: Path, trained_checkpoint: Path, tmp_path: Path
 ) -> None:
     """Over a different bundle, even with --force: the check fails, the old bundle stays as it was."""
-    out = tmp_path / "bundle"
-    shutil.copytree(fixture_bundle, out)
-    before = _digests(out)
+    out, before = _bundle_copy(fixture_bundle, tmp_path)
     proc = _export(trained_checkpoint, out, "--tol", "1e-12", "--force")
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert _digests(out) == before
@@ -348,9 +353,7 @@ def test_failed_self_check_leaves_the_previous_bundle_byte_identical(
 def test_export_replaces_the_same_checkpoint_silently_and_a_different_bundle_only_with_force(
     trained_checkpoint: Path, fixture_bundle: Path, tmp_path: Path
 ) -> None:
-    out = tmp_path / "bundle"
-    shutil.copytree(fixture_bundle, out)
-    fixture = _digests(out)
+    out, fixture = _bundle_copy(fixture_bundle, tmp_path)
     proc = _export(trained_checkpoint, out)
     assert proc.returncode == 2 and "--force" in proc.stderr and _digests(out) == fixture
     proc = _export(trained_checkpoint, out, "--force")
