@@ -368,7 +368,7 @@ def parse_contract(data: dict[str, Any]) -> Contract:
         spec = spec_from_dict(obs["spec"])
         lidar = data["lidar"]
         action = data["action"]
-        scaling = ActionScaling(float(action["v_max"]), float(action["omega_max"]), bool(action["limit_planar_speed"]))
+        scaling = ActionScaling.from_dict(action)
         layout = BeamLayout(int(lidar["num_beams"]))
         radius = (data.get("robot") or {}).get("radius")
         contract = Contract(
