@@ -128,15 +128,18 @@ def robot_pins() -> list[str]:
 @pytest.mark.slow
 def test_robot_package_installs_and_imports_in_a_venv_without_the_training_side(tmp_path: Path) -> None:
     venv = tmp_path / "robot"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    # A venv without pip of its own: this environment's pip installs into it (--python), without
+    # compiling bytecode, and builds the project's sources with the setuptools installed there.
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     py = venv / "bin" / "python"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
 
     def pip(*args: str) -> None:
-        out = subprocess.run([str(py), "-m", "pip", "install", "-q", *args], capture_output=True, text=True, env=env)
+        command = [sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-compile", *args]
+        out = subprocess.run(command, capture_output=True, text=True, env=env)
         assert out.returncode == 0, out.stderr[-3000:]
 
-    pip(*robot_pins())
+    pip(*robot_pins(), "setuptools")
     # Build from copies: setuptools writes build/ folders into the source it installs from.
     sources = [tmp_path / "contract", tmp_path / "deploy", tmp_path / "nav_policy"]
     for src, dst in zip(("contract", "deploy"), sources, strict=False):
@@ -144,8 +147,10 @@ def test_robot_package_installs_and_imports_in_a_venv_without_the_training_side(
     shutil.copytree(
         REPO / "ros2_ws" / "src" / "nav_policy", sources[2], ignore=shutil.ignore_patterns("build", "*.egg-info")
     )
-    pip("--no-deps", *map(str, sources))
-    listed = subprocess.run([str(py), "-m", "pip", "list"], capture_output=True, text=True, env=env).stdout.lower()
+    pip("--no-deps", "--no-build-isolation", *map(str, sources))
+    listed = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(py), "list"], capture_output=True, text=True, env=env
+    ).stdout.lower()
     for heavy in ("torch", "mujoco", "warp-lang", "rsl-rl-lib", "nav-policy-training"):
         assert f"\n{heavy} " not in listed, f"{heavy} is installed in the robot venv"
     probe = textwrap.dedent(
