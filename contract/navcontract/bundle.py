@@ -1,7 +1,8 @@
 """The deployment bundle: ``policy.onnx`` plus ``contract.json``; reading it needs numpy and onnxruntime.
 
 The ONNX graph takes the raw policy observation ``obs`` (batch, obs_dim) float32 and returns the
-raw deterministic mean ``action`` (batch, 3) float32, *before* clipping and scaling; the training
+raw deterministic mean ``action`` (batch, action dim) float32, *before* clipping and scaling (3 for
+a holonomic base, 2 for a differential drive: ``action.order``); the training
 observation normaliser is inside the graph: ``(obs - mean) / (std + eps)`` with the checkpoint's
 buffers, then the MLP. The contract (JSON) travels twice: in the ONNX metadata under
 :data:`METADATA_KEY`, and as ``contract.json`` beside the model for people to read. They must
@@ -11,9 +12,22 @@ which needs the ``onnx`` package); the metadata is read here through onnxruntime
 Format versions: 2 carries the ``robot_response`` section (:mod:`navcontract.response`: the
 acceleration limits, latency budget and actuator time constants the policy was trained with); 1 has
 no such section (``Contract.response`` is then None: no acceleration limit unless the node sets
-one). Both are read. The fingerprint covers the observation spec only (what the policy reads); the
-``robot_response`` section, like the limits and the period, is protected by the two copies of the
-contract having to agree and by its own consistency checks, not by the fingerprint.
+one). Both are read. The ``robot_response`` section, like the limits and the period, is protected
+by the two copies of the contract having to agree and by its own consistency checks, not by the
+fingerprint.
+
+The robot base (``base``, :class:`navcontract.base.BaseSpec`: the preset's name, drive, footprint
+radius, speed, yaw-rate and acceleration limits) is optional in either format. The fingerprint rule
+(:func:`contract_fingerprint`): without a ``base`` section the fingerprint is the observation spec's
+(:meth:`navcontract.spec.PolicySpec.fingerprint`, what the policy reads); with one it is a hash of
+the spec's fingerprint and the whole section, so editing any value of the base fails the load. A
+contract without the section stands for the holonomic disc its ``action`` section and
+``robot.radius`` describe (``Contract.base``, named ``holonomic_disc`` when it is that preset, else
+``unnamed``; its accelerations are the preset's); without ``robot.radius`` either, the footprint is
+unknown and ``Contract.base`` is None. With the section: ``base.radius`` is ``robot.radius`` (and the
+guard's radius), the base's drive is the action's, and the action's limits are the base's
+(``v_max`` its forward limit, ``omega_max``, a diff drive's ``v_backward``; a holonomic base has one
+speed limit: its forward, backward and lateral limits are equal).
 
 Two more sections are optional in either format and outside the fingerprint; readers ignore keys
 they do not know, so adding them needs no new format:
@@ -31,13 +45,16 @@ they do not know, so adding them needs no new format:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from navcontract.action import ACTION_ORDER, ActionScaling
+from navcontract.action import ActionScaling
+from navcontract.base import DEFAULT_BASE, HOLONOMIC, BaseError, BaseSpec, load_base
+from navcontract.base import SECTION as BASE_SECTION
 from navcontract.guard import GUARD_SECTION, GuardRule
 from navcontract.response import SECTION as RESPONSE_SECTION
 from navcontract.response import ResponseError, RobotResponse
@@ -111,6 +128,16 @@ class Contract:
     guard: GuardRule | None = None
     """The collision guard the policy was trained with (``guard``); None without the section
     (trained without the guard: the node then applies none)."""
+    base: BaseSpec | None = None
+    """The robot base the policy drives (``base``); without the section the holonomic disc of the
+    action section and ``robot.radius`` (see the module docstring); None when neither states a
+    footprint radius."""
+
+    @property
+    def spec_fingerprint(self) -> str:
+        """The observation spec's fingerprint (what the policy reads): ``fingerprint`` without a
+        ``base`` section; a runtime compares its own spec's fingerprint with this."""
+        return self.spec.fingerprint()
 
     # The beam layout's angles, for planners and logs: always the training layout's (checked on load).
     @property
@@ -139,6 +166,7 @@ def make_contract(
     response: RobotResponse | None = None,
     path_following: TrainedPathFollowing | None = None,
     guard: GuardRule | None = None,
+    base: BaseSpec | None = None,
 ) -> dict[str, Any]:
     """The contract as plain JSON data, one section per builder below.
 
@@ -147,7 +175,9 @@ def make_contract(
     simulator rendered the scan, for the record; ``response``: the ``robot_response`` section (with
     it the contract is format 2, without it format 1); ``path_following``: the optional
     ``path_following`` section; ``guard``: the optional ``guard`` section, None when the policy was
-    trained without the guard; ``extra``: further top-level keys (the training side's ``source``).
+    trained without the guard; ``base``: the ``base`` section (the fingerprint then covers it, and
+    ``robot_radius`` defaults to its radius); ``extra``: further top-level keys (the training side's
+    ``source``).
     """
     d = spec.dims
     if (scaling.v_max, scaling.omega_max) != (d.v_max, d.omega_max):
@@ -158,7 +188,7 @@ def make_contract(
     contract = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION if response is not None else LEGACY_FORMAT_VERSION,
-        "fingerprint": spec.fingerprint(),
+        "fingerprint": contract_fingerprint(spec, base),
         "observation": observation_section(spec),
         "lidar": lidar_section(spec, trained_fov, sim_lidar),
         "v_max": d.v_max,
@@ -166,9 +196,13 @@ def make_contract(
         "action": action_section(scaling),
         "control_period": float(control_period),
         "goal_tolerance": float(goal_tolerance),
-        "onnx": onnx_section(spec, normalizer_eps),
+        "onnx": onnx_section(spec, normalizer_eps, scaling.dim),
     }
+    if base is not None and robot_radius is None:
+        robot_radius = base.radius
     contract.update(optional_sections(robot_radius, response, path_following, guard))
+    if base is not None:
+        contract[BASE_SECTION] = base.to_dict()
     if extra:
         contract.update(extra)
     return contract
@@ -208,19 +242,28 @@ def action_section(scaling: ActionScaling) -> dict[str, Any]:
     """``action``: the scaling rule from the raw ONNX output to a body-frame command."""
     return {
         **scaling.to_dict(),
-        "dim": len(ACTION_ORDER),
+        "dim": scaling.dim,
         "frame": "base_link (body frame), SI units: m/s, m/s, rad/s",
         "onnx_output": "raw deterministic mean action, BEFORE clip and scaling; "
         "apply navcontract.action.action_to_command exactly once",
     }
 
 
-def onnx_section(spec: PolicySpec, normalizer_eps: float) -> dict[str, Any]:
+def contract_fingerprint(spec: PolicySpec, base: BaseSpec | None = None) -> str:
+    """The contract's fingerprint: the spec's without a base; with one, the first 16 hex digits of
+    the SHA-256 of the canonical JSON of ``{"spec": <spec fingerprint>, "base": <base section>}``."""
+    if base is None:
+        return spec.fingerprint()
+    canonical = json.dumps({"spec": spec.fingerprint(), "base": base.to_dict()}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def onnx_section(spec: PolicySpec, normalizer_eps: float, action_dim: int = 3) -> dict[str, Any]:
     """``onnx``: the graph's file, input, output and folded-in normaliser."""
     return {
         "file": ONNX_FILE,
         "input": {"name": INPUT_NAME, "shape": ["batch", spec.obs_dim], "dtype": "float32"},
-        "output": {"name": OUTPUT_NAME, "shape": ["batch", len(ACTION_ORDER)], "dtype": "float32"},
+        "output": {"name": OUTPUT_NAME, "shape": ["batch", int(action_dim)], "dtype": "float32"},
         "normalizer": "folded in: (obs - mean) / (std + eps), training buffers, never re-estimated",
         "normalizer_eps": float(normalizer_eps),
         "opset": OPSET,
@@ -301,8 +344,10 @@ def _check_numbers(data: dict[str, Any], c: Contract) -> None:
     fov = _positive("lidar.trained_fov", c.trained_fov)
     if fov > 2.0 * math.pi * (1.0 + 1e-9):
         raise BundleError(f"contract lidar.trained_fov = {fov} rad is more than a full turn")
-    if len(c.action_order) != 3:
-        raise BundleError(f"contract action.order has {len(c.action_order)} entries, the runtime needs 3")
+    if c.action_order != c.scaling.order:
+        raise BundleError(
+            f"contract action.order {list(c.action_order)} is not the {c.scaling.drive} order {list(c.scaling.order)}"
+        )
     dim = int(data["action"].get("dim", 3))
     if dim != len(c.action_order):
         raise BundleError(f"contract action.dim = {dim}, action.order has {len(c.action_order)} entries")
@@ -396,16 +441,82 @@ def parse_contract(data: dict[str, Any]) -> Contract:
         raise BundleError(f"malformed contract: {type(err).__name__}: {err}") from None
     _check_beam_layout(data["lidar"], contract.beams)
     _check_numbers(data, contract)
-    if spec.fingerprint() != contract.fingerprint:
+    stated = _parse_base(data)
+    base = stated if stated is not None else _derived_base(contract)
+    contract = replace(contract, base=base)
+    if base is not None:
+        _check_base(contract, base)
+    expected = contract_fingerprint(spec, stated)
+    if expected != contract.fingerprint:
+        covers = f"its own observation spec and {BASE_SECTION} section" if stated else "its own observation spec"
         raise BundleError(
-            f"contract fingerprint {contract.fingerprint} does not match its own observation spec "
-            f"({spec.fingerprint()}): the contract was edited or corrupted"
+            f"contract fingerprint {contract.fingerprint} does not match {covers} ({expected}): the contract "
+            "was edited or corrupted"
         )
     if spec.obs_dim != contract.obs_dim or list(contract.term_names) != [t.name for t in spec.terms]:
         raise BundleError("contract observation terms/dim disagree with its spec")
-    if contract.action_order != ACTION_ORDER:
-        raise BundleError(f"action order {contract.action_order} unsupported (runtime uses {ACTION_ORDER})")
     return contract
+
+
+def _parse_base(data: dict[str, Any]) -> BaseSpec | None:
+    """The optional ``base`` section (either format): every key of a base file and its ``name``."""
+    if BASE_SECTION not in data:
+        return None
+    section = data[BASE_SECTION]
+    if not isinstance(section, dict):
+        raise BundleError(f"contract {BASE_SECTION} must be a mapping, got {type(section).__name__}")
+    if not isinstance(section.get("name"), str) or not section["name"]:
+        raise BundleError(f"contract {BASE_SECTION}.name must be a non-empty string, got {section.get('name')!r}")
+    try:
+        return BaseSpec.checked(section, name=section["name"], where=f"contract {BASE_SECTION}")
+    except BaseError as err:
+        raise BundleError(str(err)) from None
+
+
+def _derived_base(c: Contract) -> BaseSpec | None:
+    """The base a contract without the ``base`` section stands for: its action's drive and limits on
+    ``robot.radius``, with the holonomic disc preset's accelerations; named ``holonomic_disc`` when
+    it is that preset, else ``unnamed``. None without ``robot.radius``."""
+    if c.robot_radius is None:
+        return None
+    s = c.scaling
+    preset = load_base(DEFAULT_BASE)
+    values = {
+        "drive": s.drive,
+        "radius": float(c.robot_radius),
+        "v_forward": s.v_max,
+        "v_backward": s.backward,
+        "v_lateral": s.v_max if s.drive == HOLONOMIC else 0.0,
+        "limit_planar_speed": s.limit_planar_speed,
+        "omega_max": s.omega_max,
+        "accel_linear": preset.accel_linear,
+        "accel_angular": preset.accel_angular,
+    }
+    name = DEFAULT_BASE if values == {k: getattr(preset, k) for k in BaseSpec.keys()} else "unnamed"
+    try:
+        return BaseSpec.checked(values, name=name, where="contract action and robot sections")
+    except BaseError as err:
+        raise BundleError(str(err)) from None
+
+
+def _check_base(c: Contract, base: BaseSpec) -> None:
+    """The base, the action rule and the footprint say the same: drive, limits, radius."""
+    s = c.scaling
+    pairs = {
+        "drive": (base.drive, "action.drive", s.drive),
+        "v_forward": (base.v_forward, "action.v_max", s.v_max),
+        "omega_max": (base.omega_max, "action.omega_max", s.omega_max),
+        "limit_planar_speed": (base.limit_planar_speed, "action.limit_planar_speed", s.limit_planar_speed),
+        "radius": (base.radius, "robot.radius", c.robot_radius),
+    }
+    if base.holonomic:
+        pairs["v_backward"] = (base.v_backward, "action.v_max (a holonomic action has one speed limit)", s.v_max)
+        pairs["v_lateral"] = (base.v_lateral, "action.v_max (a holonomic action has one speed limit)", s.v_max)
+    else:
+        pairs["v_backward"] = (base.v_backward, "action.v_backward", s.backward)
+    for key, (ours, where, theirs) in pairs.items():
+        if ours != theirs:
+            raise BundleError(f"contract {BASE_SECTION}.{key} = {ours!r}, {where} = {theirs!r}")
 
 
 # ----------------------------------------------------------------------------------------------
