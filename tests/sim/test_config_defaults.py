@@ -1,5 +1,6 @@
 """conf/nav.yaml restates the defaults, value by value: the typed dataclasses of navsim.config (and,
-for the observation terms, their registries) are the one place they live."""
+for the observation terms, their registries) are the one place they live. The robot's fields come
+from its base file: conf/nav.yaml names the base, and the default fields are that preset's."""
 
 from __future__ import annotations
 
@@ -9,13 +10,17 @@ from typing import Any
 import pytest
 import yaml
 
+from navcontract.base import load_base
 from navcontract.terms import DEFAULT_POLICY_TERMS_ENABLED, DEPLOYABLE_TERMS
-from navsim.config import NavConfig
+from navsim.config import NavConfig, RobotCfg
 from navsim.config_load import DEFAULT_CONFIG, to_dict
+from navsim.contract_objects import robot_fields
 from navsim.observations import SIM_ONLY_TERMS
 
 STATED = yaml.safe_load(DEFAULT_CONFIG.read_text())
 DEFAULTS = to_dict(NavConfig())
+BASE_FIELDS = {("env", "robot", k) for k in to_dict(RobotCfg()) if k != "base"}
+"""The robot fields the base file gives (conf/nav.yaml names the base only)."""
 
 
 def leaves(node: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
@@ -60,9 +65,21 @@ def test_the_yaml_states_every_default() -> None:
     unstated = [
         ".".join(p)
         for p, v in leaves(DEFAULTS)
-        if p not in stated and p[:1] != ("observations",) and not (p[-1] == "enabled" and v is True) and v != {}
+        if p not in stated
+        and p not in BASE_FIELDS
+        and p[:1] != ("observations",)
+        and not (p[-1] == "enabled" and v is True)
+        and v != {}
     ]
     assert not unstated, f"conf/nav.yaml leaves out {unstated}"
     groups = STATED["observations"]
     assert list(groups["policy"]) == list(DEPLOYABLE_TERMS)
     assert list(groups["privileged"]) == list(SIM_ONLY_TERMS)
+
+
+def test_the_default_robot_is_the_preset_the_yaml_names() -> None:
+    """RobotCfg's defaults are the values of the base file conf/nav.yaml names, field by field."""
+    name = STATED["env"]["robot"]["base"]
+    assert name == RobotCfg().base
+    assert {k: v for k, v in to_dict(RobotCfg()).items() if k != "base"} == robot_fields(load_base(name))
+    assert {p for p, _ in leaves(STATED) if p[:2] == ("env", "robot")} == {("env", "robot", "base")}

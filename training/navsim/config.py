@@ -77,10 +77,20 @@ class LidarCfg:
 
 @dataclass
 class RobotCfg:
-    v_max: float = 1.5  # per axis and planar-norm limit [m/s]
+    """The robot base (``navcontract.base``): ``base`` names a preset (``navcontract/bases/<name>.yaml``)
+    or a base YAML file, which gives every other field; the fields a config states refine it
+    (:mod:`navsim.config_load`). The defaults are the ``holonomic_disc`` preset's values."""
+
+    base: str = "holonomic_disc"  # preset name or path of a base YAML file
+    drive: str = "holonomic"  # holonomic: action (vx, vy, wz); diff_drive: action (v, wz), no sideways motion
+    v_max: float = 1.5  # [m/s] forward limit; holonomic: the limit of every axis and of the planar norm
+    v_backward: float = 1.5  # [m/s] backward limit (holonomic: v_max)
+    v_lateral: float = 1.5  # [m/s] sideways limit (holonomic: v_max; diff_drive: 0)
     omega_max: float = 2.0  # [rad/s]
-    limit_planar_speed: bool = True  # scale (vx, vy) down so that |v| <= v_max
+    limit_planar_speed: bool = True  # holonomic: scale (vx, vy) down so that |v| <= v_max
     radius: float = 0.2  # cylinder shell: the MJCF, room clearances, surface distances, the contract
+    accel_linear: float = 3.0  # [m/s^2] what the base can do (recorded in the contract's base section)
+    accel_angular: float = 4.0  # [rad/s^2]
 
 
 @dataclass

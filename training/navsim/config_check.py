@@ -6,8 +6,9 @@ the observation registry's ObservationConfigError, a ValueError) naming the key.
 
 from __future__ import annotations
 
+from navcontract.base import BaseError
 from navsim.config import ConfigError, EnvCfg, NavConfig
-from navsim.contract_objects import scan_options
+from navsim.contract_objects import action_scaling, base_spec, scan_options
 from navsim.families import FAMILIES, active_families
 from navsim.grid_planner import CAP_MARGIN
 from navsim.observations import validate_observation_cfg
@@ -16,10 +17,11 @@ from navsim.sectors import SectorRays
 
 
 def validate(cfg: NavConfig) -> None:
-    """Every check of this module, in order: sizes, the env, the world families, the observation
-    terms, the randomisation ranges."""
+    """Every check of this module, in order: sizes, the env, the robot base, the world families, the
+    observation terms, the randomisation ranges."""
     _check_sizes(cfg)
     _check_env(cfg.env)
+    _check_robot(cfg)
     _check_lidar(cfg.env)
     validate_worlds_cfg(cfg.env)
     validate_observation_cfg(cfg.observations)
@@ -54,6 +56,22 @@ def _check_env(e: EnvCfg) -> None:
         raise ConfigError("env.room.num_obstacles must satisfy 0 <= min <= max <= num_cylinder_slots + num_box_slots")
     if e.robot.radius <= 0 or 2 * (e.robot.radius + e.room.wall_margin) >= e.room.size:
         raise ConfigError("env.robot.radius must be > 0 and the robot must fit in the room with its wall margin")
+
+
+def _check_robot(cfg: NavConfig) -> None:
+    """``env.robot`` is a usable base (:class:`navcontract.base.BaseSpec`); a holonomic one has one speed
+    limit (its action scales every axis by ``v_max``)."""
+    r = cfg.env.robot
+    try:
+        base = base_spec(cfg)
+        action_scaling(cfg)
+    except (BaseError, ValueError) as err:
+        raise ConfigError(str(err)) from None
+    if base.holonomic and not r.v_backward == r.v_lateral == r.v_max:
+        raise ConfigError(
+            f"env.robot: a holonomic base has one speed limit (its action scales every axis by v_max): "
+            f"v_backward {r.v_backward} and v_lateral {r.v_lateral} must equal v_max {r.v_max}"
+        )
 
 
 def _check_lidar(e: EnvCfg) -> None:

@@ -11,6 +11,17 @@ through the same checks, and every loaded config is validated (:func:`navsim.con
 Stored configs (a checkpoint's ``infos['nav_config']``, a bundle's ``source.nav_config``) are plain
 data written by :func:`to_dict`; :func:`config_from_data` reads them with the rules of
 :data:`REMOVED_KEYS`, :data:`MOVED_KEYS` and :data:`STORED_DEFAULTS`.
+
+The robot base (:func:`fill_robot`): ``env.robot.base`` names a preset (``holonomic_disc``,
+``turtlebot4``, ``jackal``: ``navcontract/bases``) or a base YAML file, which gives every
+``env.robot`` field; the fields the config states refine it (``env.robot.base=jackal
+env.robot.radius=0.4``: the Jackal preset with a larger footprint; its contract names the base
+``jackal+overrides``). The file's robot section and the dotted overrides are one config, with one
+exception: an override of ``env.robot.base`` replaces the file's whole ``env.robot`` section (its
+base and the fields it states), so that ``env.robot.base=jackal`` on any config file is the Jackal
+preset. For a holonomic base ``v_backward`` and ``v_lateral`` follow a stated ``v_max`` unless they
+are stated too (its action has one speed limit). A stored config states every field and is read
+without the base file.
 """
 
 from __future__ import annotations
@@ -25,11 +36,17 @@ from typing import Any
 
 import yaml
 
-from navsim.config import ConfigError, NavConfig
+from navcontract.base import DEFAULT_BASE, HOLONOMIC, BaseError, load_base
+from navsim.config import ConfigError, NavConfig, RobotCfg
 from navsim.config_check import validate
+from navsim.contract_objects import robot_fields
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = REPO_ROOT / "conf" / "nav.yaml"
+
+ROBOT_PATH = ("env", "robot")
+BASE_OVERRIDE = "env.robot.base"
+"""The override that replaces a config file's robot section (see the module docstring)."""
 
 REMOVED_KEYS = {
     ("env", "stuck_window"): "the stuck window is rewards.stuck.params.window",
@@ -212,7 +229,12 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         raise ConfigError(f"{path}: cannot read: {err.strerror or err}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping")
-    for ov in overrides or []:
+    overrides = list(overrides or [])
+    if any(ov.partition("=")[0].strip() == BASE_OVERRIDE for ov in overrides):
+        robot = _parent(data, (*ROBOT_PATH, "base"))
+        if robot is not None:
+            robot.clear()  # the overriding base replaces the file's robot section
+    for ov in overrides:
         apply_override(data, ov)
     return _built(data, str(path))
 
@@ -259,8 +281,35 @@ def _built(data: dict[str, Any], where: str) -> NavConfig:
             if isinstance(term, dict) and "weight" in term and term["weight"] is None:
                 del term["weight"]
     try:
+        fill_robot(data)
         cfg = build(NavConfig, data, base=NavConfig())
     except ConfigError as err:
         raise ConfigError(f"{where}: {err}") from None
     validate(cfg)
     return cfg
+
+
+def fill_robot(data: dict[str, Any]) -> None:
+    """Fill the ``env.robot`` fields plain config data does not state from its base file
+    (``env.robot.base``, default ``holonomic_disc``), in place; a config stating every field is
+    left as it is (the file is not read). ConfigError naming ``env.robot.base`` for an unknown or
+    unusable base file."""
+    env = data.get("env")
+    robot = env.get("robot") if isinstance(env, dict) else None
+    if not isinstance(robot, dict):
+        return  # no robot section (the defaults, the holonomic disc) or not a mapping (build names it)
+    fields = [f.name for f in dataclasses.fields(RobotCfg) if f.name != "base"]
+    missing = [k for k in fields if k not in robot]
+    if not missing:
+        return
+    name = robot.get("base", DEFAULT_BASE)
+    if not isinstance(name, str):
+        raise ConfigError(f"env.robot.base: expected a preset name or a base file path, got {name!r}")
+    try:
+        given = robot_fields(load_base(name))
+    except BaseError as err:
+        raise ConfigError(f"env.robot.base: {err}") from None
+    drive = robot.get("drive", given["drive"])
+    for key in missing:
+        follows_v_max = key in ("v_backward", "v_lateral") and drive == HOLONOMIC and "v_max" in robot
+        robot[key] = robot["v_max"] if follows_v_max else given[key]

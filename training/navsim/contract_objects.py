@@ -3,19 +3,21 @@
 The robot side (``navcontract``, ``navdeploy``, the ROS 2 node) never reads a training config; it
 reads the bundle's contract. This module builds every typed contract object from a typed
 :class:`~navsim.config.NavConfig` (attributes, not keys): the sensor constants and the observation
-spec the policy reads, the action scaling, the collision guard, the robot's response (and the
-command smoother's limits it gives), the path-following rule it was trained with, the scan rule for
-unseen sectors, and the whole contract
-of a bundle (:func:`bundle_contract`). Training, evaluation and export take them from here.
+spec the policy reads, the robot base (:func:`base_spec`), the action scaling, the collision guard,
+the robot's response (and the command smoother's limits it gives), the path-following rule it was
+trained with, the scan rule for unseen sectors, and the whole contract of a bundle
+(:func:`bundle_contract`). Training, evaluation and export take them from here.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from navcontract.action import ActionScaling
+from navcontract.base import DIFF_DRIVE, BaseError, BaseSpec, load_base
 from navcontract.bundle import make_contract
 from navcontract.guard import GuardRule
 from navcontract.response import RobotResponse
@@ -28,6 +30,42 @@ from navsim.config import EnvCfg, LidarCfg, NavConfig, ObservationsCfg
 
 RANDOMIZATION = "randomization.terms"
 """Where the trained ranges sit in the config (the errors of :func:`robot_response` name them)."""
+
+ROBOT_KEYS = {"v_forward": "v_max"}
+"""Keys of a base file (:meth:`navcontract.base.BaseSpec.keys`) that ``env.robot`` names otherwise."""
+
+
+def robot_key(base_key: str) -> str:
+    """The ``env.robot`` field of a base file's key."""
+    return ROBOT_KEYS.get(base_key, base_key)
+
+
+def robot_fields(base: BaseSpec) -> dict[str, Any]:
+    """Every ``env.robot`` field a base gives (all but ``base`` itself)."""
+    return {robot_key(k): getattr(base, k) for k in BaseSpec.keys()}
+
+
+def base_spec(cfg: NavConfig) -> BaseSpec:
+    """The robot base of ``env.robot`` (the contract's ``base`` section), named after ``env.robot.base``:
+    the preset's (or base file's) name when every value is the file's, ``<name>+overrides`` when the
+    config changed any, ``<name>+unverified`` when the file cannot be read here (a stored config of a
+    base file on another machine). BaseError naming the ``env.robot`` key if a value is unusable."""
+    r = cfg.env.robot
+    values = {k: getattr(r, robot_key(k)) for k in BaseSpec.keys()}
+    try:
+        preset: BaseSpec | None = load_base(r.base)
+    except BaseError:
+        preset = None
+    if preset is None:
+        name = f"{Path(r.base).stem}+unverified"
+    elif values == {k: getattr(preset, k) for k in BaseSpec.keys()}:
+        name = preset.name
+    else:
+        name = f"{preset.name}+overrides"
+    try:
+        return BaseSpec.checked(values, name=name, where="env.robot")
+    except BaseError as err:
+        raise BaseError(str(err).replace("env.robot.v_forward", "env.robot.v_max")) from None
 
 
 def sensor_dims(cfg: NavConfig) -> SensorDims:
@@ -42,10 +80,14 @@ def sensor_dims(cfg: NavConfig) -> SensorDims:
 
 
 def action_scaling(cfg: NavConfig) -> ActionScaling:
-    """Raw action -> body-frame command: ``env.robot``."""
+    """Raw action -> body-frame command: ``env.robot`` (a diff drive's backward limit too)."""
     r = cfg.env.robot
     return ActionScaling(
-        v_max=float(r.v_max), omega_max=float(r.omega_max), limit_planar_speed=bool(r.limit_planar_speed)
+        v_max=float(r.v_max),
+        omega_max=float(r.omega_max),
+        limit_planar_speed=bool(r.limit_planar_speed),
+        drive=r.drive,
+        v_backward=float(r.v_backward) if r.drive == DIFF_DRIVE else None,
     )
 
 
@@ -147,6 +189,7 @@ class ContractObjects:
     """The typed sections of a bundle's contract that come from the training config."""
 
     spec: PolicySpec
+    base: BaseSpec
     scaling: ActionScaling
     response: RobotResponse
     path_following: TrainedPathFollowing
@@ -154,9 +197,10 @@ class ContractObjects:
 
     @classmethod
     def of(cls, cfg: NavConfig) -> ContractObjects:
-        """Every object of ``cfg``; ResponseError / PathFollowingError / ValueError naming the key."""
+        """Every object of ``cfg``; ResponseError / PathFollowingError / BaseError / ValueError naming the key."""
         return cls(
             spec=policy_spec(cfg),
+            base=base_spec(cfg),
             scaling=action_scaling(cfg),
             response=robot_response(cfg),
             path_following=path_following(cfg),
@@ -181,4 +225,5 @@ def bundle_contract(cfg: NavConfig, normalizer_eps: float, extra: dict[str, Any]
         response=objects.response,
         path_following=objects.path_following,
         guard=objects.guard,
+        base=objects.base,
     )
