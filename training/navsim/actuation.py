@@ -43,6 +43,7 @@ import torch
 import warp as wp
 
 from navcontract.action import ActionScaling, action_to_command
+from navcontract.base import DIFF_DRIVE
 from navcontract.guard import GuardRule, apply_guard
 from navdeploy.smoother import AccelLimits, limit_change
 
@@ -235,7 +236,7 @@ class CommandStages:
     def __call__(
         self, actions: torch.Tensor, prev: torch.Tensor, scan: torch.Tensor, seen: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """(N, 3) raw actions, the (N, 3) command sent on the previous step (zero after a reset), the
+        """(N, A) raw actions (the scaling's ``dim``), the (N, 3) command sent on the previous step (zero after a reset), the
         (N, B) scan the policy saw and the (N, B) beams it saw (None: every one) -> (the (N, 3)
         command, the guard's (N,) scale or None without a guard)."""
         command = action_to_command(actions, self.scaling)
@@ -248,8 +249,11 @@ class CommandStages:
 
     def clamp(self, command: torch.Tensor) -> torch.Tensor:
         """The limits of the action rule on (N, 3) SI commands (``navdeploy.gate.clamp_command``):
-        per axis, then the planar speed."""
+        per axis (a diff drive: ``vx`` in ``[-v_backward, v_max]``, ``vy`` 0), then the planar speed."""
         v, w = self.scaling.v_max, self.scaling.omega_max
+        if self.scaling.drive == DIFF_DRIVE:
+            vx = command[:, 0].clamp(-self.scaling.backward, v)
+            return torch.stack([vx, torch.zeros_like(vx), command[:, 2].clamp(-w, w)], dim=-1)
         vx, vy, wz = command[:, 0].clamp(-v, v), command[:, 1].clamp(-v, v), command[:, 2].clamp(-w, w)
         if self.scaling.limit_planar_speed:
             speed = torch.sqrt(vx * vx + vy * vy)

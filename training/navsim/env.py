@@ -97,9 +97,9 @@ class StepInfo:
 
 
 class NavEnv(VecEnv):
-    """The batched navigation environment: an rsl_rl ``VecEnv``."""
-
-    num_actions = 3
+    """The batched navigation environment: an rsl_rl ``VecEnv``. Its action is the base's
+    (``num_actions``: 3, ``(vx, vy, wz)``, for a holonomic base; 2, ``(v, wz)``, for a diff drive),
+    mapped to the body-frame ``[vx, vy, wz]`` command by :func:`navcontract.action.action_to_command`."""
 
     def __init__(
         self,
@@ -128,6 +128,7 @@ class NavEnv(VecEnv):
         self.radius = float(ecfg.robot.radius)
         self.dims = sensor_dims(cfg)
         self.scaling = action_scaling(cfg)
+        self.num_actions = self.scaling.dim
         self.guard = guard_rule(ecfg)
         self.stages = CommandStages(
             self.scaling, self.guard, self.dims.max_range, smoother_limits(cfg), ecfg.control_period
@@ -231,7 +232,7 @@ class NavEnv(VecEnv):
         """Per-world state of the episode, the path following and the observations."""
         n = self.num_envs
         self.episode_length_buf = torch.zeros(n, dtype=torch.long, device=self.device)
-        self.prev_action = torch.zeros(n, 3, device=self.device)
+        self.prev_action = torch.zeros(n, self.num_actions, device=self.device)
         self.prev_goal_dist = torch.zeros(n, device=self.device)
         self.pos_window = torch.zeros(n, self.stuck_window, 2, device=self.device)
         self.follow = torch.zeros(n, dtype=torch.bool, device=self.device)
@@ -462,6 +463,10 @@ class NavEnv(VecEnv):
     def _context(
         self, pose: torch.Tensor, twist: torch.Tensor, prev_action: torch.Tensor, goal: torch.Tensor
     ) -> ObsContext:
+        """What the robot knows; the previous action in command order, 3 wide (a diff drive's
+        ``(v, w)`` as ``(v, 0, w)``, as the runtime's ``observed_action`` gives it)."""
+        if self.num_actions == 2:
+            prev_action = torch.stack([prev_action[:, 0], torch.zeros_like(prev_action[:, 0]), prev_action[:, 1]], -1)
         return ObsContext(scan=self.scan, pose=pose, twist=twist, goal=goal, prev_action=prev_action, dims=self.dims)
 
     def _reset_where(self, mask: torch.Tensor, fresh: bool) -> None:

@@ -26,8 +26,8 @@ class RewardState:
     prev_goal_dist: torch.Tensor  # (N,) distance before the step
     goal_cos: torch.Tensor  # (N,) cos of the goal bearing in the body frame, after the step
     v_forward: torch.Tensor  # (N,) measured body-frame forward velocity [m/s]
-    action: torch.Tensor  # (N, 3) clipped action of this step
-    prev_action: torch.Tensor  # (N, 3) clipped action of the previous step
+    action: torch.Tensor  # (N, A) clipped action of this step (A = 3 holonomic, 2 diff drive; [:, 0] forward)
+    prev_action: torch.Tensor  # (N, A) clipped action of the previous step
     surface_clearance: torch.Tensor  # (N,) robot surface to nearest obstacle/wall [m]
     displacement: torch.Tensor  # (N,) net displacement over the stuck window [m]
     window_full: torch.Tensor  # (N,) bool: episode step >= window

@@ -2,8 +2,13 @@
 
 The robot (SPEC §1): body ``base`` with slide joints ``jx``, ``jy`` and hinge ``jz``; a shell of
 radius ``env.robot.radius`` (0.20) centred 0.15 above the floor; mass 1 kg with the inertia of a
-disc of that radius; velocity actuators ``vx``, ``vy`` (kv 100, ctrl ±1.5, force ±200) and ``wz``
-(kv 2, ctrl ±2, force ±20).
+disc of that radius; world-frame velocity actuators ``vx``, ``vy`` (kv 100, ctrl within the base's
+largest speed limit, ±1.5, force ±200) and ``wz`` (kv 2, ctrl ±omega_max, ±2, force ±20).
+
+Any base drives through the same actuators: the body-frame command ``[vx, vy, wz]`` is rotated into
+them before every physics substep. A differential drive's command has ``vy = 0``, so the stiff
+velocity actuators hold the body's sideways velocity near zero; what remains (the actuators' lag
+behind a turning heading, contacts pushing the shell) is its wheel slip.
 
 The shell is a *sphere*. Every obstacle and wall is a vertical prism (cylinder or box rotated
 about z) spanning the floor to 1 m, so the sphere's distance to any of them is its distance in
@@ -105,7 +110,7 @@ def build_mjcf(cfg: EnvCfg) -> str:
     t = room.wall_thickness
     dt = cfg.control_period / cfg.physics_substeps
     sizes = slot_sizes(cfg)
-    v, w = cfg.robot.v_max, cfg.robot.omega_max
+    v, w = max(cfg.robot.v_max, cfg.robot.v_backward, cfg.robot.v_lateral), cfg.robot.omega_max
     iz = 0.5 * cfg.robot.radius**2  # a 1 kg disc of the shell's radius about its axis
     lines = [
         '<mujoco model="nav_room">',

@@ -31,7 +31,7 @@ from tensordict import TensorDict
 from navcontract.spec import PolicySpec, compare_specs
 from navsim.config import ConfigError, NavConfig
 from navsim.config_load import config_from_data, load_config
-from navsim.contract_objects import policy_spec
+from navsim.contract_objects import action_scaling, policy_spec
 from navsim.observations import POLICY_GROUP
 from navtrain.ppo_config import ACTOR_OBS_GROUPS, actor_cfg
 
@@ -126,7 +126,7 @@ def build_actor(ckpt: dict[str, Any], cfg: NavConfig, device: str | torch.device
         raise CheckpointError(f"actor input layer {got} does not take the {obs_dim}-dim policy observation")
     obs = TensorDict({POLICY_GROUP: torch.zeros(1, obs_dim)}, batch_size=[1])
     kwargs = {k: v for k, v in actor_cfg(cfg).items() if k != "class_name"}
-    actor = MLPModel(obs, ACTOR_OBS_GROUPS, "actor", 3, **kwargs)
+    actor = MLPModel(obs, ACTOR_OBS_GROUPS, "actor", action_scaling(cfg).dim, **kwargs)
     try:
         actor.load_state_dict(state, strict=True)
     except RuntimeError as err:

@@ -29,13 +29,12 @@ from typing import Any
 import numpy as np
 import yaml
 
-from navcontract.action import ActionScaling
 from navcontract.bundle import Contract, make_contract, parse_contract
 from navcontract.scan import ScanInput
 from navdeploy.dwa import DwaParams, DwaPlanner
 from navsim.config import NavConfig
 from navsim.config_load import load_config, to_dict
-from navsim.contract_objects import policy_spec
+from navsim.contract_objects import action_scaling, base_spec, policy_spec
 from navsim.sim_world import SimWorld
 
 
@@ -57,17 +56,16 @@ def contract_for(cfg: NavConfig) -> Contract:
     """The contract a bundle trained with ``cfg`` would carry (no network needed)."""
     r = cfg.env.robot
     spec = policy_spec(cfg)
-    scaling = ActionScaling(r.v_max, r.omega_max, r.limit_planar_speed)
     args = (
         spec,
-        scaling,
+        action_scaling(cfg),
         cfg.env.control_period,
         cfg.env.goal_tolerance,
         1e-2,
         {"source": {"nav_config": to_dict(cfg)}},
     )
     if "robot_radius" in inspect.signature(make_contract).parameters:
-        return parse_contract(make_contract(*args, robot_radius=r.radius))
+        return parse_contract(make_contract(*args, robot_radius=r.radius, base=base_spec(cfg)))
     return parse_contract(make_contract(*args))
 
 

@@ -42,7 +42,8 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
-from navcontract.action import action_to_command
+from navcontract.action import ActionScaling, action_to_command
+from navcontract.base import DIFF_DRIVE
 from navcontract.subgoal import LookaheadRule
 from navdeploy.scan_map import ScanMapCfg, ScanPlanner
 from navsim.config import EnvCfg, NavConfig
@@ -133,6 +134,16 @@ def torch_actor(actor: torch.nn.Module) -> ActFn:
     return act
 
 
+def command_to_action(cmd: np.ndarray, scaling: ActionScaling) -> np.ndarray:
+    """A body-frame ``[vx, vy, wz]`` command within the limits -> the action that
+    :func:`navcontract.action.action_to_command` maps back to it: holonomic ``cmd / (v_max, v_max,
+    omega_max)``; a diff drive ``(vx / v_max or vx / v_backward, wz / omega_max)`` (its ``vy`` is 0)."""
+    if scaling.drive == DIFF_DRIVE:
+        linear = scaling.v_max if cmd[0] >= 0 else scaling.backward
+        return np.array([cmd[0] / linear if linear > 0 else 0.0, cmd[2] / scaling.omega_max])
+    return cmd / np.array([scaling.v_max, scaling.v_max, scaling.omega_max], dtype=np.float64)
+
+
 class RobotSideActor:
     """Robot-side controllers (one per world) driving the batched simulator, as the node drives them.
 
@@ -157,7 +168,7 @@ class RobotSideActor:
         self.controllers = [make() for _ in range(env.num_envs)]
         c = self.controllers[0].contract
         self.num_beams, self.max_range = int(c.num_beams), float(c.max_range)
-        self.scale = np.array([c.v_max, c.v_max, c.omega_max], dtype=np.float64)
+        self.scaling = c.scaling
         self.calls, self.seconds = 0, 0.0
         self.planners: list[ScanPlanner] | None = None
         if scan_map is not None:  # goal-mode worlds: the node's own map and its path (navdeploy.scan_map)
@@ -193,7 +204,7 @@ class RobotSideActor:
         goal = env.policy_goal.cpu().numpy().copy()  # the goal, or its sub-goal along the path (navcontract.subgoal)
         final = env.rooms.goal.cpu().numpy()
         follow = env.follow.cpu().numpy()
-        action = np.zeros((env.num_envs, 3))
+        action = np.zeros((env.num_envs, self.scaling.dim))
         now = self.ticks * env.env_cfg.control_period
         self.ticks += 1
         dense = self._map_scan()
@@ -209,7 +220,7 @@ class RobotSideActor:
                 cmd = self.controllers[i].step(s, pose=pose[i], twist=twist[i], goal=goal[i])
             except self.ScanUnusable:
                 cmd = np.zeros(3)
-            action[i] = np.asarray(cmd, dtype=np.float64) / self.scale
+            action[i] = command_to_action(np.asarray(cmd, dtype=np.float64), self.scaling)
             self.calls += 1
         self.seconds += time.perf_counter() - t0
         self.last_goals = goal
