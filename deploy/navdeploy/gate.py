@@ -4,7 +4,8 @@
 and on every control tick decides between a zero command (no goal, goal reached, stale or unusable
 input, any error) and the driver's command, clamped to the limits, acceleration-limited by the
 velocity smoother (``navdeploy.smoother``; never applied to a zero: a stop goes out at once) and
-checked last by the collision guard. The driver is what the node's ``controller`` parameter names: the bundle's
+checked last by the collision guard; for a diff-drive base (``Limits.drive``) every command that
+leaves the gate has ``vy`` exactly 0.0. The driver is what the node's ``controller`` parameter names: the bundle's
 policy (``navdeploy.runtime``, which owns the observation and the action scaling) or the DWA
 baseline (``navdeploy.dwa``); the gate is the same for both. Times are ROS times in seconds
 (simulated time under ``use_sim_time``).
@@ -74,18 +75,21 @@ _UNCHANGED = "; nothing changed (the current path or goal stands)"
 
 
 def clamp_command(cmd: np.ndarray, limits: Limits) -> np.ndarray:
-    """Clamp a body-frame [vx, vy, wz] to the limits; non-finite input gives zeros."""
+    """Clamp a body-frame [vx, vy, wz] to the limits; non-finite input gives zeros. A diff-drive base's
+    ``vx`` lies in ``[-backward, v_max]`` and its ``vy`` is 0.0."""
     cmd = np.asarray(cmd, dtype=np.float64).reshape(-1)
     if cmd.shape != (3,) or not np.all(np.isfinite(cmd)):
         return np.zeros(3)
     vx, vy, wz = (float(v) for v in cmd)
     v = limits.v_max
+    wz = min(max(wz, -limits.omega_max), limits.omega_max)
+    if not limits.holonomic:
+        return np.array([min(max(vx, -limits.backward), v), 0.0, wz])
     vx, vy = min(max(vx, -v), v), min(max(vy, -v), v)
     if limits.limit_planar_speed:
         speed = math.hypot(vx, vy)
         if speed > v > 0:
             vx, vy = vx * v / speed, vy * v / speed
-    wz = min(max(wz, -limits.omega_max), limits.omega_max)
     return np.array([vx, vy, wz])
 
 
@@ -384,6 +388,8 @@ class CommandGate:
             res = self._zero(State.ERROR, f"tick failed: {type(exc).__name__}: {exc}")
         if not np.all(np.isfinite(res.cmd)):
             res = self._zero(State.ERROR, "non-finite command replaced by zero", res.distance)
+        if not self.limits.holonomic:
+            res.cmd = np.array([res.cmd[0], 0.0, res.cmd[2]], dtype=np.float64)  # never a lateral command
         if res.state != State.DRIVING:
             self.stopped(now)
         res.path_in_use = self.path is not None

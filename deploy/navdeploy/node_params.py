@@ -19,7 +19,8 @@ rule) defaults to 0, which means "the bundle's contract value".
 
 Choices (``controller``, ``below_min``, ``fill``) are listed here for the docs and the descriptor;
 the value is checked where it gets its meaning: the driver's name by the node, the scan rules by
-``navcontract.scan.ScanOptions``.
+``navcontract.scan.ScanOptions``, the declared robot base (``robot_base``) by
+``navdeploy.settings.resolve_base``.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from navcontract.base import preset_names
 from navcontract.scan import (
     BELOW_MIN_RULES,
     DEFAULT_MAX_FILL_GAP,
@@ -157,6 +159,16 @@ PARAMS: tuple[Param, ...] = (
         str,
         "",
         'DWA parameters YAML (unknown keys refused); "": the defaults shipped in navdeploy/dwa.yaml',
+    ),
+    Param(
+        "robot_base",
+        str,
+        "",
+        f"the base this robot is: a preset name ({', '.join(preset_names())}) or a base YAML file; "
+        '"": the bundle\'s base, unchecked',
+        details="Set, the node refuses to start (one line) when its drive or footprint radius differs from the base "
+        "the bundle's policy was trained for (its contract's `base` section; docs/bases.md). The startup log's "
+        "`limits:` line names the base the node runs. Launch argument `robot_base:=` of robot.launch.py.",
     ),
     *(Param(name, str, topic, doc) for name, topic, doc in _TOPICS),
     Param(

@@ -9,7 +9,9 @@ The observation is built by :func:`navcontract.spec.build_policy_obs`, the very 
 uses, from an :class:`~navcontract.terms.ObsContext` of robot-side quantities: the scan resampled
 onto the training beams (:mod:`navcontract.scan`), the odometry pose and body-frame twist, the goal
 in the odometry frame and the previous (clipped) action. The ONNX model returns the raw mean
-action; :func:`navcontract.action.action_to_command` turns it into the command, exactly once.
+action, ``scaling.dim`` numbers (3 for a holonomic base, ``(v, w)`` for a diff-drive one: the
+contract's ``action`` section); :func:`navcontract.action.action_to_command` turns it into the
+command ``[vx, vy, wz]``, exactly once (``vy`` 0 for a diff drive).
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from navcontract.action import action_to_command, clip_action
+from navcontract.action import ActionScaling, action_to_command, clip_action
+from navcontract.base import DIFF_DRIVE
 from navcontract.bundle import ONNX_FILE, BundleError, Contract, read_contract
 from navcontract.scan import ScanInput, ScanOptions, ScanReport, ScanUnusable, resample_scan
 from navcontract.spec import PolicySpec, build_policy_obs, compare_specs, make_policy_spec
@@ -68,22 +71,38 @@ def _dims(shape: Any) -> list[Any]:
 
 def check_session_io(session: Any, contract: Contract) -> None:
     """The ONNX graph must take exactly one float32 input (batch, obs_dim) and return exactly one
-    float32 output (batch, 3); BundleError naming what differs otherwise (a symbolic or free batch
-    dimension is fine, a fixed width that differs is not)."""
+    float32 output (batch, scaling.dim): 3 for a holonomic base, 2 for a diff-drive one; BundleError
+    naming what differs otherwise (a symbolic or free batch dimension is fine, a fixed width that
+    differs is not)."""
     ins, outs = session.get_inputs(), session.get_outputs()
+    act = contract.scaling.dim
     if len(ins) != 1 or len(outs) != 1:
         raise BundleError(
             f"ONNX graph has {len(ins)} input(s) {[i.name for i in ins]} and {len(outs)} output(s) "
             f"{[o.name for o in outs]}; the contract needs exactly one input (batch, {contract.obs_dim}) "
-            f"and one output (batch, {len(contract.action_order)})"
+            f"and one output (batch, {act})"
         )
-    for what, arg, width in (("input", ins[0], contract.obs_dim), ("output", outs[0], len(contract.action_order))):
+    for what, arg, width in (("input", ins[0], contract.obs_dim), ("output", outs[0], act)):
         dims = _dims(arg.shape)
         fixed_batch = isinstance(dims[0], int) and dims[0] > 1 if dims else False
         if len(dims) != 2 or dims[-1] != width or fixed_batch:
-            raise BundleError(f"ONNX {what} '{arg.name}' has shape {dims}, the contract declares [batch, {width}]")
+            declared = (
+                f"the contract's {contract.scaling.drive} action {list(contract.scaling.order)}"
+                if what == "output"
+                else "the contract"
+            )
+            raise BundleError(f"ONNX {what} '{arg.name}' has shape {dims}, {declared} needs [batch, {width}]")
         if str(arg.type) != "tensor(float)":
             raise BundleError(f"ONNX {what} '{arg.name}' is {arg.type}, the contract declares float32")
+
+
+def observed_action(clipped: np.ndarray, scaling: ActionScaling) -> np.ndarray:
+    """The (N, 3) previous action the observation reads, from (N, scaling.dim) clipped actions: a
+    holonomic action as it is, a diff-drive ``(v, w)`` in command order ``(v, 0, w)``."""
+    a = np.asarray(clipped, dtype=np.float32).reshape(-1, scaling.dim)
+    if scaling.drive != DIFF_DRIVE:
+        return a
+    return np.stack([a[:, 0], np.zeros_like(a[:, 0]), a[:, 1]], axis=-1)
 
 
 class ContractScanReader:
@@ -157,9 +176,9 @@ class PolicyRuntime(ContractScanReader):
         contract = read_contract(bdir, dict(session.get_modelmeta().custom_metadata_map))
         own = spec if spec is not None else registry_spec_for(contract)
         diffs = compare_specs(contract.spec, own)
-        if diffs or own.fingerprint() != contract.fingerprint:
+        if diffs or own.fingerprint() != contract.spec_fingerprint:
             raise ContractError(
-                f"observation contract mismatch: bundle fingerprint {contract.fingerprint}, runtime "
+                f"observation contract mismatch: bundle spec fingerprint {contract.spec_fingerprint}, runtime "
                 f"{own.fingerprint()}: " + "; ".join(diffs or ["(no field-level difference found)"])
             )
         return cls(session, contract, scan_options)
@@ -168,6 +187,7 @@ class PolicyRuntime(ContractScanReader):
 
     @property
     def prev_action(self) -> np.ndarray:
+        """The previous clipped action as the observation reads it (3,) (:func:`observed_action`)."""
         return self._prev_action[0].copy()
 
     def reset(self) -> None:
@@ -201,8 +221,9 @@ class PolicyRuntime(ContractScanReader):
         return out[0] if single else out
 
     def command(self, raw_action: np.ndarray) -> np.ndarray:
-        """Raw action -> (3,) [vx, vy, wz] in m/s, m/s, rad/s, body frame (clip + scaling)."""
-        raw = np.asarray(raw_action, dtype=np.float32).reshape(1, 3)
+        """Raw action (``scaling.dim`` numbers) -> (3,) [vx, vy, wz] in m/s, m/s, rad/s, body frame
+        (clip + scaling; vy 0.0 for a diff-drive base)."""
+        raw = np.asarray(raw_action, dtype=np.float32).reshape(1, self.contract.scaling.dim)
         return np.asarray(action_to_command(raw, self.contract.scaling)[0], dtype=np.float64)
 
     def step(self, scan: ScanInput, pose: Any, twist: Any, goal: Any) -> np.ndarray:
@@ -215,7 +236,8 @@ class PolicyRuntime(ContractScanReader):
         obs = self.observation(scan, pose, twist, goal)
         raw = self.act(obs)
         cmd = self.command(raw)
-        self._prev_action = np.asarray(clip_action(raw.reshape(1, 3)), dtype=np.float32)
+        scaling = self.contract.scaling
+        self._prev_action = observed_action(clip_action(raw.reshape(1, scaling.dim)), scaling)
         return cmd
 
     def goal_reached(self, pose: Any, goal: Any) -> bool:

@@ -6,8 +6,13 @@ construction already checked every type and range) and the contract, and returns
 node (``nav_policy.policy_node``) and the bag replay (``navbags.reference``, ``navbags.timeline``)
 both call it, so both resolve the same parameters to the same settings. The rules:
 
+- the robot base is the bundle's (``Contract.base``); the ``robot_base`` parameter (a preset name
+  or a base file, :func:`navcontract.base.load_base`) declares the base the node runs on, and a
+  declared base whose drive or footprint radius differs from the bundle's is refused
+  (:func:`resolve_base`);
 - a numeric parameter of 0 takes the contract's value; for each command limit (``v_max``,
-  ``omega_max``) the smaller of the node's and the contract's wins;
+  ``omega_max``) the smaller of the node's and the contract's wins; a diff-drive base's backward
+  limit is the contract's, at most ``v_max``, and its commands have no lateral part;
 - the velocity smoother's acceleration limits (:func:`resolve_accel_limits`): a value > 0 replaces
   the contract's ``robot_response.accel_limit`` (warned about when outside the trained range), 0
   takes it; a bundle without the section has none; ``velocity_smoother`` false turns it off;
@@ -23,6 +28,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from navcontract.base import DIFF_DRIVE, HOLONOMIC, BaseError, BaseSpec, load_base
 from navcontract.guard import GUARD_SECTION, GuardRule, states_unseen_clearance
 from navcontract.scan import ScanOptions
 from navcontract.subgoal import LookaheadRule
@@ -31,12 +37,28 @@ from navdeploy.node_params import PARAM, NodeParams, check_number
 from navdeploy.scan_map import ScanMapCfg
 from navdeploy.smoother import AccelLimits
 
+RADIUS_TOLERANCE = 1e-6
+"""[m] A declared base's radius may differ from the bundle's by this much (the YAML's rounding)."""
+
 
 @dataclass(frozen=True)
 class Limits:
+    """The command limits. ``holonomic``: ``vx, vy`` each in ``[-v_max, v_max]`` (and ``|v| <= v_max``
+    with ``limit_planar_speed``); ``diff_drive``: ``vx`` in ``[-backward, v_max]``, ``vy`` 0."""
+
     v_max: float
     omega_max: float
     limit_planar_speed: bool = True
+    drive: str = HOLONOMIC
+    v_backward: float | None = None  # [m/s] diff drive: the backward limit (None: v_max)
+
+    @property
+    def holonomic(self) -> bool:
+        return self.drive != DIFF_DRIVE
+
+    @property
+    def backward(self) -> float:
+        return self.v_max if self.v_backward is None else min(self.v_backward, self.v_max)
 
 
 @dataclass(frozen=True)
@@ -59,9 +81,10 @@ class GateSettings:
     max_range: float = math.inf  # [m] the contract's lidar max_range: a beam at it is no return (the guard)
     guard_source: str = ""  # one line: the guard in use, or why there is none
     scan_map: ScanMapCfg | None = None  # goal without a path: plan on the robot's own scans; None: off
-    robot_radius: float | None = None  # [m] the contract's robot.radius (the scan map plans for it)
+    robot_radius: float | None = None  # [m] the footprint radius of the contract's base (the scan map plans for it)
     scan_map_source: str = ""  # one line: the scan map in use, or why there is none
     scan_map_worker: bool = False  # the scan map's update and planning on a worker process (navdeploy.scan_worker)
+    base: BaseSpec | None = None  # the robot base the bundle was trained for (None: the contract states no radius)
 
 
 def resolve_settings(contract: Any, params: NodeParams | None = None) -> tuple[GateSettings, list[str]]:
@@ -71,7 +94,9 @@ def resolve_settings(contract: Any, params: NodeParams | None = None) -> tuple[G
     params = NodeParams() if params is None else params
     warnings: list[str] = []
     sources: list[str] = []
+    base, base_source = resolve_base(contract, params.robot_base, warnings=warnings)
     period, tol, limits = resolve_limits(contract, params, warnings=warnings, sources=sources)
+    sources.append(base_source)
     scan_options = resolve_scan_options(contract, params, warnings=warnings)
     try:
         frames = parse_goal_frames(params.static_goal_frames)
@@ -108,6 +133,7 @@ def resolve_settings(contract: Any, params: NodeParams | None = None) -> tuple[G
         robot_radius=radius,
         scan_map_source=map_source,
         scan_map_worker=params.scan_map_worker,
+        base=base,
     )
     return settings, warnings
 
@@ -135,12 +161,63 @@ def resolve_limits(
     period = pick("control_period", params.control_period, float(contract.control_period), "s", cap=False)
     check_number("control_period", period, 0.0, 10.0, lo_open=True)
     tol = pick("goal_tolerance", params.goal_tolerance, float(contract.goal_tolerance), "m", cap=False)
-    limits = Limits(
-        pick("v_max", params.v_max, float(contract.v_max), "m/s", cap=True),
-        pick("omega_max", params.omega_max, float(contract.omega_max), "rad/s", cap=True),
-        bool(contract.scaling.limit_planar_speed),
-    )
+    scaling = contract.scaling
+    v_max = pick("v_max", params.v_max, float(contract.v_max), "m/s", cap=True)
+    omega_max = pick("omega_max", params.omega_max, float(contract.omega_max), "rad/s", cap=True)
+    if scaling.drive != DIFF_DRIVE:
+        return period, tol, Limits(v_max, omega_max, bool(scaling.limit_planar_speed))
+    limits = Limits(v_max, omega_max, False, DIFF_DRIVE, float(scaling.backward))
+    sources.append(f"v_backward {limits.backward:g} m/s (bundle contract's {scaling.backward:g}, at most v_max)")
     return period, tol, limits
+
+
+def _describe(base: BaseSpec) -> str:
+    back = f", backward {base.v_backward:g} m/s" if not base.holonomic else ""
+    return (
+        f"{base.name} ({base.drive}, radius {base.radius:g} m, {base.v_forward:g} m/s{back}, {base.omega_max:g} rad/s)"
+    )
+
+
+def resolve_base(contract: Any, robot_base: str, *, warnings: list[str]) -> tuple[BaseSpec | None, str]:
+    """The base the node runs: the bundle's (``Contract.base``: its ``base`` section, or the holonomic
+    disc of a contract without one; None without a footprint radius), checked against the base the
+    ``robot_base`` parameter declares (``""``: none declared; else a preset name or a base file).
+    Returns the bundle's base and one line for the log. Raises ValueError naming the parameter when
+    the declared base cannot be read, or its drive or radius (beyond :data:`RADIUS_TOLERANCE`)
+    differs from the bundle's; warns when its speed limits are below the bundle's."""
+    robot_base = PARAM["robot_base"].check(robot_base)
+    bundle: BaseSpec | None = getattr(contract, "base", None)
+    drive = contract.scaling.drive
+    said = _describe(bundle) if bundle is not None else f"{drive}, radius not stated"
+    if not robot_base:
+        return bundle, f"base {said} (bundle contract; node parameter robot_base not set)"
+    try:
+        declared = load_base(robot_base)
+    except BaseError as exc:
+        raise ValueError(f"parameter 'robot_base': {exc}") from None
+    if declared.drive != drive:
+        raise ValueError(
+            f"parameter 'robot_base': {declared.name} is {declared.drive}, the bundle's policy drives a "
+            f"{drive} base ({said}): use a bundle trained for this base"
+        )
+    if bundle is None:
+        warnings.append(f"robot_base {declared.name}: the bundle states no radius, only its drive was checked")
+    elif abs(declared.radius - bundle.radius) > RADIUS_TOLERANCE:
+        raise ValueError(
+            f"parameter 'robot_base': {declared.name} has radius {declared.radius:g} m, the bundle's base "
+            f"{bundle.radius:g} m ({said}): use a bundle trained for this footprint"
+        )
+    slower = [
+        f"{k} {getattr(declared, k):g}"
+        for k in ("v_forward", "v_backward", "omega_max")
+        if bundle is not None and getattr(declared, k) < getattr(bundle, k)
+    ]
+    if slower:
+        warnings.append(
+            f"robot_base {declared.name} is slower than the bundle's base ({', '.join(slower)}): "
+            "set v_max / omega_max to what the base can do"
+        )
+    return bundle, f"base {said} (bundle contract; matches node parameter robot_base {robot_base})"
 
 
 def resolve_scan_options(contract: Any, params: NodeParams, *, warnings: list[str]) -> ScanOptions:
@@ -170,8 +247,8 @@ def resolve_scan_map(contract: Any, enabled: bool, worker: bool = False) -> tupl
     on when the parameter is and the contract states ``robot.radius``; ``worker``: updated and
     planned on a worker process. Returns its configuration (None: off), the radius and one line
     for the log."""
-    radius = getattr(contract, "robot_radius", None)
-    radius = None if radius is None else float(radius)
+    base = getattr(contract, "base", None)
+    radius = None if base is None else float(base.radius)
     if not enabled:
         return None, radius, "scan map off (parameter scan_map false): a goal without a path is driven to directly"
     if radius is None:

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 import torch
 
+from navcontract.action import ActionScaling
 from navcontract.bundle import CONTRACT_FILE, BundleError, parse_contract, read_contract
 from navcontract.subgoal import (
     SECTION,
@@ -362,7 +363,7 @@ def stub_contract(path_following: TrainedPathFollowing | None = None) -> SimpleN
         v_max=1.5,
         omega_max=2.0,
         num_beams=72,
-        scaling=SimpleNamespace(limit_planar_speed=True),
+        scaling=ActionScaling(1.5, 2.0, True),
         response=None,
         path_following=path_following,
     )
