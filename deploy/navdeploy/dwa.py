@@ -1,4 +1,4 @@
-"""A classical baseline on the policy's interface: a dynamic-window planner for the holonomic base.
+"""A classical baseline on the policy's interface: a dynamic-window planner for either drive.
 
 Numpy only. :class:`DwaPlanner` is built from the same :class:`~navcontract.bundle.Contract` as
 :class:`~navdeploy.runtime.PolicyRuntime` (limits, control period, goal tolerance, lidar beams and
@@ -15,19 +15,22 @@ One step:
    frame, on the training beam angles of the contract. Points out of reach of every trajectory
    (further than the longest trajectory plus the clearance cap) are dropped.
 2. The dynamic window is the box ``centre +- (a_lin, a_lin, a_ang) * control_period`` intersected
-   with the limits (the planar norm too, when the contract limits it). The centre is the previous
+   with the limits (the planar norm too, when the contract limits it). For a diff-drive base
+   (the contract's ``action.drive``) the window has no lateral axis: ``vy`` is 0, ``vx`` lies in
+   ``[-v_backward, v_max]``, and the samples are ``(v, w)`` pairs, whose trajectories are unicycle
+   arcs. The centre is the previous
    command; after :meth:`DwaPlanner.reset`, or when the measured twist is more than
    ``resync_windows`` windows away from it (the base is not following), it is the measured body
    twist. Hence consecutive commands differ by at most ``a * control_period`` per component
    while the base follows its commands.
-3. The window is sampled on an ``n_vx x n_vy x n_wz`` grid (plus the centre and the braking
-   command). Each sample is held as a constant body-frame twist for ``horizon_s`` (an arc,
+3. The window is sampled on an ``n_vx x n_vy x n_wz`` grid (``n_vy`` counts as 1, at ``vy = 0``,
+   for a diff-drive base; plus the centre and the braking command). Each sample is held as a constant body-frame twist for ``horizon_s`` (an arc,
    closed form), evaluated every ``check_dt`` seconds.
 4. A trajectory is admissible when its centre stays at least ``robot_radius + safety_margin +
    margin_per_speed * planar speed`` from every scan point at every evaluated time after the start
    (or, when the robot is already closer than that, never gets closer than it is now). The
-   horizon must cover braking from full speed plus one period (``horizon_s >= v_max / a_lin +
-   control_period``, checked): a clear arc then leaves room to stop along it.
+   horizon must cover braking from full speed plus one period (``horizon_s >= v / a_lin +
+   control_period`` for the larger of the forward and backward limits, checked): a clear arc then leaves room to stop along it.
    **Unseen is occupied**, as for the collision guard: a sample is admissible only when its planar
    velocity is one the guard's rule allows toward the sectors the scan did not see (outside the
    lidar's field of view, or filled for lack of a reading: the scan report's ``filled``), each
@@ -42,8 +45,9 @@ One step:
 6. With no admissible trajectory the command brakes: each component moves toward zero by at most
    its window half-width. Within the goal tolerance the command brakes as well.
 
-The command is finally clamped to the contract's limits (per component, then the planar norm),
-like :func:`navcontract.action.action_to_command` does for the policy.
+The command is finally clamped to the contract's limits (per component, then the planar norm; a
+diff-drive command to ``[-v_backward, v_max] x {0} x [-omega_max, omega_max]``), like
+:func:`navcontract.action.action_to_command` does for the policy.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ from typing import Any
 
 import numpy as np
 
+from navcontract.base import DIFF_DRIVE
 from navcontract.bundle import Contract
 from navcontract.guard import GuardRule, guard_scale
 from navcontract.scan import ScanInput, ScanOptions, ScanUnusable
@@ -156,9 +161,10 @@ class DwaParams:
 
 
 def contract_radius(contract: Contract) -> float | None:
-    """The robot radius the contract states (``robot.radius``), or None when it states none (the
-    planner then keeps :attr:`DwaParams.robot_radius`)."""
-    c = getattr(contract, "robot_radius", None)
+    """The footprint radius of the contract's base (``Contract.base``, ``robot.radius``), or None when
+    it states none (the planner then keeps :attr:`DwaParams.robot_radius`)."""
+    base = getattr(contract, "base", None)
+    c = None if base is None else base.radius
     if isinstance(c, int | float) and not isinstance(c, bool) and math.isfinite(c) and c > 0:
         return float(c)
     return None
@@ -215,17 +221,24 @@ class DwaPlanner(ContractScanReader):
         self.robot_radius = radius if radius is not None else p.robot_radius
         self.safe_distance = self.robot_radius + p.safety_margin
         self.unseen = unseen_rule(contract, self.robot_radius, p)
-        self.v_max = float(contract.scaling.v_max)
-        self.omega_max = float(contract.scaling.omega_max)
-        self.limit_planar = bool(contract.scaling.limit_planar_speed)
+        scaling = contract.scaling
+        self.holonomic = scaling.drive != DIFF_DRIVE
+        self.v_max = float(scaling.v_max)
+        self.v_backward = float(scaling.backward) if not self.holonomic else self.v_max
+        self.omega_max = float(scaling.omega_max)
+        self.limit_planar = bool(scaling.limit_planar_speed)
         self.period = float(contract.control_period)
-        need = self.v_max / p.a_lin + self.period
+        v_lateral = self.v_max if self.holonomic else 0.0
+        self.lower = np.array([-self.v_backward, -v_lateral, -self.omega_max])
+        self.upper = np.array([self.v_max, v_lateral, self.omega_max])
+        fastest = max(self.v_max, self.v_backward)
+        need = fastest / p.a_lin + self.period
         if p.horizon_s < need - 1e-9:
             raise DwaConfigError(
-                f"dwa parameter 'horizon_s' ({p.horizon_s}) is shorter than braking from v_max plus one period "
-                f"(v_max / a_lin + control_period = {need:.3f} s)"
+                f"dwa parameter 'horizon_s' ({p.horizon_s}) is shorter than braking from full speed plus one period "
+                f"(v / a_lin + control_period = {need:.3f} s at {fastest:g} m/s)"
             )
-        self.half_window = np.array([p.a_lin, p.a_lin, p.a_ang]) * self.period
+        self.half_window = np.array([p.a_lin, p.a_lin if self.holonomic else 0.0, p.a_ang]) * self.period
         n_checks = max(1, int(math.ceil(p.horizon_s / p.check_dt - 1e-9)))
         self.times = np.linspace(p.horizon_s / n_checks, p.horizon_s, n_checks)
         angles = float(contract.angle_min) + np.arange(contract.num_beams) * float(contract.angle_increment)
@@ -246,17 +259,21 @@ class DwaPlanner(ContractScanReader):
         return None if self._prev is None else self._prev.copy()
 
     def _unit_grid(self) -> np.ndarray:
+        """The (S, 3) sample grid on [-1, 1] per window axis (a diff drive's lateral axis: 0 only)."""
         p = self.params
-        axes = [np.linspace(-1.0, 1.0, n) if n > 1 else np.zeros(1) for n in (p.n_vx, p.n_vy, p.n_wz)]
+        n_vy = p.n_vy if self.holonomic else 1
+        axes = [np.linspace(-1.0, 1.0, n) if n > 1 else np.zeros(1) for n in (p.n_vx, n_vy, p.n_wz)]
         g = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, 3)
         return g
 
     def clamp(self, cmd: np.ndarray) -> np.ndarray:
-        """Clamp a command to the contract's limits (components, then the planar norm)."""
+        """Clamp a command to the contract's limits (components, then the planar norm; a diff drive's
+        ``vy`` to 0)."""
         c = np.asarray(cmd, dtype=np.float64).reshape(3).copy()
         c[~np.isfinite(c)] = 0.0
-        c[0:2] = np.clip(c[0:2], -self.v_max, self.v_max)
-        c[2] = np.clip(c[2], -self.omega_max, self.omega_max)
+        c = np.clip(c, self.lower, self.upper)
+        if not self.holonomic:
+            c[1] = 0.0
         if self.limit_planar:
             speed = math.hypot(c[0], c[1])
             if speed > self.v_max:
@@ -279,9 +296,8 @@ class DwaPlanner(ContractScanReader):
 
     def candidates(self, centre: np.ndarray) -> np.ndarray:
         """(S, 3) twists in the window around ``centre`` and within the limits."""
-        lim = np.array([self.v_max, self.v_max, self.omega_max])
-        lo = np.maximum(centre - self.half_window, -lim)
-        hi = np.minimum(centre + self.half_window, lim)
+        lo = np.maximum(centre - self.half_window, self.lower)
+        hi = np.minimum(centre + self.half_window, self.upper)
         mid, half = 0.5 * (lo + hi), 0.5 * (hi - lo)
         samples = mid + self._grid * half
         samples = np.concatenate([samples, centre[None, :], self.brake(centre)[None, :]], axis=0)
@@ -321,7 +337,7 @@ class DwaPlanner(ContractScanReader):
         poses = arc_poses(samples, self.times)  # (S, T, 3)
         xy = poses[..., :2]
         s, t = xy.shape[:2]
-        reach = self.v_max * p.horizon_s + self.safe_distance + p.clearance_cap
+        reach = max(self.v_max, self.v_backward) * p.horizon_s + self.safe_distance + p.clearance_cap
         if points.shape[0]:
             near = points[np.einsum("ij,ij->i", points, points) <= reach * reach]
         else:

@@ -1,5 +1,6 @@
 """The DWA baseline (navdeploy.dwa): limits, braking at a wall, reaching a goal, the acceleration
-window, unseen sectors kept as occupied, and its parameters file. Fast: a tiny kinematic simulation with an exact 2D ray caster,
+window, unseen sectors kept as occupied, and its parameters file; the same for a diff-drive contract
+((v, w) samples, no vy). Fast: a tiny kinematic simulation with an exact 2D ray caster,
 no MuJoCo and no training."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from navcontract.bundle import read_contract
 from navcontract.guard import UNSEEN_CLEARANCE
 from navcontract.scan import ScanInput, ScanUnusable
 from navdeploy.dwa import DEFAULT_PARAMS_FILE, DwaConfigError, DwaParams, DwaPlanner
+from support.bases import V_BACKWARD, diff_drive_contract
 
 BUNDLE = Path(__file__).resolve().parents[1] / "fixtures" / "bundle"
 EPS = 1e-9
@@ -366,3 +368,80 @@ def test_import_needs_numpy_only():
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+# ----------------------------------------------------------------------------------------------
+# A differential-drive contract: (v, w) samples only, vx within [-v_backward, v_max].
+
+
+@pytest.fixture
+def diff_planner() -> DwaPlanner:
+    return DwaPlanner(diff_drive_contract(), DwaParams.from_yaml())
+
+
+def within_diff_limits(cmds: np.ndarray, planner: DwaPlanner) -> bool:
+    cmds = np.asarray(cmds).reshape(-1, 3)
+    return bool(
+        np.all(np.isfinite(cmds))
+        and np.all(cmds[:, 1] == 0.0)
+        and np.all(cmds[:, 0] >= -V_BACKWARD - EPS)
+        and np.all(cmds[:, 0] <= planner.v_max + EPS)
+        and np.all(np.abs(cmds[:, 2]) <= planner.omega_max + EPS)
+    )
+
+
+def test_diff_drive_samples_v_and_w_only(diff_planner):
+    p = diff_planner.params
+    samples = diff_planner.candidates(np.array([0.4, 0.0, 0.5]))
+    assert samples.shape[0] == p.n_vx * p.n_wz + 2 and np.all(samples[:, 1] == 0.0)
+    rear = diff_planner.candidates(np.array([-0.45, 0.0, 0.0]))
+    assert rear[:, 0].min() == pytest.approx(-V_BACKWARD)  # the window stops at the backward limit
+    assert np.array_equal(diff_planner.clamp(np.array([-3.0, 2.0, 9.0])), [-V_BACKWARD, 0.0, 2.0])
+
+
+def test_diff_drive_reaches_a_goal_behind_left_in_an_open_field_without_moving_sideways(diff_planner):
+    start, goal = (0.0, 0.0, 0.0), (-2.0, 1.5)
+    poses, cmds = run_closed_loop(diff_planner, [], start, goal, ticks=200)
+    assert math.hypot(goal[0] - poses[-1, 0], goal[1] - poses[-1, 1]) < diff_planner.contract.goal_tolerance
+    assert within_diff_limits(cmds, diff_planner)
+    assert np.abs(cmds[:, 2]).max() > 0.5  # it turned (unicycle arcs), it did not slide
+
+
+def test_diff_drive_stops_in_front_of_a_wall_it_faces(diff_planner):
+    """At 1 m/s toward a long wall 1.2 m ahead, the goal behind it: the robot stays >= radius + margin
+    from the wall and comes to rest."""
+    wall = [((1.2, -20.0), (1.2, 20.0))]
+    poses, cmds = run_closed_loop(diff_planner, wall, (0.0, 0.0, 0.0), (3.2, 0.0), ticks=60, twist0=(1.0, 0, 0))
+    assert (1.2 - poses[:, 0]).min() >= diff_planner.safe_distance - 1e-6
+    assert within_diff_limits(cmds, diff_planner)
+    assert np.all(np.abs(cmds[-10:, 0]) <= 1e-6), cmds[-10:]
+
+
+def test_diff_drive_commands_stay_within_its_limits_for_random_inputs(diff_planner):
+    rng = np.random.default_rng(11)
+    for k in range(150):
+        if k % 25 == 0:
+            diff_planner.reset()
+        ranges = rng.uniform(0.1, 8.0, 72)
+        twist = rng.normal(0, 2.0, 3)  # a lateral twist (odometry of a skidding base) included
+        cmd = diff_planner.step(
+            ScanInput.training_beams(ranges, 72), (0, 0, rng.uniform(-3, 3)), twist, rng.normal(0, 3, 2)
+        )
+        assert within_diff_limits(cmd, diff_planner), cmd
+
+
+def test_diff_drive_never_backs_fast_into_what_the_scan_does_not_see(diff_planner):
+    """The goal 3 m behind with a 270-degree lidar: backing is motion into the blind sector, so the
+    planner backs at most at the creep speed of its unseen rule, and turns to get there."""
+    pose, twist, goal, fastest = (0.0, 0.0, 0.0), np.zeros(3), (-3.0, 0.5), 0.0
+    diff_planner.reset()
+    for _ in range(120):
+        scan = narrowed(cast(pose, room_walls(), n=360), 270.0)
+        cmd = diff_planner.step(scan, pose, twist, goal)
+        assert within_diff_limits(cmd, diff_planner)
+        fastest = max(fastest, blind_speed(cmd, 270.0))
+        pose, twist = integrate(pose, cmd, diff_planner.period), cmd
+        if math.hypot(goal[0] - pose[0], goal[1] - pose[1]) < diff_planner.contract.goal_tolerance:
+            break
+    assert math.hypot(goal[0] - pose[0], goal[1] - pose[1]) < 0.5, pose
+    assert fastest <= diff_planner.unseen.creep_speed + 1e-9, fastest
