@@ -32,6 +32,8 @@ REFUSED = {  # -p NAME:=VALUE -> what the one startup line that refuses it says
     "velocity_smoother:=1": "parameter 'velocity_smoother' must be true or false",
     "scan_topic:=5": "parameter 'scan_topic' to '5' of type 'INTEGER', expecting type 'STRING'",
     "enable_stamped_cmd_vel:=2": "parameter 'enable_stamped_cmd_vel' must be true or false",
+    "robot_base:=jackal": "parameter 'robot_base': jackal is diff_drive, the bundle's policy drives a holonomic base",
+    "robot_base:=rover": "parameter 'robot_base': no base named 'rover'",
 }
 
 
@@ -44,6 +46,29 @@ def test_unusable_parameters_are_refused_in_one_line(tmp_path: Path, param: str,
     lines = [ln for ln in out.splitlines() if needle in ln]
     assert len(lines) == 1 and lines[0].startswith("[nav_policy] startup failed:"), out[-2000:]
     assert "Traceback" not in out
+
+
+def test_a_declared_base_of_another_footprint_is_refused_and_the_bundles_base_is_named(tmp_path: Path) -> None:
+    """``robot_base``: a base file of the bundle's drive but another radius stops the node in one line;
+    the bundle's own base starts it, and its startup log names the base it runs."""
+    h.require_ros()
+    import yaml
+
+    from navcontract.base import load_base
+
+    wide = {k: v for k, v in load_base("holonomic_disc").to_dict().items() if k != "name"} | {"radius": 0.3}
+    (tmp_path / "wide.yaml").write_text(yaml.safe_dump(wide))
+    cmd = [str(h.entry_point_script("policy_node")), *h.ros_args({"bundle_path": str(h.fixture_bundle())})]
+    code, out = h.run_node([*cmd, "-p", f"robot_base:={tmp_path / 'wide.yaml'}"], tmp_path / "wide.log")
+    lines = [ln for ln in out.splitlines() if "parameter 'robot_base': wide has radius 0.3 m" in ln]
+    assert code != 0 and len(lines) == 1 and lines[0].startswith("[nav_policy] startup failed:"), out[-2000:]
+    with h.leased_node([*cmd, "-p", "robot_base:=holonomic_disc"], tmp_path / "disc.log") as proc:
+        deadline = time.monotonic() + 30.0
+        while "limits:" not in proc.output() and proc.alive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        out = proc.output()
+    assert "base holonomic_disc (holonomic, radius 0.2 m" in out, out[-2000:]
+    assert "matches node parameter robot_base holonomic_disc" in out
 
 
 def test_stalled_clock_gives_zero_status_and_one_log_line_at_the_control_rate(tmp_path: Path) -> None:

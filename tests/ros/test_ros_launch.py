@@ -272,6 +272,8 @@ WRONG_ARGUMENTS = [
     ("robot.launch.py", "scan", "1lidar", "a ROS topic name"),
     ("robot.launch.py", "cmd_vel", "/base/", "a ROS topic name"),
     ("robot.launch.py", "plan", "", "a ROS topic name"),
+    ("robot.launch.py", "robot_base", "rover", "a preset (holonomic_disc | "),
+    ("robot.launch.py", "robot_base", "/nonexistent.yaml", "does not exist"),
 ]
 
 
@@ -314,12 +316,12 @@ def test_launch_arguments_reach_the_nodes_typed(install: Path) -> None:
     (node,) = robot.nodes
     assert node.params["controller"] == "dwa" and node.params["enable_stamped_cmd_vel"] is False
     assert ("/plan", "/planner/plan") in node.remappings
-    assert (
-        "enable_stamped_cmd_vel"
-        not in h.record_launch(install / "share/nav_policy/launch/robot.launch.py", {}, ament_prefix=install)
-        .nodes[0]
-        .params
-    )  # not given: the params file's
+    plain = h.record_launch(install / "share/nav_policy/launch/robot.launch.py", {}, ament_prefix=install)
+    assert not {"enable_stamped_cmd_vel", "robot_base"} & set(plain.nodes[0].params)  # not given: the params file's
+    based = h.record_launch(
+        install / "share/nav_policy/launch/robot.launch.py", {"robot_base": "jackal"}, ament_prefix=install
+    )
+    assert based.nodes[0].params["robot_base"] == "jackal"
 
 
 def test_sim_launch_ends_with_its_nodes(install: Path) -> None:

@@ -4,11 +4,14 @@
     ros2 launch nav_policy robot.launch.py bundle:=/opt/bundle scan:=/lidar/scan odom:=/wheel/odom
     ros2 launch nav_policy robot.launch.py params_file:=/my/policy.yaml cmd_vel:=/base/cmd_vel
     ros2 launch nav_policy robot.launch.py controller:=dwa plan:=/planner/plan enable_stamped_cmd_vel:=true
+    ros2 launch nav_policy robot.launch.py bundle:=/opt/jackal_bundle robot_base:=jackal
 
 Remapping arguments rename the node's topics (/scan, /odom, /goal_pose, /cmd_vel, /plan); params_file
 replaces the installed config/policy.yaml (limits, stale timeout, frames, ...). Without ``bundle`` the
 node takes its params file's bundle_path, else $NAV_POLICY_BUNDLE, else the trained bundle installed
-with the package, and its startup line says which.
+with the package, and its startup line says which. ``robot_base`` (a preset name or a base YAML file,
+docs/bases.md) declares the base the robot is: the node refuses a bundle trained for another drive or
+footprint.
 
 Every argument is checked before the node starts (``nav_policy.launch_args``): a wrong one stops the
 launch with one line naming it and what it accepts, and ``ros2 launch`` exits 1. A node that exits
@@ -48,6 +51,12 @@ def _arguments(share: str) -> list:
         ),
         DeclareLaunchArgument("use_sim_time", default_value="false", description="true | false (also 1 | 0)"),
         DeclareLaunchArgument(
+            "robot_base",
+            default_value="",
+            description="the base this robot is: a preset (holonomic_disc, turtlebot4, jackal) or a base YAML "
+            "file; the node refuses a bundle of another drive or footprint; default: the params file's",
+        ),
+        DeclareLaunchArgument(
             "enable_stamped_cmd_vel",
             default_value="",
             description="true: geometry_msgs/TwistStamped on cmd_vel (Nav2's enable_stamped_cmd_vel); "
@@ -67,6 +76,8 @@ def _launch(context) -> list:
     """The policy node from the checked arguments, and the end of the launch when it fails."""
     a = launch_args.configurations(context)
     params = launch_args.policy_params(a, ParameterValue)
+    if a["robot_base"]:
+        params["robot_base"] = ParameterValue(launch_args.robot_base(a["robot_base"]), value_type=str)
     if a["enable_stamped_cmd_vel"]:
         params["enable_stamped_cmd_vel"] = launch_args.as_bool("enable_stamped_cmd_vel", a["enable_stamped_cmd_vel"])
     node = Node(

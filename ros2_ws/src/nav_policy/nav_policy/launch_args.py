@@ -92,6 +92,22 @@ def controller(text: str, name: str = "controller") -> str:
     return as_choice(name, text, PARAM["controller"].choices)
 
 
+def robot_base(text: str, name: str = "robot_base") -> str:
+    """The base the robot is (the node's ``robot_base`` parameter): ``""`` (the bundle's, unchecked), a
+    preset name or a base YAML file that reads as a base (``navcontract.base.load_base``). ``~`` is
+    expanded in a path. Whether the bundle's base matches is the node's check at startup."""
+    if not text:
+        return ""
+    from navcontract.base import BaseError, load_base, preset_names
+
+    value = os.path.expanduser(text) if text.endswith((".yaml", ".yml")) else text
+    try:
+        load_base(value)
+    except BaseError as exc:
+        raise _refuse(name, text, f"a preset ({' | '.join(preset_names())}) or a base YAML file ({exc})") from None
+    return value
+
+
 def bundle(text: str, name: str = "bundle") -> str:
     """A bundle folder (policy.onnx inside); ``""``: none given (the node takes $NAV_POLICY_BUNDLE,
     else the installed default bundle). ``~`` is expanded."""
