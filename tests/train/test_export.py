@@ -22,14 +22,29 @@ import onnxruntime as ort
 import pytest
 import torch
 
-from navcontract.bundle import CONTRACT_FILE, FINGERPRINT_KEY, METADATA_KEY, ONNX_FILE, BundleError, make_contract
+from navcontract.bundle import (
+    CONTRACT_FILE,
+    FINGERPRINT_KEY,
+    METADATA_KEY,
+    ONNX_FILE,
+    BundleError,
+    contract_fingerprint,
+    make_contract,
+)
 from navcontract.subgoal import LookaheadRule, TrainedPathFollowing
 from navdeploy.gate import CommandGate
 from navdeploy.node_params import NodeParams
 from navdeploy.runtime import PolicyRuntime
 from navdeploy.settings import resolve_settings
 from navsim.config_load import config_from_data, load_config
-from navsim.contract_objects import action_scaling, guard_rule, path_following, policy_spec, robot_response
+from navsim.contract_objects import (
+    action_scaling,
+    base_spec,
+    guard_rule,
+    path_following,
+    policy_spec,
+    robot_response,
+)
 from navtrain.checkpoint import CheckpointError, build_actor, config_from_checkpoint
 from navtrain.export import (
     ExportCheckError,
@@ -79,7 +94,10 @@ def test_contract_in_metadata_equals_contract_file_and_says_everything(bundle: P
     assert embedded == beside
     cfg = load_config(overrides=TRAIN_OVERRIDES)
     spec = policy_spec(cfg)
-    assert beside["fingerprint"] == meta[FINGERPRINT_KEY] == spec.fingerprint()
+    # A new bundle states its base; the fingerprint covers the observation spec and that section.
+    assert beside["base"] == base_spec(cfg).to_dict() and beside["base"]["name"] == "holonomic_disc"
+    assert beside["fingerprint"] == meta[FINGERPRINT_KEY] == contract_fingerprint(spec, base_spec(cfg))
+    assert beside["fingerprint"] != spec.fingerprint()
     terms = beside["observation"]["terms"]
     assert [(t["name"], t["width"], t["slice"]) for t in terms] == [
         ("lidar", 72, [0, 72]),
@@ -146,7 +164,8 @@ def test_fresh_export_round_trips_through_the_runtime(bundle: Path, ckpt: dict) 
     cfg = load_config(overrides=TRAIN_OVERRIDES)
     actor = build_actor(ckpt, cfg)
     rt = PolicyRuntime.load(bundle)
-    assert rt.contract.fingerprint == policy_spec(cfg).fingerprint()
+    assert rt.contract.spec_fingerprint == policy_spec(cfg).fingerprint()
+    assert rt.contract.base == base_spec(cfg)
     assert (rt.contract.num_beams, rt.contract.max_range, rt.contract.control_period) == (72, 6.0, 0.1)
     assert rt.contract.robot_radius == cfg.env.robot.radius
     assert rt.contract.scaling == action_scaling(cfg)
@@ -192,7 +211,7 @@ def test_checkpoint_without_config_needs_the_fallback(ckpt: dict, trained_checkp
     data = yaml.safe_load((REPO / "conf" / "nav.yaml").read_text())
     cfg_yaml.write_text(yaml.safe_dump(data))
     onnx_path = export_bundle(path, tmp_path / "b1", config=cfg_yaml, observations=obs)
-    assert PolicyRuntime.load(onnx_path.parent).contract.fingerprint == policy_spec(load_config()).fingerprint()
+    assert PolicyRuntime.load(onnx_path.parent).contract.spec_fingerprint == policy_spec(load_config()).fingerprint()
     # A fallback config that disagrees with the checkpoint's own is refused, naming the term.
     data["observations"]["policy"]["goal_polar"]["params"]["distance_scale"] = 4.0
     cfg_yaml.write_text(yaml.safe_dump(data))
@@ -224,7 +243,7 @@ def test_the_contract_carries_the_trained_path_rule_and_the_controller_follows_i
     assert (section["lookahead"], section["search_window"], section["trained_share"]) == (0.7, 2.0, 0.5)
     rt = PolicyRuntime.load(out)
     assert rt.contract.path_following == TrainedPathFollowing(LookaheadRule(0.7, 2.0), 0.5)
-    assert rt.contract.fingerprint == policy_spec(load_config(overrides=TRAIN_OVERRIDES)).fingerprint()
+    assert rt.contract.spec_fingerprint == policy_spec(load_config(overrides=TRAIN_OVERRIDES)).fingerprint()
     # The node's parameters: 0 (the default) takes the bundle's rule, a positive value replaces it.
     settings, _ = resolve_settings(rt.contract)
     assert settings.path_rule == LookaheadRule(0.7, 2.0)

@@ -166,6 +166,6 @@ def test_robot_config_spec_equals_the_training_spec(rollout: dict[str, np.ndarra
     own = policy_spec(cfg)
     assert own.fingerprint() == env_fingerprint
     rt = PolicyRuntime.load(exported_bundle, spec=own)
-    assert rt.contract.fingerprint == env_fingerprint
+    assert rt.contract.spec_fingerprint == env_fingerprint
     assert rt.contract.beams == BeamLayout(72)
     assert rt.contract.angle_increment == pytest.approx(2 * math.pi / 72)
