@@ -7,7 +7,10 @@ bundle's contract applies)."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from navcontract.action import ActionScaling
 from navcontract.base import DIFF_DRIVE, BaseSpec
@@ -50,3 +53,21 @@ def diff_drive_contract(base: BaseSpec | None = None, **sections: Any) -> Contra
         c.spec, scaling, c.control_period, c.goal_tolerance, 0.0, trained_fov=c.trained_fov, base=base, **sections
     )
     return parse_contract(data)
+
+
+def write_diff_drive_bundle(out: Path, base: BaseSpec | None = None, **sections: Any) -> Path:
+    """A hand-made diff-drive bundle whose 'policy' steers at the goal: a linear layer reads
+    goal_polar's cos and sin and outputs ``v = 2 cos``, ``w = 2 sin`` of the goal's bearing (the
+    runtime clips to [-1, 1] and scales: backward toward a goal behind, turning toward it). The
+    contract is :func:`diff_drive_contract`'s (``sections`` go to ``make_contract``)."""
+    from navtrain.onnx_graph import MlpWeights, write_bundle
+
+    contract = diff_drive_contract(base, **sections)
+    spec = contract.spec
+    goal = spec.slices()["goal_polar"]
+    w = np.zeros((2, spec.obs_dim), dtype=np.float32)
+    w[0, goal.start + 2] = 2.0  # cos(bearing) -> v
+    w[1, goal.start + 1] = 2.0  # sin(bearing) -> w
+    ones, zeros = np.ones(spec.obs_dim, np.float32), np.zeros(spec.obs_dim, np.float32)
+    write_bundle(out, MlpWeights(zeros, ones, 0.0, [(w, np.zeros(2, np.float32))], "identity"), contract.raw)
+    return out
