@@ -28,6 +28,7 @@ import support.ros as h
 from nav_policy.paths import BUNDLE_ENV, default_bundle_dir, resolve_bundle
 from navdeploy.runtime import PolicyRuntime
 from navsim.outcomes import Outcome
+from support.paths import FIXTURE_BUNDLE
 
 LAUNCH_FILES = ("sim.launch.py", "robot.launch.py")  # both in nav_policy/launch
 CLOSED_LOOP_SEED = 0  # sim.launch.py's default seed: rooms 0..4 of the sim node's generator
@@ -265,6 +266,7 @@ WRONG_ARGUMENTS = [
     ("sim.launch.py", "bundle", "/nonexistent", "no such folder"),
     ("sim.launch.py", "sim_params_file", "/nonexistent.yaml", "no such file"),
     ("sim.launch.py", "enable_stamped_cmd_vel", "perhaps", "true or false"),
+    ("sim.launch.py", "robot_base", "rover", "a preset (holonomic_disc | "),
     ("robot.launch.py", "controller", "foo", "one of policy | dwa"),
     ("robot.launch.py", "bundle", "/nonexistent", "no such folder"),
     ("robot.launch.py", "use_sim_time", "maybe", "true or false"),
@@ -322,6 +324,24 @@ def test_launch_arguments_reach_the_nodes_typed(install: Path) -> None:
         install / "share/nav_policy/launch/robot.launch.py", {"robot_base": "jackal"}, ament_prefix=install
     )
     assert based.nodes[0].params["robot_base"] == "jackal"
+
+
+def test_sim_launch_simulates_the_given_base_else_the_bundles(install: Path) -> None:
+    """robot_base:= goes to both nodes (the policy node checks its bundle against it); without it the
+    sim takes the given bundle folder's base, and with neither the sim config's ("")."""
+    path = install / "share/nav_policy/launch/sim.launch.py"
+
+    def params(args: dict[str, str]) -> tuple[dict, dict]:
+        rec = h.record_launch(path, args, ament_prefix=install)
+        sim = next(n for n in rec.nodes if n.executable == "sim_node")
+        return sim.params, next(n for n in rec.nodes if n.executable == "policy_node").params
+
+    sim, policy = params({"robot_base": "jackal"})
+    assert sim["robot_base"] == "jackal" and policy["robot_base"] == "jackal"
+    sim, policy = params({"bundle": str(FIXTURE_BUNDLE)})
+    assert sim["robot_base"] == str(FIXTURE_BUNDLE) and "robot_base" not in policy
+    sim, policy = params({})
+    assert sim["robot_base"] == "" and "robot_base" not in policy
 
 
 def test_sim_launch_ends_with_its_nodes(install: Path) -> None:

@@ -193,3 +193,49 @@ def test_sim_node_refuses_unusable_numbers(tmp_path, param: str) -> None:
     assert code == 2 and f"parameter '{name}'" in out and "Traceback" not in out, out[-2000:]
     lines = [ln for ln in out.splitlines() if "startup failed" in ln]
     assert len(lines) == 1 and lines[0].startswith("[nav_policy] startup failed:"), out[-2000:]
+
+
+def test_sim_node_simulates_the_base_it_is_given_and_drops_a_diff_drives_sideways_command() -> None:
+    """robot_base: a preset sets the simulated base; a diff drive applies a command's linear.y as 0
+    (warned once); a bundle folder gives the base its contract states."""
+    h.require_ros()
+    import numpy as np
+    import rclpy
+    from geometry_msgs.msg import Twist
+    from rclpy.parameter import Parameter
+
+    from nav_policy_sim.sim_node import SimNode, robot_base_overrides
+    from navcontract.base import load_base
+    from navsim.config_load import load_config
+    from navsim.contract_objects import base_spec
+    from support.paths import FIXTURE_BUNDLE
+
+    assert robot_base_overrides("") == []
+    assert base_spec(load_config(overrides=robot_base_overrides(str(FIXTURE_BUNDLE)))) == load_base("holonomic_disc")
+    lease = h.DomainLease()
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx, domain_id=lease.domain_id)
+    try:
+        node = SimNode(
+            context=ctx,
+            parameter_overrides=[
+                Parameter("robot_base", value="jackal"),
+                Parameter("seed", value=5),
+                Parameter("noise_std", value=0.0),
+            ],
+        )
+        try:
+            assert node.base == load_base("jackal") and node.world.drive == "diff_drive"
+            assert node.world.env_cfg.robot.radius == load_base("jackal").radius
+            t = Twist()
+            t.linear.x, t.linear.y, t.angular.z = 1.0, 0.7, 0.5
+            node.on_cmd(t)
+            assert np.array_equal(node.cmd, [1.0, 0.0, 0.5]) and "lateral_cmd" in node._warned
+            for _ in range(5):
+                node.advance()
+            assert abs(node.world.body_twist()[1]) < 0.1 and node.world.body_twist()[0] > 0.5
+        finally:
+            node.destroy_node()
+    finally:
+        rclpy.shutdown(context=ctx)
+        lease.release()

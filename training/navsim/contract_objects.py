@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from navcontract.action import ActionScaling
-from navcontract.base import DIFF_DRIVE, BaseError, BaseSpec, load_base
+from navcontract.base import DEFAULT_BASE, DIFF_DRIVE, BaseError, BaseSpec, load_base
 from navcontract.bundle import make_contract
 from navcontract.guard import GuardRule
 from navcontract.response import RobotResponse
@@ -77,6 +77,18 @@ def sensor_dims(cfg: NavConfig) -> SensorDims:
         v_max=float(e.robot.v_max),
         omega_max=float(e.robot.omega_max),
     )
+
+
+def base_overrides(base: BaseSpec) -> list[str]:
+    """Dotted config overrides that make ``env.robot`` the given base (a bundle's ``Contract.base``):
+    its preset (the name before ``+``, when it is a preset or file this machine has; else the
+    holonomic disc) with every field stated, so the values are the base's whatever the file says."""
+    root = base.name.split("+")[0]
+    try:
+        load_base(root)
+    except BaseError:
+        root = DEFAULT_BASE
+    return [f"env.robot.base={root}", *(f"env.robot.{k}={v}" for k, v in robot_fields(base).items())]
 
 
 def action_scaling(cfg: NavConfig) -> ActionScaling:

@@ -15,7 +15,9 @@ the lidar and physics tests compare NavEnv against these.
   midphase tree, built with the slots parked, would keep moved obstacles from ever colliding.
 - Commands are applied as the training env applies them: a body-frame [vx, vy, wz] held for
   ``physics_substeps`` physics steps per control period, rotated by the current yaw into the
-  world-frame ``vx``/``vy`` actuators before each substep (``navsim.robot.body_to_world``).
+  world-frame ``vx``/``vy`` actuators before each substep (``navsim.robot.body_to_world``). The
+  base is ``env.robot``'s: a differential drive cannot move sideways, so its command's ``vy`` is
+  applied as 0 (:meth:`SimWorld.base_command`).
 - The lidar follows the training lidar's rule (``navsim.sectors``): each training beam
   (``navcontract.scan.BeamLayout``) is the minimum over its sector's ``env.lidar.rays_per_beam``
   sub-rays, cast from the robot centre with ``mj_multiRay``; no return reads ``max_range``;
@@ -32,6 +34,7 @@ import mujoco
 import numpy as np
 import torch
 
+from navcontract.base import DIFF_DRIVE
 from navcontract.scan import BeamLayout
 from navsim.config import EnvCfg, NavConfig
 from navsim.families import active_families, extent_half, planned
@@ -236,6 +239,7 @@ class SimWorld:
         self.room: Room | None = None
         self.steps = 0
         self.collided = False
+        self.drive = e.robot.drive
 
     # ------------------------------------------------------------------ rooms
     def make_room(self, seed: int) -> Room:
@@ -270,10 +274,19 @@ class SimWorld:
         """Body-frame [vx, vy, wz] -> world-frame actuator controls at the current yaw."""
         self.data.ctrl[:3] = body_to_world(cmd, float(self.data.qpos[2]))
 
+    def base_command(self, cmd: np.ndarray) -> tuple[np.ndarray, bool]:
+        """The body-frame command the base follows, and whether a sideways part was dropped: a diff
+        drive's ``vy`` is 0 whatever was asked; a holonomic base follows ``cmd`` as it is."""
+        cmd = np.asarray(cmd, dtype=np.float64)
+        if self.drive != DIFF_DRIVE or cmd[1] == 0.0:
+            return cmd, False
+        return np.array([cmd[0], 0.0, cmd[2]]), True
+
     def step(self, cmd: np.ndarray) -> None:
-        """One control period holding ``cmd``: before every physics substep the body-frame command
-        is rotated at the current yaw (a held Twist drives an arc, as in the training env);
-        contacts are checked after every substep."""
+        """One control period holding ``cmd`` (as :meth:`base_command` gives it): before every physics
+        substep the body-frame command is rotated at the current yaw (a held Twist drives an arc, as
+        in the training env); contacts are checked after every substep."""
+        cmd, _ = self.base_command(cmd)
         for _ in range(self.substeps):
             self.apply_command(cmd)
             mujoco.mj_step(self.model, self.data)

@@ -3,6 +3,13 @@
     ros2 launch nav_policy sim.launch.py                                   # the installed default bundle
     ros2 launch nav_policy sim.launch.py bundle:=/path/to/bundle seed:=3
     ros2 launch nav_policy sim.launch.py bundle:=... lockstep:=true num_episodes:=5   # fast evaluation
+    ros2 launch nav_policy sim.launch.py bundle:=/path/to/jackal_bundle            # simulates the bundle's base
+    ros2 launch nav_policy sim.launch.py bundle:=... robot_base:=jackal            # the base, checked by the node
+
+``robot_base`` (a preset name or a base YAML file) is the simulated robot's base; without it the sim
+simulates the base the given bundle's contract states, and without a bundle the sim config's (the
+holonomic disc). Given, it is the policy node's ``robot_base`` too, so the node refuses a bundle
+trained for another drive or footprint.
 
 The sim node comes from the ``nav_policy_sim`` package (the training side: torch, mujoco), which a
 robot image does not install; without it this launch file stops with one line saying so.
@@ -79,6 +86,7 @@ def _sim_node(a, sim_share: str):
                     meaning=" (1: real time, 0: as fast as it goes)",
                 ),
                 "lockstep": launch_args.as_bool("lockstep", a["lockstep"]),
+                "robot_base": ParameterValue(_sim_base(a), value_type=str),
                 "lockstep_timeout": launch_args.as_float(
                     "lockstep_timeout", a["lockstep_timeout"], 0.0, 60.0, lo_open=True, meaning=" seconds"
                 ),
@@ -88,9 +96,18 @@ def _sim_node(a, sim_share: str):
     )
 
 
+def _sim_base(a) -> str:
+    """The simulated base: ``robot_base`` when given, else the given bundle folder (the sim reads the
+    base its contract states), else ``""`` (the sim config's)."""
+    return launch_args.robot_base(a["robot_base"]) or launch_args.bundle(a["bundle"])
+
+
 def _policy_node(a):
-    """The policy node with its params file, the bundle (when given), the driver and simulated time."""
+    """The policy node with its params file, the bundle (when given), the driver, simulated time and,
+    when given, the robot base it must have been trained for."""
     params = {**launch_args.policy_params(a, ParameterValue), **_stamped(a)}
+    if a["robot_base"]:
+        params["robot_base"] = ParameterValue(launch_args.robot_base(a["robot_base"]), value_type=str)
     return Node(
         package="nav_policy",
         executable="policy_node",
@@ -129,6 +146,12 @@ def _arguments(pkg_share: str) -> list:
         *(
             DeclareLaunchArgument(n, default_value=d, description=t)
             for n, (d, t) in launch_args.POLICY_ARGUMENTS.items()
+        ),
+        DeclareLaunchArgument(
+            "robot_base",
+            default_value="",
+            description="simulated base: a preset (holonomic_disc | turtlebot4 | jackal) or a base YAML file; "
+            "default: the bundle's base when bundle:= is given, else holonomic_disc",
         ),
         DeclareLaunchArgument("seed", default_value="0", description="room seed of the first episode (>= 0)"),
         DeclareLaunchArgument("num_episodes", default_value="0", description="episodes to run, 0 = endless"),

@@ -21,6 +21,12 @@ collision, out_of_bounds, timeout). After ``num_episodes`` (0 = endless) it exit
 ``exit_when_done`` is set, its /clock publisher gone first (a policy node then reports
 ``clock_ended``, not a stalled clock).
 
+The robot base (``robot_base``): ``""`` is the config's own (``conf/nav.yaml``: the holonomic disc); a
+preset name (``jackal``) or a base YAML file sets ``env.robot.base``; a bundle folder takes the
+base its contract states (``sim.launch.py`` passes the bundle's when no base is given). A
+differential-drive base cannot move sideways: a command's ``linear.y`` is applied as 0 (warned
+once when it was not 0).
+
 ``enable_stamped_cmd_vel``: the command arrives as ``geometry_msgs/TwistStamped`` (as the policy node
 publishes it with the same parameter). A node stopped while it still imports exits with code 0,
 without a traceback.
@@ -34,6 +40,7 @@ import nav_policy.quiet_start  # noqa: F401 - first of all: SIGINT while importi
 import json
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import rclpy
@@ -57,9 +64,28 @@ from nav_policy.ros_common import (
     ns_to_stamp,
     run_node,
 )
+from navcontract.bundle import BundleError, read_contract
 from navsim.config_load import load_config
+from navsim.contract_objects import base_overrides, base_spec
 from navsim.outcomes import Outcome
 from navsim.sim_world import SimWorld
+
+
+def robot_base_overrides(robot_base: str) -> list[str]:
+    """The config overrides of the ``robot_base`` parameter: none for ``""``; the base a bundle folder's
+    contract states (every field); else ``env.robot.base=`` the preset name or base file."""
+    if not robot_base:
+        return []
+    path = Path(robot_base).expanduser()
+    if not path.is_dir():
+        return [f"env.robot.base={path if robot_base.endswith(('.yaml', '.yml')) else robot_base}"]
+    try:
+        base = read_contract(path).base
+    except BundleError as exc:
+        raise StartupError(f"parameter robot_base: {robot_base} is not a readable bundle: {exc}") from None
+    if base is None:
+        raise StartupError(f"parameter robot_base: the bundle {robot_base} states no base (nor robot.radius)")
+    return base_overrides(base)
 
 
 class SimNode(Node):
@@ -90,10 +116,14 @@ class SimNode(Node):
         self.base_frame = p("base_frame", "base_link").value
         self.scan_frame = p("scan_frame", "base_link").value
 
+        robot_base = str(p("robot_base", "").value)
         try:
-            cfg = load_config(config_path or None)
+            cfg = load_config(config_path or None, robot_base_overrides(robot_base))
+        except StartupError:
+            raise
         except Exception as exc:
             raise StartupError(f"cannot load the simulator config '{config_path or 'default'}': {exc}") from exc
+        self.base = base_spec(cfg)
         if episode_length_s > 0:
             cfg.env.episode_length_s = episode_length_s
         self.world = SimWorld(cfg, noise_std=noise_std)
@@ -122,7 +152,8 @@ class SimNode(Node):
         self.running = False
         self._start_episode()
         self.get_logger().info(
-            f"sim: seed {self.seed}, {self.world.num_beams} beams, max range {self.world.max_range} m, "
+            f"sim: base {self.base.name} ({self.base.drive}, radius {self.base.radius} m), seed {self.seed}, "
+            f"{self.world.num_beams} beams, max range {self.world.max_range} m, "
             f"period {self.world.control_period} s x {self.world.substeps} substeps, episode limit "
             f"{self.world.max_steps} steps, {'lockstep' if self.lockstep else f'real-time factor {self.rtf}'}"
         )
@@ -135,6 +166,13 @@ class SimNode(Node):
         if not np.all(np.isfinite(cmd)):
             self._warn_once("nonfinite_cmd", f"non-finite /cmd_vel {cmd.tolist()} ignored (zero applied)")
             cmd = np.zeros(3)
+        cmd, dropped = self.world.base_command(cmd)
+        if dropped:
+            self._warn_once(
+                "lateral_cmd",
+                f"/cmd_vel linear.y {t.linear.y:.3g} m/s applied as 0: the base {self.base.name} is a "
+                "diff drive (logged once)",
+            )
         self.cmd = cmd
         self.cmd_count += 1
         self.cmd_t_ns = self.t_ns
