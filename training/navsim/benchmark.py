@@ -100,7 +100,7 @@ def bench_warp(env, steps: int, warmup: int, seed: int) -> dict[str, float]:
     """env-steps/s of NavEnv.step, and of its physics and lidar alone."""
     n = env.num_envs
     gen = torch.Generator(device=env.device).manual_seed(seed)
-    actions = [torch.rand(n, 3, generator=gen, device=env.device) * 2 - 1 for _ in range(steps + warmup)]
+    actions = [torch.rand(n, env.num_actions, generator=gen, device=env.device) * 2 - 1 for _ in range(steps + warmup)]
     for k in range(warmup):
         env.step(actions[k])
     _sync(env)
@@ -250,7 +250,7 @@ def bench_reference(env, steps: int, warmup: int, nthread: int, seed: int) -> di
     log(f"  [C MuJoCo N={n}] building {n} per-world models")
     ref = CReference(env, nthread)
     rng = np.random.default_rng(seed)
-    actions = [rng.uniform(-1, 1, (n, 3)) for _ in range(steps + warmup)]
+    actions = [rng.uniform(-1, 1, (n, env.num_actions)) for _ in range(steps + warmup)]
     try:
         for k in range(warmup):
             ref.physics(actions[k])
@@ -309,7 +309,7 @@ def lidar_accuracy(
         for k in rays:
             errors[k].append((lidars[k].scan(pose) - exact).abs().flatten().cpu())
         if step < steps:
-            env.step(torch.rand(env.num_envs, 3, generator=gen, device=env.device) * 2 - 1)
+            env.step(torch.rand(env.num_envs, env.num_actions, generator=gen, device=env.device) * 2 - 1)
     out = {}
     for k in rays:
         err = torch.cat(errors[k]).double()
