@@ -110,3 +110,11 @@ def test_the_bundle_contract_carries_the_base_and_its_fingerprint() -> None:
     assert contract.guard.radius == 0.333 and contract.scaling == action_scaling(cfg)
     assert contract.fingerprint == contract_fingerprint(policy_spec(cfg), load_base("jackal"))
     assert contract.spec.dims.v_max == 2.0 and contract.spec.dims.omega_max == 4.0 and contract.obs_dim == 78
+
+
+def test_the_jackal_recipe_loads_as_the_jackal_base() -> None:
+    """conf/jackal.yaml (the Jackal-class policy's training recipe) is the Jackal preset, unrefined."""
+    cfg = load_config(DEFAULT_CONFIG.with_name("jackal.yaml"))
+    assert base_spec(cfg) == load_base("jackal") and action_scaling(cfg).dim == 2
+    assert cfg.env.worlds.corridors.doorway_width[0] > 2 * cfg.env.robot.radius
+    assert cfg.randomization.terms.accel_limit.params.linear[0] == load_base("jackal").accel_linear
