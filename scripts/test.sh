@@ -3,7 +3,8 @@
 #   bash scripts/test.sh                  the whole suite
 #   bash scripts/test.sh --fast           the fast tier for the inner loop: pytest -m "not slow"
 #   bash scripts/test.sh --fast -m "not ros"   both: -m "not slow and (not ros)"
-# Every other argument goes to pytest (e.g. tests/runtime, -k name, -x).
+# Every other argument goes to pytest (e.g. tests/runtime, -k name, -x). Tests run on one worker
+# per core (pytest-xdist, -n auto); NAV_TEST_WORKERS=1 runs them in this process, one by one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fast=0
@@ -27,4 +28,9 @@ bash scripts/setup.sh
 export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
 .venv/bin/ruff format --check .
 .venv/bin/ruff check .
-.venv/bin/python -m pytest -q --durations=15 ${args[@]+"${args[@]}"}
+workers=${NAV_TEST_WORKERS:-auto}
+parallel=()
+if [ "$workers" != 1 ]; then
+  parallel=(-n "$workers" --dist worksteal)
+fi
+.venv/bin/python -m pytest -q --durations=15 "${parallel[@]}" ${args[@]+"${args[@]}"}

@@ -67,6 +67,7 @@ class Tick:
     scan_index: int | None  # bag indices of the inputs the tick saw
     odom_index: int | None
     goal_index: int | None
+    stamps: tuple[float | None, float | None] = (None, None)  # of the scan and odometry read (the gate's)
 
 
 @dataclass
@@ -117,6 +118,9 @@ class ReferenceNode:
         res = self.gate.tick(self.now)
         return res.state.value, np.asarray(res.cmd, dtype=np.float64)
 
+    def stamps(self) -> tuple[float | None, float | None]:
+        return self.gate.input_stamps()
+
 
 def compute_reference(messages: list[BagMessage], runtime, params: NodeParams = NodeParams()) -> Reference:
     """The ticks and commands the node must produce for ``messages`` (see the module docstring)."""
@@ -143,5 +147,5 @@ def compute_reference(messages: list[BagMessage], runtime, params: NodeParams = 
             for i in (m.index, *seen):
                 if i is not None:
                     usage[i].append(len(ticks))
-            ticks.append(Tick(len(ticks), m.index, t_ns, state, cmd, *seen))
+            ticks.append(Tick(len(ticks), m.index, t_ns, state, cmd, *seen, stamps=node.stamps()))
     return Reference(ticks, period_ns, usage)

@@ -180,6 +180,13 @@ class CommandGate:
         self._mapped_stamp: float | None = None  # the last scan folded into the scan map
 
     # ---------------------------------------------------------------- inputs
+    def input_stamps(self) -> tuple[float | None, float | None]:
+        """The stamps [s] of the scan and the odometry a tick now reads (None: none usable held)."""
+        return (
+            None if self.scan is None else self.scan.stamp,
+            None if self.odom is None else self.odom.stamp,
+        )
+
     def set_scan(self, scan: Any, stamp: float) -> None:
         self.scan = _Stamped(scan, stamp)
         self.scan_error = None

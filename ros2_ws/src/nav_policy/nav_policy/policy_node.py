@@ -22,6 +22,10 @@ guard (``navcontract.guard``, parameter ``guard``) slows the planar command towa
 policy's own scan and toward what the scan did not see, as in training, when the bundle carries the
 guard its policy was trained with.
 
+Inputs: scan and odometry are read best effort (either kind of publisher matches). Each tick first
+hands every input that has reached the node to its callback, so a tick never acts on an older scan
+or odometry than the newest one delivered.
+
 Publishes on a timer at the control period (default from the bundle's contract), never from a
 subscription callback, so a missing or stale sensor can never freeze the last command in place:
 every tick publishes either the clamped policy command or an explicit zero. State changes are
@@ -101,6 +105,7 @@ class PolicyNode(Node):
         self._callback_error: str | None = None
         self._odom_child_seen: str | None = None
         subs = self._connect(params)
+        self._inputs = subs
         self._start_timers(settings)
         self.get_logger().info(
             f"controller {params.controller}; bundle {bundle} ({bundle_from}; "
@@ -277,7 +282,22 @@ class PolicyNode(Node):
     def on_tick(self) -> None:
         now = self._now()
         self.watchdog.check(now, time.monotonic())  # the clock advanced (or has not started)
+        self._take_arrived_inputs()
         self._emit(self.gate.tick(now), now)  # never raises; zero unless driving
+
+    def _take_arrived_inputs(self) -> None:
+        """Hand every input message that has reached this node to its callback before the tick reads
+        them. The executor runs a ready timer before ready subscriptions, so without this a scan or
+        odometry message that arrived together with the tick's clock (or just after the timer became
+        due) would wait for the next tick, and the tick would act on the one before it. Per topic
+        the messages keep their order; the executor later finds nothing left to take."""
+        for sub in self._inputs:
+            while True:
+                with sub.handle:
+                    taken = sub.handle.take_message(sub.msg_type, sub.raw)
+                if taken is None:
+                    break
+                sub.callback(taken[0])
 
     def on_wall_tick(self) -> None:
         """Wall-time watchdog (use_sim_time): zero, status and one log line while /clock is stalled."""
@@ -308,6 +328,7 @@ class PolicyNode(Node):
             "last_inference_ms": None if self.gate.last_inference_ms is None else round(self.gate.last_inference_ms, 4),
             "cmd": [round(float(v), 5) for v in cmd],
             "scan_age_s": None if self.gate.scan is None else round(now - self.gate.scan.stamp, 4),
+            "input_stamps": list(self.gate.input_stamps()),
             "scan_fault": res.scan_fault,
             "coverage_deg": None,
             "filled_sectors": None,
