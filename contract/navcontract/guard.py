@@ -67,6 +67,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import numpy as np
+
 from navcontract.scan import TRAINING_ANGLE_MIN
 from navcontract.xp import ops_for
 
@@ -141,6 +143,21 @@ class GuardRule:
         c = self.unseen_clearance
         return min(c / self.headway, math.sqrt(2.0 * self.decel * c))
 
+    def passing_clearance(self, num_beams: int) -> float:
+        """[m] The least distance at which the robot drives past a seen return without the guard
+        stopping it, on a scan of ``num_beams`` beams: ``c = (radius + margin) / (1 - sin(delta))``,
+        ``delta = pi / num_beams`` (half the beam increment).
+
+        Rule steps 1-3: a return at range ``r`` is a disc of radius ``rho(r) = radius + margin + r
+        sin(delta)``, and the free distance to it is positive exactly while ``r > rho(r)``, i.e.
+        ``r > c``, whatever its bearing. A robot that passes the return at a distance ``l > c``
+        keeps ``r >= l > c`` and never gets a free distance of zero; one that passes it closer
+        meets it in its band at ``r = c`` and stops there. ``slide`` (step 1b) only shrinks the
+        disc, so ``c`` is a bound on what a sliding guard asks too."""
+        if isinstance(num_beams, bool) or not (isinstance(num_beams, int) and num_beams >= 3):
+            raise ValueError(f"guard passing clearance: num_beams must be a whole number >= 3, got {num_beams!r}")
+        return float((self.radius + self.margin) / (1.0 - math.sin(math.pi / num_beams)))
+
     def to_dict(self) -> dict[str, float | bool | str]:
         out: dict[str, float | bool | str] = {k: float(getattr(self, k)) for k in self.NUMBERS}
         out["slide"] = self.slide
@@ -193,13 +210,11 @@ def guarded_ranges(ranges: Any, seen: Any, rule: GuardRule) -> Any:
     return xp.where(seen, ranges, xp.minimum(ranges, rule.unseen_range))
 
 
-def guard_scale(ranges: Any, command: Any, rule: GuardRule, max_range: float, seen: Any = None) -> Any:
-    """Per-world factor in [0, 1] for the planar command.
-
-    ``ranges``: ``(..., num_beams)`` metres on the training beam layout; ``command``: ``(..., 3)``
-    body-frame ``[vx, vy, wz]`` in m/s and rad/s; ``seen``: ``(..., num_beams)`` bool, the beams
-    the scan saw (rule step 0; None: all of them). Returns ``(...,)``.
-    """
+def free_distances(ranges: Any, command: Any, rule: GuardRule, max_range: float, seen: Any = None) -> tuple[Any, Any]:
+    """Rule steps 0-2 per beam: ``(free, blocks)``, both ``(..., num_beams)``: the free distance
+    ``d_j`` the planar command's direction leaves to beam ``j``, and whether that beam blocks the
+    motion at all (ahead, in the swept band, a return). Arguments as :func:`guard_scale`; a command
+    without planar speed sweeps along +x (its result is not used: such a command is never scaled)."""
     xp = ops_for(ranges)
     ranges = xp.as_float(ranges)
     command = xp.as_float(command)
@@ -212,8 +227,7 @@ def guard_scale(ranges: Any, command: Any, rule: GuardRule, max_range: float, se
         hit = hit | ~seen
     vx, vy = command[..., 0], command[..., 1]
     speed = xp.sqrt(vx * vx + vy * vy)
-    moving = speed > 1e-6
-    safe_speed = xp.where(moving, speed, speed * 0.0 + 1.0)
+    safe_speed = xp.where(speed > 1e-6, speed, speed * 0.0 + 1.0)
     ux, uy = (vx / safe_speed)[..., None], (vy / safe_speed)[..., None]
     px, py = ranges * xp.cos(theta), ranges * xp.sin(theta)
     along = px * ux + py * uy
@@ -227,12 +241,42 @@ def guard_scale(ranges: Any, command: Any, rule: GuardRule, max_range: float, se
     band = rho * rho - lateral * lateral
     blocks = (along > ALONG_EPS) & (band > 0.0) & hit
     free = along - xp.sqrt(xp.maximum(band, 0.0))
+    return free, blocks
+
+
+def guard_scale(ranges: Any, command: Any, rule: GuardRule, max_range: float, seen: Any = None) -> Any:
+    """Per-world factor in [0, 1] for the planar command.
+
+    ``ranges``: ``(..., num_beams)`` metres on the training beam layout; ``command``: ``(..., 3)``
+    body-frame ``[vx, vy, wz]`` in m/s and rad/s; ``seen``: ``(..., num_beams)`` bool, the beams
+    the scan saw (rule step 0; None: all of them). Returns ``(...,)``.
+    """
+    xp = ops_for(ranges)
+    free, blocks = free_distances(ranges, command, rule, max_range, seen)
+    command = xp.as_float(command)
+    vx, vy = command[..., 0], command[..., 1]
+    speed = xp.sqrt(vx * vx + vy * vy)
+    moving = speed > 1e-6
+    safe_speed = xp.where(moving, speed, speed * 0.0 + 1.0)
     big = 1e6
     dist = xp.amin(xp.where(blocks, free, free * 0.0 + big), axis=-1)
     positive = xp.maximum(dist, 0.0)
     cap = xp.minimum(positive / rule.headway, xp.sqrt(2.0 * rule.decel * positive))
     scale = xp.minimum(cap / safe_speed, 1.0)
     return xp.where(moving, scale, scale * 0.0 + 1.0)
+
+
+def blocking_beam(ranges: Any, command: Any, rule: GuardRule, max_range: float, seen: Any = None) -> int | None:
+    """One robot (``ranges`` ``(num_beams,)``, ``command`` ``(3,)``): the beam whose return limits the
+    planar command (the least free distance of rule step 2), or None when nothing blocks it or it has
+    no planar speed."""
+    command = np.asarray(command, dtype=np.float64).reshape(-1)
+    if math.hypot(float(command[0]), float(command[1])) <= 1e-6:
+        return None
+    free, blocks = free_distances(np.asarray(ranges, dtype=np.float64), command, rule, max_range, seen)
+    if not np.any(blocks):
+        return None
+    return int(np.argmin(np.where(blocks, free, np.inf)))
 
 
 def apply_guard(ranges: Any, command: Any, rule: GuardRule, max_range: float, seen: Any = None) -> tuple[Any, Any]:
