@@ -17,14 +17,28 @@ generator uses (:mod:`navdeploy.grid_search`). A cell's clearance is the distanc
 to the return kept in the nearest occupied cell (the distance transform of the occupied cells
 finds that cell); unknown cells are free. The world generator certifies its paths on the grid,
 which costs up to half an edge's length of clearance; the robot's clearance is an estimate from
-its scans anyway, so its planner judges clearance at the cell centres alone (``certify=False``):
-the path keeps ``radius + margin`` from mapped returns, and only where no such path exists one
-that keeps ``radius - squeeze`` (a gap the robot fits only just is the last resort, not a short
-cut). Edges are weighted to keep ``keep`` metres more where there is room. Planning is limited
+its scans anyway, so its planner judges clearance at the cell centres alone (``certify=False``).
+
+**One clearance with the guard.** The clearance a path must keep is the one the collision guard the
+node applies lets the robot drive (``clearance``, :meth:`navcontract.guard.GuardRule.passing_clearance`:
+the guard's ``radius + margin`` plus the lidar sector's spread at that very distance, ``c = (radius_g
++ margin_g) / (1 - sin(delta))`` with ``delta`` half the contract's beam increment; a return passed
+closer than ``c`` stops the robot), plus half a cell for judging it at cell centres: the map
+certifies ``C = c + resolution / 2``. The path keeps ``C + margin`` from mapped returns where it can,
+and only where no such path exists one that keeps ``C`` (never less: a gap the guard refuses is no
+path). Without a guard (a bundle without a guard section, the guard turned off) ``C`` is the robot's
+``radius``: the path keeps ``radius + margin``, and only where no such path exists one that keeps
+``radius - squeeze`` (a gap the robot fits only just is the last resort, not a short cut). The
+line-of-sight check below keeps ``c`` (without a guard, the radius). Edges are weighted to keep
+``keep`` metres more where there is room. Planning is limited
 to the box around robot and goal plus ``box_margin``. The path is planned again every
 ``replan_period`` seconds, and at once when a newly mapped return blocks the path ahead (beyond
 ``clear_ahead``, and ``block_margin`` inside the clearance the path was planned with, so that
-the lidar's noise on a return does not flip the route every tick); a new plan replaces a usable
+the lidar's noise on a return does not flip the route every tick), and at once when the command
+gate reports that the guard keeps refusing the path (:meth:`ScanPlanner.block`: the return the guard
+stopped the robot before is raised to a disc of ``block_raise`` metres, a disc that one more refusal
+within it widens by ``block_raise`` again, for as long as the goal stands; the path in use then
+counts as blocked). A new plan replaces a usable
 path only when it is ``switch_gain`` shorter than what is left of it, or when the path in use is a
 squeezed one and the new plan keeps the full clearance (a squeezed path kept for its length led the
 robot into passages narrower than itself, where it stood wedged). The policy's sub-goal then
@@ -86,6 +100,7 @@ class ScanMapCfg:
     clear_ahead: float = 0.3  # [m] the blocked check starts this far ahead of the robot's progress
     block_margin: float = 0.02  # [m] and counts a return only this much inside the clearance the path was planned with
     line_of_sight: bool = True  # a sub-goal round a corner is pulled back to where the robot reaches it straight
+    block_raise: float = 0.1  # [m] a return the guard keeps refusing the path by is raised by this (each time)
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -99,7 +114,7 @@ class ScanMapCfg:
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"scan map: {name} must be > 0, got {getattr(self, name)}")
-        non_negative = ("replan_period", "start_search", "switch_gain", "clear_ahead", "block_margin")
+        non_negative = ("replan_period", "start_search", "switch_gain", "clear_ahead", "block_margin", "block_raise")
         for name in non_negative:
             if getattr(self, name) < 0:
                 raise ValueError(f"scan map: {name} must be >= 0, got {getattr(self, name)}")
@@ -299,13 +314,64 @@ def visible(
     return float(q[0]), float(q[1])
 
 
-class ScanPlanner:
-    """The robot's map, its path to the goal and the sub-goal along it (module doc)."""
+def cell_side(cfg: ScanMapCfg) -> float:
+    """[m] The map's cell side: ``size`` over a whole number of cells, ``resolution`` at the defaults."""
+    return cfg.size / int(round(cfg.size / cfg.resolution))
 
-    def __init__(self, cfg: ScanMapCfg, radius: float, rule: LookaheadRule | None = None) -> None:
+
+def certified_clearance(cfg: ScanMapCfg, radius: float, clearance: float | None) -> float:
+    """[m] ``C`` of the module doc: the guard's passing ``clearance`` plus half a cell, or without a
+    guard (``clearance`` None) the robot's ``radius``."""
+    if clearance is None:
+        return float(radius)
+    return float(clearance) + cell_side(cfg) / 2
+
+
+def plan_radii(cfg: ScanMapCfg, radius: float, clearance: float | None) -> tuple[float, float]:
+    """The clearance a path keeps from mapped returns at cell centres (module doc): where it can, and
+    at the least. Without a guard ``(radius + margin, radius - squeeze)``; with the guard's passing
+    ``clearance`` ``(C + margin, C - squeeze)``, the second never below ``C``."""
+    base = certified_clearance(cfg, radius, clearance)
+    if clearance is None:
+        return base + cfg.margin, max(base - cfg.squeeze, 0.0)
+    return base + cfg.margin, max(base - cfg.squeeze, base)
+
+
+def clearance_text(cfg: ScanMapCfg, radius: float, clearance: float | None, guard: Any = None, beams: int = 0) -> str:
+    """One line for the log: the clearance rule in use, with its numbers."""
+    full, least = plan_radii(cfg, radius, clearance)
+    if clearance is None:
+        return (
+            f"the path keeps {full:.3f} m from mapped returns (radius {radius:g} m + {cfg.margin:g} m; no guard), "
+            f"{least:.3f} m as the last resort"
+        )
+    spread = ""
+    if guard is not None and beams:
+        spread = (
+            f" = (guard radius {guard.radius:g} + margin {guard.margin:g}) / (1 - sin(180/{beams} deg)): "
+            f"+{clearance - guard.radius - guard.margin:.4f} m of sector spread"
+        )
+    return (
+        f"the path keeps {full:.3f} m from mapped returns at cell centres ({least:.3f} m as the last resort): "
+        f"the guard's passing clearance {clearance:.4f} m{spread}, + half a cell {cell_side(cfg) / 2:g} m"
+        f"{f', + {cfg.margin:g} m where there is room' if full > least else ''}"
+    )
+
+
+class ScanPlanner:
+    """The robot's map, its path to the goal and the sub-goal along it (module doc). ``clearance``: the
+    passing clearance of the guard the node applies (None: no guard; the robot's ``radius`` rules)."""
+
+    def __init__(
+        self, cfg: ScanMapCfg, radius: float, rule: LookaheadRule | None = None, clearance: float | None = None
+    ) -> None:
         if not (math.isfinite(radius) and radius > 0):
             raise ValueError(f"scan map: robot radius must be > 0, got {radius}")
+        if clearance is not None and not (math.isfinite(clearance) and clearance > 0):
+            raise ValueError(f"scan map: the guard's passing clearance must be > 0, got {clearance}")
         self.cfg, self.radius = cfg, float(radius)
+        self.clearance = None if clearance is None else float(clearance)
+        self.base = certified_clearance(cfg, self.radius, self.clearance)  # C of the module doc
         self.rule = rule if rule is not None else LookaheadRule()
         self.map = ScanMap(cfg)
         self.path_id = 0  # changes whenever the path in use does (the worker's plans name their path by it)
@@ -317,8 +383,11 @@ class ScanPlanner:
         self.new_goal()
 
     def new_goal(self) -> None:
-        """Drop the path; the map stays (what was seen is still there)."""
+        """Drop the path and the returns raised for the guard (:meth:`block`); the map stays (what was
+        seen is still there)."""
         self.path: np.ndarray | None = None
+        self.raised: list[list[float]] = []  # [x, y, radius] of each return raised for the guard (odometry frame)
+        self._forced = False  # the guard refused the path in use: the next update plans again
         self.path_id += 1
         self.progress = 0.0  # [m] arc length of the path reached
         self.remaining = 0.0  # [m] path still to go
@@ -331,7 +400,7 @@ class ScanPlanner:
     @property
     def plan_radii(self) -> tuple[float, float]:
         """The clearance a path keeps from mapped returns: what it keeps where it can, and at the least."""
-        return self.radius + self.cfg.margin, max(self.radius - self.cfg.squeeze, 0.0)
+        return plan_radii(self.cfg, self.radius, self.clearance)
 
     def observe(self, scan: Any, pose: np.ndarray) -> None:
         """Fold a :class:`navcontract.scan.ScanInput` taken at ``pose`` (odometry frame)."""
@@ -360,8 +429,9 @@ class ScanPlanner:
 
     def update_path(self, p: np.ndarray, goal: np.ndarray, now: float) -> None:
         """The map's half of a tick: plan again when ``replan_period`` has passed since the last plan,
-        or at once when the path ahead is blocked (from the robot's position ``p``)."""
-        blocked = self.path is not None and self._blocked()
+        or at once when the path ahead is blocked or the guard refused it (from the robot's position ``p``)."""
+        blocked = self.path is not None and (self._forced or self._blocked())
+        self._forced = False
         due = self.planned_at is None or not (0.0 <= now - self.planned_at < self.cfg.replan_period)
         if due or blocked:
             self._replan(p, goal, blocked, now)
@@ -377,8 +447,30 @@ class ScanPlanner:
 
     @property
     def sight_rule(self) -> SightRule:
-        """What the line-of-sight check keeps (:func:`visible`)."""
-        return SightRule(self.radius, self.map.h, self.radius + self.cfg.keep + 2 * self.map.h)
+        """What the line-of-sight check keeps (:func:`visible`): the guard's passing clearance (without
+        a guard the radius)."""
+        keeps = self.radius if self.clearance is None else self.clearance
+        return SightRule(keeps, self.map.h, self.base + self.cfg.keep + 2 * self.map.h)
+
+    def block(self, point: np.ndarray) -> None:
+        """The guard keeps refusing the path by the return at ``point`` (odometry frame): raise that return
+        to a disc of ``block_raise`` (a disc already within ``block_raise`` of it grows by
+        ``block_raise``), and count the path in use as blocked at the next update (module doc)."""
+        x, y = float(point[0]), float(point[1])
+        step = self.cfg.block_raise
+        for disc in self.raised:
+            if math.hypot(x - disc[0], y - disc[1]) <= disc[2] + step:
+                disc[2] += step
+                break
+        else:
+            self.raised.append([x, y, step])
+        self.replan()
+
+    def replan(self) -> None:
+        """Plan again at the next update; the new plan replaces the path in use whatever its length
+        (the path counts as blocked; none found: no path)."""
+        self._forced = True
+        self.planned_at = None
 
     def _sight(self, points: np.ndarray, margin: float) -> tuple[GridFrame, np.ndarray]:
         return self._clearance(points, margin=margin)
@@ -445,11 +537,11 @@ class ScanPlanner:
         iy0 = int(np.clip(math.floor((lo[1] - frame.y0) / m.h), 0, m.n - 1))
         iy1 = int(np.clip(math.ceil((hi[1] - frame.y0) / m.h), iy0 + 1, m.n))
         # The distance transform sees obstacles up to the cap beyond the box.
-        pad = int(math.ceil((self.radius + self.cfg.keep) / m.h)) + 1
+        pad = int(math.ceil((self.base + self.cfg.keep) / m.h)) + 1
         ox0, oy0 = max(ix0 - pad, 0), max(iy0 - pad, 0)
         ox1, oy1 = min(ix1 + pad, m.n), min(iy1 + pad, m.n)
         occ = m.occupied()[oy0:oy1, ox0:ox1]
-        cap = self.radius + self.cfg.keep + m.h
+        cap = self.base + self.cfg.keep + m.h
         if occ.any():
             # Distance from each cell centre to the return kept in the nearest occupied cell.
             from scipy.ndimage import distance_transform_edt  # here: a node that never plans never loads scipy
@@ -464,6 +556,10 @@ class ScanPlanner:
             dist = np.full((iy1 - iy0, ix1 - ix0), cap)
         clear = np.minimum(dist, cap)
         sub = GridFrame(frame.x0 + ix0 * m.h, frame.y0 + iy0 * m.h, m.h, m.h, clear.shape)
+        if self.raised:  # the returns raised for the guard: the distance to their discs
+            xs, ys = sub.centres()
+            for x, y, r in self.raised:
+                clear = np.minimum(clear, np.maximum(np.hypot(xs[None, :] - x, ys[:, None] - y) - r, 0.0))
         return sub, clear
 
     def plan(self, start: np.ndarray, goal: np.ndarray) -> np.ndarray | None:

@@ -14,6 +14,10 @@ same planner, in a process of its own:
   plans as the synchronous planner does at a tick (:meth:`ScanPlanner.update_path`: again every
   ``replan_period``, at once when the path ahead is blocked), then sends back the path in use and
   the clearance round the robot and the path ahead (:meth:`ScanPlanner.sight_clearance`);
+- a path the guard keeps refusing (:meth:`ScanPlannerWorker.block`, from the gate) and a re-plan
+  after a recovery (:meth:`~ScanPlannerWorker.replan`) go to the worker before the tick's scan: the
+  worker raises the return (:meth:`ScanPlanner.block`) or just plans again, for the next scan it
+  folds;
 - the worker takes at most :data:`DUTY` of a CPU (``duty``): after each batch it rests three times as
   long as the batch took, so a robot computer keeps its cores for the control loop and the other
   nodes however fast scans come (a simulation run faster than real time included); scans that come
@@ -61,7 +65,7 @@ import numpy as np
 
 from navcontract.subgoal import LookaheadRule
 from navdeploy.grid_search import GridFrame
-from navdeploy.scan_map import ScanMapCfg, ScanPlanner, SightRule, follow_on, visible
+from navdeploy.scan_map import ScanMapCfg, ScanPlanner, SightRule, follow_on, plan_radii, visible
 
 IN_FLIGHT = 2
 """Scans handed to the worker and not yet answered, at most."""
@@ -186,6 +190,10 @@ def _batch(planner: ScanPlanner, batch: list[tuple], slack: float) -> Plan | Ack
             elif msg[0] == "reset":
                 planner.reset()
                 job = None
+            elif msg[0] == "block":
+                planner.block(msg[1])
+            elif msg[0] == "replan":
+                planner.replan()
         if seq is None:
             return None
         if job is None:
@@ -200,8 +208,8 @@ def serve(conn: Connection) -> None:
     """The worker's loop: build the planner from the first message, then answer batches until
     ``stop`` or until the connection closes (the parent ended)."""
     try:
-        factory, cfg, radius, rule, slack, duty = conn.recv()
-        planner = factory(cfg, radius, rule)
+        factory, cfg, radius, rule, slack, duty, clearance = conn.recv()
+        planner = factory(cfg, radius, rule) if clearance is None else factory(cfg, radius, rule, clearance=clearance)
         while True:
             batch = [conn.recv()]
             while conn.poll():
@@ -309,7 +317,8 @@ class _Running:
 
 class ScanPlannerWorker:
     """:class:`navdeploy.scan_map.ScanPlanner` on a worker process (module doc); ``planner``: what the
-    worker builds as ``planner(cfg, radius, rule)`` (a class or function it can import by name)."""
+    worker builds as ``planner(cfg, radius, rule)`` (a class or function it can import by name), with
+    ``clearance=`` the guard's passing clearance when one is given."""
 
     def __init__(
         self,
@@ -319,10 +328,14 @@ class ScanPlannerWorker:
         planner: Callable[..., ScanPlanner] = ScanPlanner,
         lockstep: bool = False,
         duty: float = DUTY,
+        clearance: float | None = None,
     ) -> None:
         if not (math.isfinite(radius) and radius > 0):
             raise ValueError(f"scan map: robot radius must be > 0, got {radius}")
+        if clearance is not None and not (math.isfinite(clearance) and clearance > 0):
+            raise ValueError(f"scan map: the guard's passing clearance must be > 0, got {clearance}")
         self.cfg, self.radius = cfg, float(radius)
+        self.clearance = None if clearance is None else float(clearance)
         self.rule = rule if rule is not None else LookaheadRule()
         if not 0.0 < duty <= 1.0:
             raise ValueError(f"scan map worker: duty must be in (0, 1], got {duty}")
@@ -341,7 +354,7 @@ class ScanPlannerWorker:
         self.path_id = -1
         self.progress = 0.0
         self.remaining = 0.0
-        self.path_radius = self.radius + self.cfg.margin
+        self.path_radius = plan_radii(self.cfg, self.radius, self.clearance)[0]
         self.plans = 0
         self.failed = False
         self._sight: tuple[GridFrame, np.ndarray] | None = None
@@ -366,7 +379,7 @@ class ScanPlannerWorker:
         )
         theirs.close()
         link = _Link(ours)
-        link.send((self.factory, self.cfg, self.radius, self.rule, SIGHT_SLACK, self.duty))
+        link.send((self.factory, self.cfg, self.radius, self.rule, SIGHT_SLACK, self.duty, self.clearance))
         self._run = _Running(proc, link, weakref.finalize(self, _shutdown, proc, link))
         self._sent_at = {}
 
@@ -389,6 +402,18 @@ class ScanPlannerWorker:
         self._generation += 1
         self._forget()
         self._send(("reset", self._generation))
+
+    def block(self, point: np.ndarray) -> None:
+        """The guard keeps refusing the path by the return at ``point``: the worker raises it and plans
+        again for the next scan it folds (:meth:`ScanPlanner.block`); the tick follows the path in use
+        until that plan comes back."""
+        self.start()
+        self._send(("block", np.asarray(point, dtype=np.float64)[:2].copy()))
+
+    def replan(self) -> None:
+        """The worker plans again for the next scan it folds (:meth:`ScanPlanner.replan`)."""
+        self.start()
+        self._send(("replan",))
 
     def step(
         self, scan: Any | None, pose: np.ndarray, goal: tuple[float, float], now: float
