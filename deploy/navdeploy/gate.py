@@ -40,6 +40,14 @@ as unseen, and the contract's max range, as training's command stages do with th
 observed. A cut by the guard goes out as it is, even when it is a bigger change than the smoother
 allows, and the smoother remembers what was sent. ``wz`` is never touched; the node's ``guard``
 parameter turns it off. The order is the same for every driver.
+
+Blocked, stuck and recovery (:mod:`navdeploy.progress`; ``progress`` None: off, as a gate built
+without settings has it): while the scan map has a path, a guard that keeps holding the command
+toward the sub-goal for ``blocked_time`` marks the path blocked there and the map plans again round
+it (reason ``replanning: ...``); a robot that makes no progress toward the goal or along its path for
+``progress_time`` is ``stuck`` (zero), backs off from the nearest return (state ``recovering``, a
+command smoothed and guarded like a driving one), has the map plan again and drives on; after
+``max_recoveries`` it stays ``stuck`` with zero until a new goal or path. The same for every driver.
 """
 
 from __future__ import annotations
@@ -51,8 +59,8 @@ from typing import Any
 
 import numpy as np
 
-from navcontract.guard import GuardRule, apply_guard
-from navcontract.scan import ScanReport, ScanUnusable
+from navcontract.guard import GuardRule, apply_guard, blocking_beam, guarded_ranges
+from navcontract.scan import TRAINING_ANGLE_MIN, ScanReport, ScanUnusable
 from navcontract.subgoal import LookaheadRule, follow_path, path_length
 from navdeploy.inputs import (
     MAX_PATH_POINTS,
@@ -65,11 +73,12 @@ from navdeploy.inputs import (
     read_scan,
     yaw_from_quaternion,
 )
+from navdeploy.progress import BlockedWatch, ProgressChecker, ProgressRule, recovery_command, refused
 from navdeploy.scan_map import ScanPlanner
 from navdeploy.scan_worker import ScanPlannerWorker
 from navdeploy.settings import GateSettings, Limits
 from navdeploy.smoother import VelocitySmoother
-from navdeploy.states import FAULT_STATES, SCAN_FAULT_STATE, State, TickResult
+from navdeploy.states import FAULT_STATES, MOVING_STATES, SCAN_FAULT_STATE, State, TickResult
 
 _UNCHANGED = "; nothing changed (the current path or goal stands)"
 
@@ -94,11 +103,12 @@ def clamp_command(cmd: np.ndarray, limits: Limits) -> np.ndarray:
 
 
 def scan_planner(settings: GateSettings) -> ScanPlanner | ScanPlannerWorker | None:
-    """The scan map's planner of ``settings``: on a worker process or inline (None: no scan map)."""
+    """The scan map's planner of ``settings``: on a worker process or inline (None: no scan map),
+    planning with the guard's passing clearance (``settings.plan_clearance``; None: no guard)."""
     if settings.scan_map is None or settings.robot_radius is None:
         return None
     kind = ScanPlannerWorker if settings.scan_map_worker else ScanPlanner
-    return kind(settings.scan_map, settings.robot_radius, settings.path_rule)
+    return kind(settings.scan_map, settings.robot_radius, settings.path_rule, clearance=settings.plan_clearance)
 
 
 @dataclass
@@ -123,6 +133,7 @@ class CommandGate:
     guard: GuardRule | None = None  # collision guard on driving commands (navcontract.guard); None: off
     max_range: float = math.inf  # [m] the contract's lidar max_range, for the guard
     scan_planner: ScanPlanner | ScanPlannerWorker | None = None  # goal without a path: sub-goal on the robot's own map
+    progress: ProgressRule | None = None  # blocked, stuck and recovery (navdeploy.progress); None: off
 
     @classmethod
     def from_settings(cls, driver: Any, settings: GateSettings) -> CommandGate:
@@ -151,6 +162,7 @@ class CommandGate:
             guard=settings.guard,
             max_range=settings.max_range,
             scan_planner=scan_planner(settings),
+            progress=settings.progress,
         )
 
     def start(self) -> None:
@@ -178,6 +190,13 @@ class CommandGate:
         self.last_inference_ms: float | None = None
         self._need_reset = True
         self._mapped_stamp: float | None = None  # the last scan folded into the scan map
+        rule = self.progress
+        self.checker = ProgressChecker(rule) if rule is not None and rule.progress_time > 0 else None
+        self.blocked = BlockedWatch(rule) if rule is not None and rule.blocked_time > 0 else None
+        self._path_serial = 0  # counts the global paths set (progress along a path is per path)
+        self._checked: np.ndarray | None = None  # the command the guard checked this tick
+        self._note: str | None = None  # this tick's reason, when driving says more than "driving"
+        self._backoff: tuple[float, ProgressRule, str] | None = None  # the back-off in course: until, rule, why
 
     # ---------------------------------------------------------------- inputs
     def input_stamps(self) -> tuple[float | None, float | None]:
@@ -245,6 +264,7 @@ class CommandGate:
         self.goal = (float(gx), float(gy))
         self.reached = False
         self._need_reset = True
+        self._new_destination()
         if self.scan_planner is not None:
             self.scan_planner.new_goal()  # the map stays: what was seen is still there
         return True, f"new goal ({gx:.2f}, {gy:.2f}) in '{self.odom_frame}'"
@@ -268,6 +288,7 @@ class CommandGate:
             if had:
                 self.reached = False
                 self._need_reset = True
+                self._new_destination()
             back = "the goal pose" if self.goal is not None else "no goal: stopping"
             return True, f"empty path: path following ended ({back})"
         if pts.ndim != 2 or pts.shape[1] != 2:
@@ -287,6 +308,8 @@ class CommandGate:
         self.path_progress = 0.0
         self.reached = False
         self._need_reset = True
+        self._path_serial += 1
+        self._new_destination()
         end = self.path[-1]
         return True, f"new path of {len(pts)} poses to ({end[0]:.2f}, {end[1]:.2f}) in '{self.odom_frame}'"
 
@@ -294,6 +317,15 @@ class CommandGate:
         """No goal pose and no path: zero until a new one comes."""
         self.goal = None
         self.path = None
+        self._new_destination()
+
+    def _new_destination(self) -> None:
+        """A new goal or path (or none): progress, recoveries and the blocked watch start over."""
+        if self.checker is not None:
+            self.checker.reset()
+        if self.blocked is not None:
+            self.blocked.clear()
+        self._backoff = None
 
     def final_goal(self) -> tuple[float, float] | None:
         """Where the robot is going: the path's last point while a path is set, else the goal pose."""
@@ -387,23 +419,41 @@ class CommandGate:
         :meth:`_send`); any other state's zero goes out as it is, at once, and the smoother starts
         again from rest."""
         self._subgoal = self._path_remaining = None
+        self._note = None
         try:
+            self._end_backoff(now)
             res = self._decide(now)
             if res.state == State.DRIVING:
-                res.cmd, res.guard_scale = self._send(res.cmd, now)
+                res = self._supervise(res, now)
+            if res.state in MOVING_STATES:
+                target = res.cmd
+                res.cmd, res.guard_scale = self._send(target, now)
+                if res.state == State.DRIVING:
+                    self._watch(res, target, now)
         except Exception as exc:  # never let a tick die without a zero command
             res = self._zero(State.ERROR, f"tick failed: {type(exc).__name__}: {exc}")
         if not np.all(np.isfinite(res.cmd)):
             res = self._zero(State.ERROR, "non-finite command replaced by zero", res.distance)
         if not self.limits.holonomic:
             res.cmd = np.array([res.cmd[0], 0.0, res.cmd[2]], dtype=np.float64)  # never a lateral command
-        if res.state != State.DRIVING:
+        if res.state not in MOVING_STATES:
             self.stopped(now)
+        self._paused(res.state)
+        if res.state == State.DRIVING and self._note is not None:
+            res.reason = self._note
         res.path_in_use = self.path is not None
         res.subgoal, res.path_remaining = self._subgoal, self._path_remaining
         if isinstance(self.scan_planner, ScanPlannerWorker):
             self.scan_planner.dispatch()  # this tick's scan to the worker, once the command is made
         return res
+
+    def _paused(self, state: State) -> None:
+        """After a tick in ``state``: any but driving starts the blocked watch again; any but driving,
+        stuck and recovering (a fault, no goal, the goal reached) the progress clock too."""
+        if self.blocked is not None and state != State.DRIVING:
+            self.blocked.clear()
+        if self.checker is not None and state not in (State.DRIVING, State.STUCK, State.RECOVERING):
+            self.checker.pause()
 
     def stopped(self, now: float | None = None) -> None:
         """A zero command went out at ``now``: a tick's stop, or one the node sends outside a tick (the
@@ -474,6 +524,7 @@ class CommandGate:
         if self.smoother is not None:
             cmd = self.smoother.propose(target, now, clamp=lambda c: clamp_command(c, self.limits))
         scale = None
+        self._checked = cmd
         if self.guard is not None:
             cmd, scale = self._guarded(cmd, self.guard)
         if self.smoother is not None:
@@ -491,6 +542,88 @@ class CommandGate:
         seen = ~np.asarray(report.filled, dtype=bool)
         guarded, scale = apply_guard(report.ranges, cmd, rule, self.max_range, seen)
         return np.asarray(guarded, dtype=np.float64), float(scale)
+
+    # ---------------------------------------------------------------- blocked, stuck, recovery
+    def _path_state(self) -> tuple[Any, float]:
+        """Which path the robot follows (a key; None: none) and its progress along it [m]."""
+        if self.path is not None:
+            return ("plan", self._path_serial), self.path_progress
+        planner = self.scan_planner
+        if planner is not None and planner.path is not None:
+            return ("map", planner.path_id), float(planner.progress)
+        return None, 0.0
+
+    def _supervise(self, res: TickResult, now: float) -> TickResult:
+        """A driving tick under the progress checker (:mod:`navdeploy.progress`): the driver's command,
+        the back-off while one runs (after stuck or a blocked path), or ``stuck`` with zero (no progress
+        for ``progress_time``, or every recovery spent)."""
+        chk = self.checker
+        if chk is not None and chk.gave_up:
+            reason = f"stuck: {_spent(chk.rule)}; zero until a new goal or path"
+            return self._zero(State.STUCK, reason, res.distance, report=res.scan_report)
+        if self._backoff is not None:
+            rule, why = self._backoff[1], self._backoff[2]
+            cmd, what = recovery_command(res.scan_report, self.max_range, rule.recovery_speed, self.limits.holonomic)
+            res.cmd, res.state = clamp_command(cmd, self.limits), State.RECOVERING
+            res.reason = f"recovering ({why}): {what} at {rule.recovery_speed:g} m/s"
+            return res
+        if chk is None or res.distance is None or not chk.update(now, res.distance, *self._path_state()):
+            return res
+        rule = chk.rule
+        idle = (
+            f"no progress toward the goal or along the path for {rule.progress_time:g} s ({res.distance:.2f} m to go)"
+        )
+        if chk.start_recovery():
+            why = f"recovery {chk.recoveries} of {rule.max_recoveries}"
+            self._backoff = (now + rule.recovery_time, rule, why)
+            reason = f"stuck: {idle}; {why}: backing off for {rule.recovery_time:g} s, then a new plan"
+        else:
+            reason = f"stuck: {idle} after {_spent(rule)}; zero until a new goal or path"
+        return self._zero(State.STUCK, reason, res.distance, report=res.scan_report)
+
+    def _end_backoff(self, now: float) -> None:
+        """At the first tick after a back-off: the map plans again at once, the driver starts afresh."""
+        if self._backoff is None or now < self._backoff[0]:
+            return
+        why = self._backoff[2]
+        self._backoff = None
+        self._need_reset = True
+        if self.scan_planner is not None and self.path is None:
+            self.scan_planner.replan()
+        self._note = f"replanning after {why}"
+
+    def _watch(self, res: TickResult, target: np.ndarray, now: float) -> None:
+        """The blocked watch on a driving tick (:mod:`navdeploy.progress`): after ``blocked_time`` of the
+        guard holding the command toward the scan map's sub-goal, the return it stopped the robot
+        before is raised in the map, which plans again round it; the robot backs off first."""
+        watch, planner, rule = self.blocked, self.scan_planner, self.guard
+        sub = self._subgoal
+        if watch is None or planner is None or rule is None or self.odom is None:
+            return
+        if self.path is not None or planner.path is None or sub is None:
+            watch.clear()
+            return
+        pose = self.odom.value[0]
+        toward = _body_direction(pose, sub)
+        if not watch.update(refused(target, res.cmd, res.guard_scale, toward, watch.rule.blocked_speed), now):
+            return
+        report = self._report()
+        if report is None or self._checked is None:
+            return
+        seen = ~np.asarray(report.filled, dtype=bool)
+        j = blocking_beam(report.ranges, self._checked, rule, self.max_range, seen)
+        if j is None:
+            return
+        r = float(guarded_ranges(np.asarray(report.ranges, dtype=np.float64), seen, rule)[j])
+        theta = TRAINING_ANGLE_MIN + j * 2.0 * math.pi / len(report.ranges)
+        c, s = math.cos(pose[2] + theta), math.sin(pose[2] + theta)
+        planner.block(np.array([pose[0] + r * c, pose[1] + r * s]))
+        self._backoff = (now + watch.rule.recovery_time, watch.rule, "the blocked path")
+        self._note = (
+            f"replanning: the guard held the command toward the sub-goal under {watch.rule.blocked_speed:g} m/s "
+            f"for {watch.rule.blocked_time:g} s; the path counts as blocked by the return {r:.2f} m away at "
+            f"{math.degrees(theta):.0f} deg; backing off {watch.rule.recovery_time:g} s first"
+        )
 
     def _mapped(self, pose: np.ndarray, final: tuple[float, float], now: float) -> tuple[float, float]:
         """Goal without a path: hand a new scan to the robot's map and take the sub-goal along the
@@ -527,3 +660,17 @@ class CommandGate:
         self._path_remaining = float(remaining[0])
         near_end = self._path_length - self.path_progress <= self.path_rule.lookahead + self.goal_tolerance
         return self._subgoal, near_end
+
+
+def _body_direction(pose: np.ndarray, point: tuple[float, float]) -> np.ndarray | None:
+    """The unit direction from ``pose`` (x, y, yaw) to ``point`` in the body frame (None: at it)."""
+    dx, dy = point[0] - float(pose[0]), point[1] - float(pose[1])
+    n = math.hypot(dx, dy)
+    if n < 1e-6:
+        return None
+    c, s = math.cos(float(pose[2])), math.sin(float(pose[2]))
+    return np.array([(c * dx + s * dy) / n, (-s * dx + c * dy) / n])
+
+
+def _spent(rule: ProgressRule) -> str:
+    return f"{rule.max_recoveries} recoveries without getting {rule.progress_distance:g} m closer to the goal"

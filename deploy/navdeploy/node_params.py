@@ -119,6 +119,10 @@ _SCAN_MAP = (
     "Scan map (navdeploy.scan_map): a goal without a path is driven along a path planned on a map of the robot's "
     "own scans."
 )
+_PROGRESS = (
+    "Blocked, stuck and recovery (navdeploy.progress): a path the guard keeps refusing is re-planned; a robot "
+    "without progress backs off and re-plans, a few times at most."
+)
 _SCAN_RULES = "Scan rules (docs/deploy_contract.md): what the policy sees of any lidar, and when it must not drive."
 _PATH = "Path following (navcontract.subgoal): the policy's goal is a sub-goal sliding along the path."
 
@@ -285,8 +289,10 @@ PARAMS: tuple[Param, ...] = (
         heading=_SCAN_MAP,
         details="On: each new scan is folded into an occupancy map in `odom_frame` and the goal is driven to "
         "along a path planned on it (`navdeploy.scan_map`: 5 cm cells, 30 m window that moves with the robot; "
-        "the path keeps the robot's radius plus 1.5 cm from mapped returns, and the radius less 1 cm only where "
-        "nothing wider leads to the goal; replanned every second and at once when a newly seen return comes 2 cm "
+        "with the guard on, the path keeps the guard's passing clearance (its radius + margin + the lidar sector's "
+        "spread there) plus half a cell, plus 1.5 cm where there is room, from mapped returns, so a path the map "
+        "certifies is one the guard lets the robot drive; without a guard the robot's radius plus 1.5 cm, and the "
+        "radius less 1 cm only where nothing wider leads to the goal; the startup log states the numbers; replanned every second and at once when a newly seen return comes 2 cm "
         "inside the path's clearance ahead; the sub-goal taken along it by the path-following rule, pulled back "
         "along the path where the straight line to it would cut a corner into a mapped return; docs/worlds.md). "
         "The status's `subgoal` and `path_remaining` show it. When the map has no path (the goal inside a mapped "
@@ -304,6 +310,74 @@ PARAMS: tuple[Param, ...] = (
         "Off: the tick updates the map and plans itself, so the sub-goal of every tick depends only on the "
         "messages (the evaluation's rule; the bag tools set it false to compare the node with their reference "
         "tick by tick), at the cost of the planning time in the tick.",
+    ),
+    Param(
+        "blocked_time",
+        float,
+        1.0,
+        "the guard holding the command toward the scan map's sub-goal under blocked_speed this long marks the "
+        "path blocked (the return raised in the map) and re-plans at once; 0: off",
+        "s",
+        0.0,
+        60.0,
+        heading=_PROGRESS,
+        details="The status reason of that tick starts with `replanning`. Only while the scan map has a path and "
+        "the guard is on.",
+    ),
+    Param(
+        "blocked_speed",
+        float,
+        0.05,
+        "a guarded planar speed under this counts as held by the guard (the driver must ask at least this toward "
+        "the sub-goal)",
+        "m/s",
+        0.0,
+        10.0,
+        lo_open=True,
+    ),
+    Param(
+        "progress_time",
+        float,
+        5.0,
+        "no progress_distance of progress toward the goal or along the path in use this long -> state stuck and a "
+        "recovery; 0: off",
+        "s",
+        0.0,
+        600.0,
+        details="Only driving ticks count; a fault, no goal or the goal reached restart the clock. Stuck: a zero "
+        "command for one tick, then state `recovering` (below), then a new plan.",
+    ),
+    Param(
+        "progress_distance",
+        float,
+        0.2,
+        "progress: this much closer to the goal than ever before, or this much further along the path",
+        "m",
+        0.0,
+        100.0,
+        lo_open=True,
+    ),
+    Param(
+        "recovery_speed",
+        float,
+        0.1,
+        "the back-off's planar speed, away from the returns within 1 m, the nearest weighing most (a diff drive "
+        "backs, or drives forward when they lie behind); smoothed and guarded",
+        "m/s",
+        0.0,
+        10.0,
+        lo_open=True,
+    ),
+    Param("recovery_time", float, 1.0, "how long one back-off lasts (state recovering)", "s", 0.0, 60.0, lo_open=True),
+    Param(
+        "max_recoveries",
+        int,
+        3,
+        "recoveries without getting progress_distance closer to the goal; then stuck with zero until a new goal "
+        "or path",
+        "",
+        0,
+        100,
     ),
     Param(
         "below_min",

@@ -19,7 +19,13 @@ both call it, so both resolve the same parameters to the same settings. The rule
 - the path-following rule (:func:`resolve_path_rule`), the collision guard (:func:`resolve_guard`:
   the last stage, after the clamp and the smoother, so the smoother's limit never delays the
   guard's braking) and the scan map (:func:`resolve_scan_map`), each with one line saying where it
-  came from.
+  came from;
+- one clearance between planner and guard: with the guard on, the scan map plans with the guard's
+  passing clearance on the contract's beams (:meth:`navcontract.guard.GuardRule.passing_clearance`,
+  ``GateSettings.plan_clearance``; :mod:`navdeploy.scan_map` adds half a cell), and its log line
+  states the rule with its numbers; without a guard it plans with the robot's radius as before;
+- the blocked watch, the progress checker and the recovery (:func:`resolve_progress`,
+  :mod:`navdeploy.progress`), with one line.
 """
 
 from __future__ import annotations
@@ -34,7 +40,8 @@ from navcontract.scan import ScanOptions
 from navcontract.subgoal import LookaheadRule
 from navdeploy.inputs import Transform2D, parse_goal_frames
 from navdeploy.node_params import PARAM, NodeParams, check_number
-from navdeploy.scan_map import ScanMapCfg
+from navdeploy.progress import ProgressRule
+from navdeploy.scan_map import ScanMapCfg, clearance_text
 from navdeploy.smoother import AccelLimits
 
 RADIUS_TOLERANCE = 1e-6
@@ -84,6 +91,9 @@ class GateSettings:
     robot_radius: float | None = None  # [m] the footprint radius of the contract's base (the scan map plans for it)
     scan_map_source: str = ""  # one line: the scan map in use, or why there is none
     scan_map_worker: bool = False  # the scan map's update and planning on a worker process (navdeploy.scan_worker)
+    plan_clearance: float | None = None  # [m] the guard's passing clearance the scan map plans with; None: no guard
+    progress: ProgressRule | None = None  # blocked, stuck and recovery (navdeploy.progress); None: off
+    progress_source: str = ""  # one line: the blocked watch, the progress checker and the recovery
     base: BaseSpec | None = None  # the robot base the bundle was trained for (None: the contract states no radius)
 
 
@@ -112,7 +122,9 @@ def resolve_settings(contract: Any, params: NodeParams | None = None) -> tuple[G
     )
     rule, path_source = resolve_path_rule(contract, params.path_lookahead, params.path_search_window, warnings=warnings)
     guard_rule, guard_source = resolve_guard(contract, params.guard, warnings=warnings)
-    map_cfg, radius, map_source = resolve_scan_map(contract, params.scan_map, params.scan_map_worker)
+    map_cfg, radius, map_source = resolve_scan_map(contract, params.scan_map, params.scan_map_worker, guard_rule)
+    clearance = plan_clearance(contract, guard_rule) if map_cfg is not None else None
+    progress = resolve_progress(params)
     settings = GateSettings(
         control_period=period,
         goal_tolerance=tol,
@@ -134,6 +146,9 @@ def resolve_settings(contract: Any, params: NodeParams | None = None) -> tuple[G
         scan_map_source=map_source,
         scan_map_worker=params.scan_map_worker,
         base=base,
+        plan_clearance=clearance,
+        progress=progress,
+        progress_source=progress.describe(),
     )
     return settings, warnings
 
@@ -242,11 +257,35 @@ def resolve_scan_options(contract: Any, params: NodeParams, *, warnings: list[st
     return scan_options
 
 
-def resolve_scan_map(contract: Any, enabled: bool, worker: bool = False) -> tuple[ScanMapCfg | None, float | None, str]:
+def plan_clearance(contract: Any, guard: GuardRule | None) -> float | None:
+    """The clearance the scan map plans with: the passing clearance of the guard the node applies on
+    the contract's beams (:meth:`GuardRule.passing_clearance`), or None without a guard."""
+    if guard is None:
+        return None
+    return guard.passing_clearance(int(contract.num_beams))
+
+
+def resolve_progress(params: NodeParams) -> ProgressRule:
+    """The blocked watch, progress checker and recovery (:mod:`navdeploy.progress`) from the parameters."""
+    return ProgressRule(
+        blocked_time=params.blocked_time,
+        blocked_speed=params.blocked_speed,
+        progress_time=params.progress_time,
+        progress_distance=params.progress_distance,
+        recovery_speed=params.recovery_speed,
+        recovery_time=params.recovery_time,
+        max_recoveries=params.max_recoveries,
+    )
+
+
+def resolve_scan_map(
+    contract: Any, enabled: bool, worker: bool = False, guard: GuardRule | None = None
+) -> tuple[ScanMapCfg | None, float | None, str]:
     """The scan map (a goal without a path is driven along a path planned on the robot's own scans):
     on when the parameter is and the contract states ``robot.radius``; ``worker``: updated and
-    planned on a worker process. Returns its configuration (None: off), the radius and one line
-    for the log."""
+    planned on a worker process; ``guard``: the guard the node applies (the map plans with its
+    passing clearance, :func:`plan_clearance`). Returns its configuration (None: off), the radius and
+    one line for the log, which states the clearance rule with its numbers."""
     base = getattr(contract, "base", None)
     radius = None if base is None else float(base.radius)
     if not enabled:
@@ -254,12 +293,13 @@ def resolve_scan_map(contract: Any, enabled: bool, worker: bool = False) -> tupl
     if radius is None:
         return None, None, "scan map off: the bundle does not state robot.radius (exported before it)"
     cfg = ScanMapCfg()
+    beams = int(contract.num_beams)
+    rule = clearance_text(cfg, radius, plan_clearance(contract, guard), guard, beams)
     return (
         cfg,
         radius,
         f"scan map on (goal without a path: {cfg.resolution:g} m cells, replan every "
-        f"{cfg.replan_period:g} s, radius {radius:g} m plus {cfg.margin:g} m, "
-        f"{cfg.squeeze:g} m less as the last resort; "
+        f"{cfg.replan_period:g} s; {rule}; "
         f"{'on a worker process the control tick never waits for' if worker else 'inline at each tick'})",
     )
 

@@ -24,6 +24,8 @@ class State(StrEnum):
     CLOCK_STALLED = "clock_stalled"  # use_sim_time and /clock stopped advancing (wall-time watchdog)
     CLOCK_ENDED = "clock_ended"  # use_sim_time and /clock stopped with no publisher left: the sim or bag ended
     CLOCK_MISMATCH = "clock_mismatch"  # stamps and the node's clock over an hour apart: sim and wall time mixed
+    STUCK = "stuck"  # no progress toward the goal for progress_time: zero, then a recovery (or none left)
+    RECOVERING = "recovering"  # backing off from the nearest return after stuck (a guarded command)
     ERROR = "error"
 
 
@@ -40,6 +42,11 @@ FAULT_STATES = {
 }
 """States the node reports as a fault (a warning in its log). ``clock_ended`` is none: a simulation
 or bag that ends is a normal end (an info line), though the command is zero all the same."""
+
+MOVING_STATES = {State.DRIVING, State.RECOVERING}
+"""States whose command is not a zero: it goes through the velocity smoother and the guard
+(:meth:`navdeploy.gate.CommandGate.tick`); every other state sends an exact zero. ``stuck`` is no
+fault (the node logs it as a warning, once each time it is entered; :mod:`navdeploy.progress`)."""
 
 WATCHDOG_STATES = {State.CLOCK_STALLED, State.CLOCK_ENDED}
 """States of the wall-time clock watchdog (:class:`navdeploy.inputs.ClockWatchdog`): published between

@@ -20,7 +20,10 @@ The velocity smoother (``navdeploy.smoother``, parameters ``velocity_smoother``,
 bundle's policy was trained with; it never delays a stop. After it, as the last stage, the collision
 guard (``navcontract.guard``, parameter ``guard``) slows the planar command toward returns of the
 policy's own scan and toward what the scan did not see, as in training, when the bundle carries the
-guard its policy was trained with.
+guard its policy was trained with. The scan map plans with the clearance that guard needs; a path the
+guard keeps refusing is re-planned (status reason ``replanning: ...``), and a robot that makes no
+progress is ``stuck``, backs off (``recovering``) and re-plans, a few times at most
+(``navdeploy.progress``; parameters ``blocked_time``, ``progress_time``, ...).
 
 Inputs: scan and odometry are read best effort (either kind of publisher matches). Each tick first
 hands every input that has reached the node to its callback, so a tick never acts on an older scan
@@ -201,7 +204,8 @@ class PolicyNode(Node):
             + (f" {so.fill_value} m" if so.fill == "constant" else "")
             + f", min_valid_share {so.min_valid_share}, min_coverage {so.min_coverage} of the trained "
             f"{math.degrees(getattr(c, 'trained_fov', 2 * math.pi)):.0f} deg, max_fill_gap {so.max_fill_gap}; "
-            f"path following {settings.path_source}; {settings.guard_source}; {settings.scan_map_source}"
+            f"path following {settings.path_source}; {settings.guard_source}; {settings.scan_map_source}; "
+            f"{settings.progress_source}"
         )
 
     # ------------------------------------------------------------------ inputs
@@ -318,6 +322,8 @@ class PolicyNode(Node):
                 log.error(f"state -> {state.value}: {reason}")
             elif state in FAULT_STATES:
                 log.warn(f"state -> {state.value}: {reason} (publishing zero)")
+            elif state == State.STUCK:
+                log.warn(f"state -> {state.value}: {reason}")
             else:
                 log.info(f"state -> {state.value}: {reason}")
         status = {

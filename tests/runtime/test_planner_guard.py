@@ -1,0 +1,283 @@
+"""One clearance between the scan map's planner and the guard, a path the guard keeps refusing
+re-planned, and a robot without progress stuck and recovering (navdeploy.scan_map, navdeploy.gate,
+navdeploy.progress): synthetic scans, the gate driven without ROS."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from navcontract.base import DIFF_DRIVE
+from navcontract.bundle import read_contract
+from navcontract.guard import GuardRule, apply_guard, guard_scale
+from navcontract.scan import ScanInput, resample_scan
+from navdeploy.gate import CommandGate
+from navdeploy.node_params import NodeParams
+from navdeploy.progress import ProgressChecker, ProgressRule
+from navdeploy.scan_map import ScanMapCfg, ScanPlanner, plan_radii
+from navdeploy.settings import Limits, resolve_settings
+from navdeploy.states import State
+from support.gates import make_gate
+from support.paths import REPO
+
+GUARD = GuardRule(radius=0.2, margin=0.03, headway=0.5, decel=2.5, slide=False)  # the shipped default's numbers
+RADIUS = 0.2
+B = 72
+R_MAX = 6.0
+DENSE = 720
+DT = 0.1
+WALL_X, MID_Y = 2.025, 0.025  # a column and a row of cell centres: a gap's clearance is then half its width
+START = np.array([0.8, MID_Y, 0.0])
+GOAL = (4.0, MID_Y)
+DEFAULT_BUNDLE = REPO / "ros2_ws" / "src" / "nav_policy" / "nav_policy" / "default_bundle"
+
+Walls = list[tuple[tuple[float, float], tuple[float, float]]]
+
+
+def cast(pose: np.ndarray, walls: Walls, beams: int = DENSE) -> ScanInput:
+    """A 360-degree scan of ``beams`` beams from ``pose`` against wall segments (numpy ray casting)."""
+    ang = -math.pi + 2 * math.pi * np.arange(beams) / beams + pose[2]
+    d = np.stack([np.cos(ang), np.sin(ang)], axis=1)
+    r = np.full(beams, R_MAX)
+    for a, b in walls:
+        a, b = np.asarray(a, float), np.asarray(b, float)
+        e, w = b - a, a - pose[:2]
+        den = -d[:, 0] * e[1] + d[:, 1] * e[0]
+        ok = np.abs(den) > 1e-12
+        safe = np.where(ok, den, 1.0)
+        t = np.where(ok, (-w[0] * e[1] + w[1] * e[0]) / safe, np.inf)
+        u = np.where(ok, (d[:, 0] * w[1] - d[:, 1] * w[0]) / safe, -1.0)
+        r = np.where(ok & (t > 0) & (u >= 0) & (u <= 1), np.minimum(r, t), r)
+    return ScanInput(r, -math.pi, 2 * math.pi / beams, 0.05, R_MAX)
+
+
+def wall_with(*openings: tuple[float, float], reach: float = 4.0) -> Walls:
+    """A wall across the way at x = WALL_X from y = -reach to reach (beyond the planning box: no way
+    round on the map), open at each ``(centre_y, half_width)``: a robot through an opening's centre
+    passes its ends at ``half_width``."""
+    walls, y = [], -reach
+    for centre, half in sorted(openings):
+        walls.append(((WALL_X, y), (WALL_X, centre - half)))
+        y = centre + half
+    walls.append(((WALL_X, y), (WALL_X, reach)))
+    return walls
+
+
+def beams_of(scan: ScanInput) -> tuple[np.ndarray, np.ndarray]:
+    """The contract's beams of ``scan`` (the runtime's rule) and the sectors it saw."""
+    report = resample_scan(scan, B, R_MAX, return_report=True)
+    return report.ranges, ~report.filled
+
+
+def guard_lets_through(walls: Walls, track: np.ndarray, rule: GuardRule, speed: float = 1.0) -> bool:
+    """A holonomic robot asked for ``speed`` along the polyline ``track`` (yaw 0), its speed scaled by the
+    guard on its scan each 0.1 s tick: does it get past the wall within 10 s?"""
+    p, k = track[0].astype(np.float64), 1
+    for _ in range(100):
+        if p[0] > WALL_X + 0.3:
+            return True
+        while k < len(track) - 1 and np.linalg.norm(track[k] - p) < 1e-6:
+            k += 1
+        gap = track[k] - p
+        u = gap / np.linalg.norm(gap)
+        ranges, seen = beams_of(cast(np.array([p[0], p[1], 0.0]), walls))
+        scale = float(guard_scale(ranges, np.array([speed * u[0], speed * u[1], 0.0]), rule, R_MAX, seen))
+        p = p + u * min(scale * speed * DT, float(np.linalg.norm(gap)))
+    return bool(p[0] > WALL_X + 0.3)
+
+
+def certified(walls: Walls, clearance: float | None) -> np.ndarray | None:
+    """The planner's path from START to GOAL on the map of one scan from START (None: no path)."""
+    planner = ScanPlanner(ScanMapCfg(), RADIUS, clearance=clearance)
+    planner.observe(cast(START, walls), START)
+    return planner.plan(START[:2], np.array(GOAL))
+
+
+# --------------------------------------------------------------------------------- one clearance
+
+
+def test_the_guard_s_passing_clearance_is_radius_and_margin_over_one_less_the_sector_spread() -> None:
+    c = GUARD.passing_clearance(B)
+    assert c == pytest.approx(0.23 / (1 - math.sin(math.pi / B)))
+    assert c == pytest.approx(0.2405, abs=1e-4)
+    # A return exactly c away, dead ahead, leaves no free distance; one a hair further does.
+    for r, stopped in ((c - 1e-4, True), (c + 1e-3, False)):
+        ranges = np.full(B, R_MAX)
+        ranges[B // 2] = r
+        assert (float(guard_scale(ranges, np.array([0.5, 0.0, 0.0]), GUARD, R_MAX)) == 0.0) == stopped
+
+
+@pytest.mark.parametrize("slide", [False, True])
+def test_a_gap_the_map_certifies_is_one_the_guard_lets_the_robot_drive(slide: bool) -> None:
+    """Gaps whose clearance sweeps the guard's passing clearance c: the map certifies a path only where
+    the robot following that very path is not stopped by the guard (on its 72 beams of the same world),
+    and the two verdicts differ only within half a cell above c, where the map is the cautious one."""
+    rule = replace(GUARD, slide=slide)
+    c = rule.passing_clearance(B)
+    verdicts = {}
+    for extra in (-0.03, -0.01, 0.01, 0.03, 0.05):
+        walls = wall_with((MID_Y, c + extra))
+        path = certified(walls, c)
+        track = path if path is not None else np.array([START[:2], GOAL])
+        verdicts[extra] = (path is not None, guard_lets_through(walls, track, rule))
+    assert all(through for planned, through in verdicts.values() if planned), verdicts
+    assert [planned for planned, _ in verdicts.values()] == [False, False, False, True, True], verdicts
+    if not slide:  # the guard's own verdict changes at c
+        assert [through for _, through in verdicts.values()] == [False, False, True, True, True], verdicts
+
+
+def test_the_node_s_scan_map_plans_with_the_clearance_of_the_guard_it_applies() -> None:
+    """The shipped bundle: the gate's planner keeps C = c + half a cell (+ margin where there is room)
+    and the log line states it; with the guard off the planner keeps the robot's radius as it always did."""
+    contract = read_contract(DEFAULT_BUNDLE)
+    settings, _ = resolve_settings(contract, NodeParams(scan_map_worker=False))
+    c = contract.guard.passing_clearance(int(contract.num_beams))
+    assert settings.plan_clearance == pytest.approx(c)
+    gate = CommandGate.from_settings(Pusher(), settings)
+    planner = gate.scan_planner
+    assert isinstance(planner, ScanPlanner) and planner.clearance == pytest.approx(c)
+    cfg = planner.cfg
+    assert planner.plan_radii == pytest.approx((c + 0.025 + cfg.margin, c + 0.025))
+    assert f"the guard's passing clearance {c:.4f} m" in settings.scan_map_source
+    assert "sector spread" in settings.scan_map_source and "half a cell 0.025 m" in settings.scan_map_source
+    off, _ = resolve_settings(contract, NodeParams(scan_map_worker=False, guard=False))
+    assert off.plan_clearance is None
+    assert plan_radii(off.scan_map, RADIUS, None) == pytest.approx((RADIUS + cfg.margin, RADIUS - cfg.squeeze))
+    assert "no guard" in off.scan_map_source
+
+
+# --------------------------------------------------------------------------------- the gate in a loop
+
+
+class Pusher:
+    """A driver that pushes straight at the goal it is handed (the gate's sub-goal) at ``speed``, and
+    keeps the scan report of the contract's beams as the runtime does."""
+
+    def __init__(self, speed: float = 0.5) -> None:
+        self.speed = speed
+        self.last_scan_report = None
+
+    def reset(self) -> None:
+        pass
+
+    def step(self, scan, *, pose, twist, goal):
+        self.last_scan_report = resample_scan(scan, B, R_MAX, return_report=True)
+        dx, dy = goal[0] - pose[0], goal[1] - pose[1]
+        n = max(math.hypot(dx, dy), 1e-9)
+        c, s = math.cos(pose[2]), math.sin(pose[2])
+        return np.array([self.speed * (c * dx + s * dy) / n, self.speed * (-s * dx + c * dy) / n, 0.0])
+
+
+def tick_at(gate, pose: np.ndarray, scan: ScanInput, t: float):
+    gate.set_scan(scan, t)
+    q = (0.0, 0.0, math.sin(pose[2] / 2), math.cos(pose[2] / 2))
+    gate.set_odom((float(pose[0]), float(pose[1])), q, (0.0, 0.0, 0.0), t, "odom")
+    return gate.tick(t)
+
+
+class MisjudgedGap(ScanPlanner):
+    """The planner with a map that judges the gap at (WALL_X, MID_Y) 6 cm wider than it is (as a map
+    whose returns there are off by a few centimetres would); right everywhere else."""
+
+    def _clearance(self, points: np.ndarray, margin: float | None = None):
+        frame, clear = super()._clearance(points, margin)
+        xs, ys = frame.centres()
+        near = np.hypot(xs[None, :] - WALL_X, ys[:, None] - MID_Y) < 0.4
+        return frame, np.where(near, clear + 0.06, clear)
+
+
+def test_a_path_the_guard_keeps_refusing_is_marked_blocked_and_a_new_plan_goes_round() -> None:
+    """The map certifies a gap that the guard refuses: the robot pushes toward the sub-goal in the gap
+    and the guard holds it. After blocked_time of that, the return it stopped before is raised in the
+    map and the status says replanning; the robot backs off, the new path goes through the wide
+    opening, and the robot arrives."""
+    walls = wall_with((MID_Y, GUARD.passing_clearance(B) - 0.015), (1.6, 0.45))  # 0.2255 m: the guard refuses
+    planner = MisjudgedGap(ScanMapCfg(keep=0.05), RADIUS, clearance=GUARD.passing_clearance(B))
+    rule = ProgressRule(blocked_time=1.0, progress_time=0.0)
+    gate = make_gate(Pusher(), guard=GUARD, max_range=R_MAX, scan_planner=planner, progress=rule)
+    gate.set_goal(*GOAL, "odom")
+    pose, first_path, log = START.copy(), None, []
+    for k in range(300):
+        res = tick_at(gate, pose, cast(pose, walls, beams=360), DT * k)
+        first_path = planner.path if first_path is None else first_path
+        held = res.guard_scale is not None and res.guard_scale < 1 and math.hypot(*res.cmd[:2]) < rule.blocked_speed
+        log.append((DT * k, res.state, res.reason, held, planner.path, [list(d) for d in planner.raised]))
+        if res.state == State.GOAL_REACHED:
+            break
+        pose = pose + np.array([res.cmd[0], res.cmd[1], 0.0]) * DT
+    assert first_path is not None and np.abs(first_path[:, 1] - MID_Y).max() < 0.1  # first through the narrow gap
+    k = next(k for k, entry in enumerate(log) if entry[2].startswith("replanning:"))
+    t, _, reason, _, path, raised = log[k]
+    run = next(j for j in range(k, -1, -1) if not log[j - 1][3])  # the first of the held ticks before it
+    assert t - log[run][0] == pytest.approx(rule.blocked_time) and all(e[3] for e in log[run:k]), reason
+    assert "return 0.2" in reason and len(raised) == 1  # the return it stood about c before
+    assert np.hypot(raised[0][0] - WALL_X, abs(raised[0][1] - MID_Y) - 0.2255) < 0.03, raised  # an end of the gap
+    assert [e[1] for e in log[k + 1 : k + 10]] == [State.RECOVERING] * 9  # backs off, then drives the new path
+    new_path = log[k + 10][4]
+    assert new_path is not path and np.abs(new_path[:, 1] - 1.6).min() < 0.2  # through the wide opening
+    assert res.state == State.GOAL_REACHED, (pose, res.reason)
+
+
+@pytest.mark.parametrize("drive", ["holonomic", DIFF_DRIVE])
+def test_a_robot_without_progress_is_stuck_recovers_and_after_max_recoveries_stays_stuck(drive: str) -> None:
+    """Odometry that never moves (wheels spinning on the spot): stuck within progress_time + one tick
+    (zero); then for recovery_time a back-off straight away from the nearest return (the post ahead),
+    guarded (a wall behind slows it) and not zero; then the map plans again at once and driving resumes.
+    After max_recoveries recoveries without getting closer, stuck with zero for good; a new goal
+    starts over."""
+    limits = Limits(1.0, 1.0, True) if drive == "holonomic" else Limits(1.0, 1.0, False, DIFF_DRIVE, 0.5)
+    ranges = np.full(B, R_MAX)
+    ranges[B // 2] = 0.26  # a post dead ahead (the nearest return)
+    ranges[0] = 0.27  # a wall behind, close enough for the guard to slow a back-off
+    scan = ScanInput.training_beams(ranges, B, R_MAX)
+    planner = ScanPlanner(ScanMapCfg(replan_period=1e6), RADIUS, clearance=GUARD.passing_clearance(B))
+    rule = ProgressRule(blocked_time=0.0, progress_time=2.0, recovery_time=0.5, max_recoveries=3)
+    back = round(rule.recovery_time / DT)  # the stuck tick, then back - 1 ticks backing off
+    gate = make_gate(Pusher(), limits=limits, guard=GUARD, max_range=R_MAX, scan_planner=planner, progress=rule)
+    gate.set_goal(3.0, 1.0, "odom")
+    pose = np.zeros(3)
+    log, plans = [], []
+    for k in range(120):
+        log.append((DT * k, tick_at(gate, pose, scan, DT * k)))
+        plans.append((planner.plans, planner.planned_at))
+    states = [r.state for _, r in log]
+    stuck = [k for k, s in enumerate(states) if s == State.STUCK and (k == 0 or states[k - 1] != State.STUCK)]
+    assert len(stuck) == 4 and log[stuck[0]][0] <= rule.progress_time + DT + 1e-9, stuck
+    for n, k in enumerate(stuck[:3], start=1):
+        assert not log[k][1].cmd.any() and f"recovery {n} of 3" in log[k][1].reason
+        backing = log[k + 1 : k + back]
+        assert all(r.state == State.RECOVERING for _, r in backing), [r.state for _, r in backing]
+        for _, r in backing:
+            assert r.guard_scale is not None and 0.0 < r.guard_scale < 1.0  # guarded: the wall behind slows it
+            assert r.cmd[0] < 0.0 and abs(r.cmd[1]) < 1e-9 and r.cmd[2] == 0.0  # away from the post ahead
+            assert r.cmd == pytest.approx(apply_guard(ranges, np.array([-0.1, 0.0, 0.0]), GUARD, R_MAX)[0])
+        t_end, after = log[k + back]
+        assert after.state == State.DRIVING and after.reason == f"replanning after recovery {n} of 3"
+        assert plans[k + back] == (1 + n, pytest.approx(t_end)) and plans[k + back - 1][0] == n  # planned at once
+    assert all(s == State.STUCK for s in states[stuck[3] :]) and "3 recoveries" in log[-1][1].reason
+    assert not any(r.cmd.any() for _, r in log[stuck[3] :])
+    gate.set_goal(3.0, -1.0, "odom")  # a new goal starts over
+    assert tick_at(gate, pose, scan, 13.0).state == State.DRIVING
+
+
+def test_moving_back_and_forth_is_no_progress_but_a_detour_along_the_path_is() -> None:
+    rule = ProgressRule(progress_time=5.0, progress_distance=0.2)
+    chk = ProgressChecker(rule)
+    ticks = [(DT * k, 3.0 + 0.3 * math.sin(k / 5.0)) for k in range(120)]  # dithering round 3 m
+    stuck = [chk.update(t, d, None, 0.0) for t, d in ticks]
+    first = stuck.index(True)  # 5 s after its least distance, 2.77 m at 2.0 s: the dips after it are no closer
+    assert DT * first == pytest.approx(2.0 + rule.progress_time)
+    chk.reset()
+    # A detour: the goal further away while the robot gets on along its path.
+    assert not any(chk.update(DT * k, 3.0 + 0.01 * k, ("map", 1), 0.05 * k) for k in range(100))
+
+
+def test_unusable_progress_settings_are_refused_by_name() -> None:
+    for bad in ({"blocked_speed": 0.0}, {"max_recoveries": 1.5}, {"progress_time": -1.0}, {"recovery_time": math.nan}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            ProgressRule(**bad)
+    with pytest.raises(ValueError, match="num_beams"):
+        GUARD.passing_clearance(2)
