@@ -22,3 +22,10 @@ def fixture_bundle() -> Path:
     ok = (FIXTURE_BUNDLE / "policy.onnx").is_file() and (FIXTURE_BUNDLE / "contract.json").is_file()
     assert ok, f"trained bundle fixture missing: {FIXTURE_BUNDLE} needs policy.onnx + contract.json"
     return FIXTURE_BUNDLE
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Slow tests first, each group in collection order: with one worker per core (pytest-xdist)
+    the long tests start at once and the short ones fill in around them, so the run does not end
+    with one long test running alone."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from navtrain.gpu_check import DRY_RUN
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -28,10 +30,11 @@ def test_gpu_check_dry_run_writes_every_section(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     report = json.loads((out / "gpu_check.json").read_text())
     assert report["errors"] == {} and report["device"] == "cpu" and report["dry_run"] is True
-    assert set(report["benchmark"]) == {"64", "128"}
+    assert set(report["benchmark"]) == {str(n) for n in DRY_RUN["sizes"]}
     assert all(row["env_steps_per_s"] > 0 for row in report["benchmark"].values())
     training = report["training"]
-    assert training["env_steps"] == 64 * 32 * 3 and training["env_steps_per_s"] > 0
+    steps = DRY_RUN["train_envs"] * 32 * DRY_RUN["max_iterations"]  # 32 steps per world and iteration
+    assert training["env_steps"] == steps and training["env_steps_per_s"] > 0
     its = [row["iteration"] for row in report["evaluations"]]
     assert its == sorted(its) and len(its) >= 1
     assert all(0.0 <= row["success"] <= 1.0 and row["training_s"] > 0 for row in report["evaluations"])

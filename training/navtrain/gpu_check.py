@@ -138,6 +138,16 @@ def run_training(args: argparse.Namespace, out: Path) -> tuple[dict[str, Any], l
     return info, checkpoints
 
 
+DRY_RUN = {
+    "sizes": [32, 64],
+    "bench_steps": 2,
+    "train_envs": 32,
+    "max_iterations": 2,
+    "eval_every": 1,
+    "eval_episodes": 8,
+}
+"""The dry run's sizes: every step of the check once, as small as it runs (CI runs it on the CPU)."""
+
 DRY_RUN_EVAL = ["env.episode_length_s=3.0"]
 """The dry run evaluates 3 s episodes: it checks the pipeline, not the policy."""
 
@@ -179,8 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--eval-episodes", type=int, default=500)
     args = p.parse_args(argv)
     if args.dry_run:
-        args.sizes, args.bench_steps = [64, 128], 3
-        args.train_envs, args.max_iterations, args.eval_every, args.eval_episodes = 64, 3, 1, 20
+        for key, value in DRY_RUN.items():
+            setattr(args, key, value)
     if args.device.startswith("cuda"):
         import torch
 
