@@ -77,7 +77,7 @@ class ProgressRule:
         """One line for the log."""
         blocked = (
             f"path blocked after {self.blocked_time:g} s of the guard holding the command toward the sub-goal "
-            f"under {self.blocked_speed:g} m/s (the map plans again round it)"
+            f"under {self.blocked_speed:g} m/s (the return raised in the map, a back-off, a new plan round it)"
             if self.blocked_time > 0
             else "blocked watch off (blocked_time 0)"
         )

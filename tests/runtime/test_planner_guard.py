@@ -18,6 +18,7 @@ from navdeploy.gate import CommandGate
 from navdeploy.node_params import NodeParams
 from navdeploy.progress import ProgressChecker, ProgressRule
 from navdeploy.scan_map import ScanMapCfg, ScanPlanner, plan_radii
+from navdeploy.scan_worker import ScanPlannerWorker
 from navdeploy.settings import Limits, resolve_settings
 from navdeploy.states import State
 from support.gates import make_gate
@@ -147,6 +148,28 @@ def test_the_node_s_scan_map_plans_with_the_clearance_of_the_guard_it_applies() 
     assert off.plan_clearance is None
     assert plan_radii(off.scan_map, RADIUS, None) == pytest.approx((RADIUS + cfg.margin, RADIUS - cfg.squeeze))
     assert "no guard" in off.scan_map_source
+
+
+def test_the_worker_raises_a_blocked_return_and_plans_what_the_synchronous_planner_plans() -> None:
+    """A return the gate reports blocked goes to the worker before the tick's scan: in lockstep the
+    worker holds the synchronous planner's path before and after it, both now round the other way."""
+    walls = wall_with((MID_Y, 0.35), (1.6, 0.45))
+    c = GUARD.passing_clearance(B)
+    sync = ScanPlanner(ScanMapCfg(), RADIUS, clearance=c)
+    worker = ScanPlannerWorker(ScanMapCfg(), RADIUS, lockstep=True, clearance=c)
+    try:
+        scan = cast(START, walls, beams=360)
+        for k, (block, plans) in enumerate([(None, 1), ((WALL_X, MID_Y + 0.35), 2), (None, 2)]):
+            if block is not None:
+                for planner in (sync, worker):
+                    planner.block(np.array(block))
+            assert sync.step(scan, START, GOAL, DT * k) == worker.step(scan, START, GOAL, DT * k)
+            assert np.array_equal(sync.path, worker.path) and sync.plans == worker.plans == plans  # at once
+            through_gap = np.abs(sync.path[:, 1] - MID_Y).max() < 0.1
+            assert through_gap == (k == 0), k  # the 0.35 m gap, then (0.25 m beside the raised end) round
+        assert sync.raised == [[WALL_X, MID_Y + 0.35, ScanMapCfg().block_raise]]
+    finally:
+        worker.close()
 
 
 # --------------------------------------------------------------------------------- the gate in a loop
