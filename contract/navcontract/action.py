@@ -24,6 +24,12 @@ from navcontract.xp import ops_for
 
 ACTION_ORDER = ("linear.x", "linear.y", "angular.z")
 DIFF_DRIVE_ORDER = ("linear.x", "angular.z")
+RULES = {
+    HOLONOMIC: "a = clip(raw, -1, 1); v = a[0:2] * v_max; w = a[2] * omega_max; "
+    "if limit_planar_speed and |v| > v_max: v *= v_max / |v|",
+    DIFF_DRIVE: "a = clip(raw, -1, 1); vx = a[0] * (v_max if a[0] >= 0 else v_backward); vy = 0; w = a[1] * omega_max",
+}
+"""The rule as the contract's ``action.rule`` states it, per drive."""
 
 
 @dataclass(frozen=True)
@@ -54,27 +60,15 @@ class ActionScaling:
         return self.v_max if self.v_backward is None else self.v_backward
 
     def to_dict(self) -> dict[str, Any]:
-        if self.drive == HOLONOMIC:
-            return {
-                "order": list(ACTION_ORDER),
-                "clip": [-1.0, 1.0],
-                "v_max": self.v_max,
-                "omega_max": self.omega_max,
-                "limit_planar_speed": self.limit_planar_speed,
-                "rule": "a = clip(raw, -1, 1); v = a[0:2] * v_max; w = a[2] * omega_max; "
-                "if limit_planar_speed and |v| > v_max: v *= v_max / |v|",
-            }
-        return {
-            "order": list(DIFF_DRIVE_ORDER),
-            "clip": [-1.0, 1.0],
-            "drive": self.drive,
-            "v_max": self.v_max,
-            "v_backward": self.backward,
-            "omega_max": self.omega_max,
-            "limit_planar_speed": False,
-            "rule": "a = clip(raw, -1, 1); vx = a[0] * (v_max if a[0] >= 0 else v_backward); vy = 0; "
-            "w = a[1] * omega_max",
-        }
+        diff = self.drive == DIFF_DRIVE
+        out: dict[str, Any] = {"order": list(self.order), "clip": [-1.0, 1.0]}
+        if diff:
+            out["drive"] = self.drive
+        out["v_max"] = self.v_max
+        if diff:
+            out["v_backward"] = self.backward
+        out.update(omega_max=self.omega_max, limit_planar_speed=self.limit_planar_speed, rule=RULES[self.drive])
+        return out
 
     @classmethod
     def from_dict(cls, action: dict[str, Any]) -> ActionScaling:
