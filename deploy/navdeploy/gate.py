@@ -43,11 +43,12 @@ parameter turns it off. The order is the same for every driver.
 
 Blocked, stuck and recovery (:mod:`navdeploy.progress`; ``progress`` None: off, as a gate built
 without settings has it): while the scan map has a path, a guard that keeps holding the command
-toward the sub-goal for ``blocked_time`` marks the path blocked there and the map plans again round
-it (reason ``replanning: ...``); a robot that makes no progress toward the goal or along its path for
-``progress_time`` is ``stuck`` (zero), backs off from the nearest return (state ``recovering``, a
-command smoothed and guarded like a driving one), has the map plan again and drives on; after
-``max_recoveries`` it stays ``stuck`` with zero until a new goal or path. The same for every driver.
+toward the sub-goal for ``blocked_time`` marks the path blocked there (reason ``replanning: ...``),
+the robot backs off and the map plans again round it; a robot that makes no progress toward the goal
+or along its path for ``progress_time`` is ``stuck`` (zero), backs off, has the map plan again and
+drives on; after ``max_recoveries`` it stays ``stuck`` with zero until a new goal or path. A back-off
+(state ``recovering``) moves away from the returns near the robot, smoothed and guarded like a
+driving command. The same for every driver.
 """
 
 from __future__ import annotations
@@ -415,9 +416,9 @@ class CommandGate:
     def tick(self, now: float) -> TickResult:
         """The command of the control tick at ``now``; never raises, never returns a non-finite command.
 
-        A driving command goes through the velocity smoother (when on), then the guard (when on:
-        :meth:`_send`); any other state's zero goes out as it is, at once, and the smoother starts
-        again from rest."""
+        A driving or recovering command goes through the velocity smoother (when on), then the guard
+        (when on: :meth:`_send`); any other state's zero goes out as it is, at once, and the smoother
+        starts again from rest."""
         self._subgoal = self._path_remaining = None
         self._note = None
         try:
@@ -582,12 +583,15 @@ class CommandGate:
         return self._zero(State.STUCK, reason, res.distance, report=res.scan_report)
 
     def _end_backoff(self, now: float) -> None:
-        """At the first tick after a back-off: the map plans again at once, the driver starts afresh."""
+        """At the first tick after a back-off: the map plans again at once, the driver starts afresh and
+        the progress clock starts again (the least distance to the goal is kept)."""
         if self._backoff is None or now < self._backoff[0]:
             return
         why = self._backoff[2]
         self._backoff = None
         self._need_reset = True
+        if self.checker is not None:
+            self.checker.pause()
         if self.scan_planner is not None and self.path is None:
             self.scan_planner.replan()
         self._note = f"replanning after {why}"

@@ -18,15 +18,15 @@ to. The watch then starts over.
 the robot makes progress when its distance to the goal drops ``progress_distance`` below the least it
 has had (toward the goal), or its progress along the path in use (a global path or the scan map's)
 grows ``progress_distance`` beyond the most it has had on that path (along the path: a detour round
-an obstacle counts). Only the ticks in state ``driving`` count; any other state restarts the clock.
+an obstacle counts). Only the ticks in state ``driving`` count; a fault, no goal or the goal reached
+restart the clock, and so does the end of a back-off.
 With no progress for ``progress_time`` the tick's state is ``stuck`` with a zero command, and the
 gate recovers: for ``recovery_time`` (state ``recovering``) it sends :func:`recovery_command`, a
 planar motion at ``recovery_speed`` away from the returns the scan saw within :data:`BACKOFF_REACH`
 (each weighted by the inverse square of its range: away from the nearest, and out between two that
 stand on either side; a diff-drive base backs when that direction lies behind, else drives forward),
 smoothed and guarded like every driving command; then it asks the map for a new plan at once,
-resets the driver and drives again.
-Backing off does not count as progress: the least distance to the goal is kept, so a robot that only
+resets the driver and drives again. Backing off does not count as progress: the least distance to the goal is kept, so a robot that only
 moves back and forth stays stuck. After ``max_recoveries`` recoveries without getting
 ``progress_distance`` closer to the goal, the state stays ``stuck`` with a zero command until a new
 goal or path comes: a robot does not dither forever. Getting ``progress_distance`` closer to the goal
