@@ -56,13 +56,16 @@ SMOKE_ITERATIONS = 2
 SMOKE_WORLDS = 16
 SMOKE_EPISODES = 4
 SMOKE_SUITE_EPISODES = 2
+SMOKE_EXPORT_WORLDS = 256
 SMOKE_OVERRIDES = (
-    "runner.num_steps_per_env=8",
-    "env.episode_length_s=3.0",
+    "runner.num_steps_per_env=4",
+    "env.episode_length_s=1.0",
     "env.worlds.pool_size=2",
     "env.worlds.refresh_size=1",
 )
-"""What ``--smoke`` adds to every stage: short rollouts and episodes, tiny planned-world pools."""
+"""What ``--smoke`` adds to every stage: short rollouts and 10-step episodes (which validation and
+evaluation keep: they use the checkpoint's config), tiny planned-world pools. The export's
+self-check then records its observations on :data:`SMOKE_EXPORT_WORLDS` worlds (4 steps)."""
 
 
 class RecipeError(ValueError):

@@ -107,7 +107,15 @@ def status(recipe: Recipe, plan: Plan, root: Path) -> int:
     elif finished:
         print(f"finished {finished['at']}: {finished['out']}")
     else:
-        print(f"stopped: `{TOOL} run {recipe.path}` goes on from the last checkpoint")
+        current = work.current(plan)
+        where = (
+            "choosing, exporting and evaluating"
+            if current is None
+            else (
+                f"stage '{plan.stages[current[0]].name}' at iteration {plan.stages[current[0]].last - current[1].remaining + 1}"
+            )
+        )
+        print(f"stopped: `{TOOL} run {recipe.path}` goes on with {where}")
     for i, stage in enumerate(plan.stages):
         latest = work.latest(stage)
         done = 0 if latest is None else latest.iteration - stage.first + 1
@@ -119,7 +127,8 @@ def status(recipe: Recipe, plan: Plan, root: Path) -> int:
     wall += sum(time.time() - p["started_unix"] for p in running if "started_unix" in p)
     killed = sum(1 for p in parts if p.get("exit") is None and (p.get("ended") is not None or pid is None))
     note = f" ({killed} part(s) killed: time unknown)" if killed else ""
-    print(f"elapsed training {wall / 3600:.2f} h in {len(parts)} part(s) since {state.get('started')}{note}")
+    spent = f"{wall / 3600:.2f} h" if wall >= 3600 else f"{wall / 60:.1f} min"
+    print(f"elapsed training {spent} in {len(parts)} part(s) since {state.get('started')}{note}")
     return 0
 
 

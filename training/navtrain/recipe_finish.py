@@ -25,7 +25,6 @@ optimizer state, iteration, config; about 2.3 MB for the 256x256 networks), so
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -35,24 +34,24 @@ from pathlib import Path
 from typing import Any
 
 from navsim.config_load import REPO_ROOT
-from navtrain.recipe import SMOKE_EPISODES, SMOKE_SUITE_EPISODES, Plan, Recipe, evaluation_seed, resolve, score
-from navtrain.recipe_run import rel, say
-from navtrain.recipe_work import Checkpoint, Work, atomic_write_text, git_commit, now
+from navtrain.recipe import (
+    SMOKE_EPISODES,
+    SMOKE_EXPORT_WORLDS,
+    SMOKE_SUITE_EPISODES,
+    Plan,
+    Recipe,
+    evaluation_seed,
+    resolve,
+    score,
+)
+from navtrain.recipe_provenance import provenance, readme
+from navtrain.recipe_work import Checkpoint, Work, atomic_write_text, git_commit, now, rel, say, sha256
 
-PROVENANCE_FORMAT = "nav_policy.recipe_provenance"
 SUITES = ("robustness", "families")
 PRODUCTS = ("checkpoint.pt", "bundle", "evaluation.json", "evaluation.png", "PROVENANCE.json", "README.md") + tuple(
     f"{s}.{ext}" for s in SUITES for ext in ("json", "md", "png")
 )
 """What a recipe writes into ``out`` (and replaces there on a rerun)."""
-
-
-def sha256(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def sizes(recipe: Recipe, plan: Plan) -> dict[str, Any]:
@@ -191,7 +190,8 @@ def export_and_evaluate(recipe: Recipe, plan: Plan, folder: Path, digest: str, d
     seed = evaluation_seed(recipe, evaluator.cfg)
     if steps.done("export", {}) is None or not (folder / "bundle" / "policy.onnx").is_file():
         say(f"exporting {rel(ckpt, REPO_ROOT)} to bundle/")
-        export_bundle(ckpt, folder / "bundle", device=device, force=True)
+        worlds = {"num_envs": SMOKE_EXPORT_WORLDS} if plan.smoke else {}
+        export_bundle(ckpt, folder / "bundle", device=device, force=True, **worlds)
         steps.record("export", {})
     key = {"episodes": size["evaluation"], "seed": seed}
     if steps.done("evaluation", key) is None:
@@ -233,8 +233,6 @@ def run_suite(name: str, evaluator: Any, suite: dict[str, Any], seed: int, folde
 
 def finish(recipe: Recipe, plan: Plan, work: Work, device: str, out: Path) -> None:
     """Steps 1-4 (see the module docstring)."""
-    from navtrain.recipe_provenance import provenance, readme
-
     chosen, table = select(recipe, plan, work, device)
     folder = work.root / "final"
     ckpt, digest = stage_final(chosen, folder)

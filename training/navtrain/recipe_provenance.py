@@ -17,9 +17,9 @@ from typing import Any
 from navsim.config_load import REPO_ROOT
 from navtrain.evaluation import format_metric
 from navtrain.recipe import Plan, Recipe
-from navtrain.recipe_finish import PROVENANCE_FORMAT, sha256
-from navtrain.recipe_run import rel
-from navtrain.recipe_work import Checkpoint, Work, git_commit
+from navtrain.recipe_work import Checkpoint, Work, git_commit, rel, sha256
+
+PROVENANCE_FORMAT = "nav_policy.recipe_provenance"
 
 
 def checkpoint_infos(path: Path) -> dict[str, Any]:

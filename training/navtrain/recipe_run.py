@@ -22,13 +22,7 @@ from typing import Any
 
 from navtrain.cli import EXIT_INTERRUPTED, CliError
 from navtrain.recipe import Plan, PlannedStage, Recipe
-from navtrain.recipe_work import ResumePoint, Work, git_commit, now
-
-LOG = "[recipe]"
-
-
-def say(message: str) -> None:
-    print(f"{LOG} {message}", flush=True)
+from navtrain.recipe_work import ResumePoint, Work, git_commit, now, rel, say
 
 
 def device_kind(device: str) -> str:
@@ -101,14 +95,6 @@ def train_stage(recipe: Recipe, plan: Plan, work: Work, index: int, point: Resum
     return code
 
 
-def rel(path: str | Path, root: Path) -> str:
-    path = Path(path)
-    try:
-        return str(path.relative_to(root))
-    except ValueError:
-        return str(path)
-
-
 class Interrupts:
     """SIGTERM as KeyboardInterrupt outside nav-train (which installs its own handlers while it
     trains), so that choosing, evaluating and writing stop as SIGINT stops them."""
@@ -131,11 +117,11 @@ def run_recipe(recipe: Recipe, plan: Plan, work: Work, device: str, out: Path) -
 
     t0 = time.time()
     with work.locked(), Interrupts():
-        work.open(plan, recipe.path, recipe.sha256)
-        say(
-            f"{recipe.name}: {len(plan.stages)} stage(s), {plan.last_iteration + 1} iterations; work folder {work.root}"
-        )
         try:
+            work.open(plan, recipe.path, recipe.sha256)
+            say(
+                f"{recipe.name}: {len(plan.stages)} stage(s), {plan.last_iteration + 1} iterations; work folder {work.root}"
+            )
             while (current := work.current(plan)) is not None:
                 index, point = current
                 code = train_stage(recipe, plan, work, index, point, device)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -34,6 +35,7 @@ from navsim.config_load import REPO_ROOT
 from navtrain.recipe import Plan, PlannedStage, RecipeError, plan_differences
 
 STATE_FORMAT = "nav_policy.recipe_state"
+LOG = "[recipe]"
 CHECKPOINT = re.compile(r"^model_(\d+)(_interrupted)?\.pt$")
 
 
@@ -52,6 +54,28 @@ class ResumePoint:
     remaining: int
     resume_from: Path | None
     done_iterations: int
+
+
+def say(message: str) -> None:
+    """A progress line of nav-recipe."""
+    print(f"{LOG} {message}", flush=True)
+
+
+def rel(path: str | Path, root: Path) -> str:
+    """``path`` relative to ``root`` where it lies below it, else as it is."""
+    path = Path(path)
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def sha256(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def atomic_write_text(path: Path, text: str) -> None:

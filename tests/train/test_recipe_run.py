@@ -1,0 +1,176 @@
+"""nav-recipe end to end with --smoke (2 iterations per stage, 16 CPU worlds, a few episodes), in
+this process: a run writes the bundle, checkpoint, evaluation, suites and provenance; a second run
+of a finished recipe trains nothing and writes the same policy; a run stopped by SIGTERM right
+after the first stage's first checkpoint resumes from it and ends with the same iterations and env
+steps as the uninterrupted run."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+import navtrain.runner
+from navtrain.checkpoint import check_resume, load_checkpoint
+from navtrain.recipe import load_recipe, make_plan
+from navtrain.recipe_cli import main
+from support.paths import REPO
+
+pytestmark = pytest.mark.slow
+
+RECIPE = {
+    "name": "tiny",
+    "config": "conf/nav.yaml",
+    "seed": 3,
+    "stages": [
+        {"name": "first", "iterations": 40, "num_envs": {"cpu": 16, "cuda": 64}},
+        {
+            "name": "second",
+            "iterations": 20,
+            "num_envs": {"cpu": 16, "cuda": 64},
+            "overrides": ["algorithm.desired_kl=0.005"],
+        },
+    ],
+    "selection": {"every": 10, "validation_episodes": 50, "validation_seed": 2000003},
+    "evaluation": {"episodes": 100},
+    "suites": {"robustness": {"episodes": 100}, "families": {"episodes": 100}},
+    "out": "out/tiny",
+}
+SMOKE_ITERATIONS = [2, 2]
+WORLDS, STEPS = 16, 4  # navtrain.recipe.SMOKE_WORLDS, runner.num_steps_per_env of SMOKE_OVERRIDES
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def write_recipe(folder: Path, **changes) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "tiny.yaml"
+    path.write_text(yaml.safe_dump({**RECIPE, **changes}, sort_keys=False))
+    return path
+
+
+def run(recipe: Path, root: Path) -> int:
+    return main(
+        ["run", str(recipe), "--smoke", "--device", "cpu", "--work", str(root / "work"), "--out", str(root / "out")]
+    )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """One torch thread throughout: nav-train's first PPO update of each part runs on every core
+    (navtrain.runner.ThreadPhases measures them), which costs ~8 s on a busy 2-core machine; these
+    tests are about the recipe, not the thread choice."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(torch, "set_num_threads", lambda n: None)
+        yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, int]:
+    root = tmp_path_factory.mktemp("recipe")
+    recipe = write_recipe(root)
+    return recipe, root, run(recipe, root)
+
+
+def test_a_smoke_run_writes_the_policy_with_its_provenance(smoke) -> None:
+    recipe, root, code = smoke
+    assert code == 0
+    out = root / "out"
+    for name in ("checkpoint.pt", "bundle/policy.onnx", "bundle/contract.json", "evaluation.json", "README.md"):
+        assert (out / name).is_file(), name
+    for suite in ("robustness", "families"):
+        assert {p.name for p in out.glob(f"{suite}.*")} == {f"{suite}.json", f"{suite}.md", f"{suite}.png"}
+    prov = json.loads((out / "PROVENANCE.json").read_text())
+    assert prov["recipe"]["sha256"] == sha256(recipe) and prov["recipe"]["path"] == str(recipe)
+    assert len(prov["git"]["commit"]) == 40 and prov["smoke"] is True
+    assert [s["iterations"] for s in prov["stages"]] == SMOKE_ITERATIONS
+    assert [s["env_steps"] for s in prov["stages"]] == [n * WORLDS * STEPS for n in SMOKE_ITERATIONS]
+    assert all(s["devices"] == [f"cpu (CPU, {os.cpu_count()} cores)"] and s["train_s"] > 0 for s in prov["stages"])
+    # the checkpoint: named by hash in the provenance and the bundle, and fine-tunable
+    digest = sha256(out / "checkpoint.pt")
+    contract = json.loads((out / "bundle/contract.json").read_text())
+    assert prov["checkpoint"]["sha256"] == digest == contract["source"]["checkpoint_sha256"]
+    assert prov["checkpoint"]["bytes"] < 4_000_000
+    ckpt = load_checkpoint(out / "checkpoint.pt")
+    assert ckpt["iter"] == prov["checkpoint"]["iteration"] == prov["selection"]["chosen_iteration"]
+    check_resume(out / "checkpoint.pt", load_recipe(recipe).stage_config(load_recipe(recipe).stages[-1], smoke=True))
+    # the choice: every checkpoint of the last stage (every iteration in a smoke run), ties to the later
+    table = prov["selection"]["table"]
+    assert [r["iteration"] for r in table] == [2, 3] and sum(r["chosen"] for r in table) == 1
+    best = max(r["score"] for r in table)
+    assert [r for r in table if r["chosen"]][0]["iteration"] == max(r["iteration"] for r in table if r["score"] == best)
+    assert prov["selection"]["validation_seed"] == 2000003 and prov["evaluation"]["seed"] == 1000003
+    ev = prov["evaluation"]
+    assert ev["episodes"] == 4 and ev["success_interval"][0] <= ev["success_rate"] <= ev["success_interval"][1]
+    assert prov["bundle"]["files"]["policy.onnx"] == sha256(out / "bundle/policy.onnx")
+
+
+def test_a_finished_recipe_run_again_trains_nothing_and_writes_the_same_policy(smoke, capsys) -> None:
+    recipe, root, code = smoke
+    assert code == 0
+    state = json.loads((root / "work/state.json").read_text())
+    before = sha256(root / "out/checkpoint.pt")
+    assert run(recipe, root) == 0
+    again = json.loads((root / "work/state.json").read_text())
+    assert len(again["parts"]) == len(state["parts"]) == 2
+    assert sha256(root / "out/checkpoint.pt") == before
+    capsys.readouterr()
+    assert main(["status", str(recipe), "--smoke", "--work", str(root / "work")]) == 0
+    text = capsys.readouterr().out
+    assert "finished" in text and "stage 1/2 first: 2/2 iterations" in text and "stage 2/2 second: 2/2" in text
+
+
+def test_an_interrupted_run_resumes_from_its_checkpoint(smoke, tmp_path: Path, monkeypatch, capsys) -> None:
+    """SIGTERM while the first stage's first checkpoint is written: nav-train finishes the write,
+    the run exits 130, and the next run trains only what is left of each stage."""
+    reference = json.loads((smoke[1] / "out/PROVENANCE.json").read_text())
+    recipe = write_recipe(tmp_path, suites={})
+    save = navtrain.runner.atomic_torch_save
+    sent = []
+
+    def save_and_stop(obj, path):  # noqa: ANN001, ANN202
+        save(obj, path)
+        if Path(path).name == "model_0.pt" and not sent:
+            sent.append(path)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(navtrain.runner, "atomic_torch_save", save_and_stop)
+    assert run(recipe, tmp_path) == 130
+    assert sent and not (tmp_path / "out").exists()
+    capsys.readouterr()
+    assert main(["status", str(recipe), "--smoke", "--work", str(tmp_path / "work")]) == 0
+    text = capsys.readouterr().out
+    assert "stopped" in text and "stage 'first' at iteration 1" in text and "stage 1/2 first: 1/2 iterations" in text
+    monkeypatch.setattr(navtrain.runner, "atomic_torch_save", save)
+    assert run(recipe, tmp_path) == 0
+
+    prov = json.loads((tmp_path / "out/PROVENANCE.json").read_text())
+    first, second = prov["stages"]
+    assert [(p["iterations"], p["first_iteration"], p["exit"]) for p in first["parts"]] == [(1, 0, 130), (1, 1, 0)]
+    assert first["parts"][1]["resume_from"].endswith("model_0.pt")
+    assert [s["iterations"] for s in prov["stages"]] == [s["iterations"] for s in reference["stages"]]
+    assert [s["env_steps"] for s in prov["stages"]] == [s["env_steps"] for s in reference["stages"]]
+    plan = make_plan(load_recipe(recipe), smoke=True)
+    assert [r["iteration"] for r in prov["selection"]["table"]][-1] == plan.last_iteration
+    assert load_checkpoint(tmp_path / "work/final/checkpoint.pt")["iter"] == prov["checkpoint"]["iteration"]
+    assert not (tmp_path / "out/robustness.json").exists()
+
+
+def test_nav_recipe_runs_as_a_module() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "navtrain.recipe_cli", "--help"], capture_output=True, text=True, timeout=120, cwd=REPO
+    )
+    assert proc.returncode == 0 and "nav-recipe run RECIPE.yaml" in proc.stdout
