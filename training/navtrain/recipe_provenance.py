@@ -56,6 +56,8 @@ def part_records(stage: Any, work: Work) -> list[dict[str, Any]]:
                 "num_envs": part["num_envs"],
                 "resume_from": part.get("resume_from"),
                 "git": part.get("git"),
+                "config_sha256": part.get("config_sha256"),
+                "recipe_sha256": part.get("recipe_sha256"),
                 "started": part.get("started"),
                 "exit": part.get("exit"),
             }

@@ -22,7 +22,7 @@ from typing import Any
 
 from navtrain.cli import EXIT_INTERRUPTED, CliError
 from navtrain.recipe import Plan, PlannedStage, Recipe
-from navtrain.recipe_work import ResumePoint, Work, git_commit, now, rel, say
+from navtrain.recipe_work import ResumePoint, Work, git_commit, now, rel, say, sha256
 
 
 def device_kind(device: str) -> str:
@@ -75,6 +75,8 @@ def train_stage(recipe: Recipe, plan: Plan, work: Work, index: int, point: Resum
         "start_iteration": stage.last - point.remaining + 1,
         "resume_from": None if point.resume_from is None else rel(point.resume_from, work.root),
         "git": git_commit(),
+        "config_sha256": sha256(recipe.config_path),
+        "recipe_sha256": recipe.sha256,
         "started": now(),
         "started_unix": time.time(),
         "ended": None,
