@@ -23,26 +23,11 @@ from navtrain.recipe import (
 )
 from navtrain.recipe_work import Work
 from support.paths import REPO
+from support.recipes import tiny_recipe
 
 SHIPPED = sorted((REPO / "recipes").glob("*.yaml"))
 
-TINY = {
-    "name": "tiny",
-    "config": "conf/nav.yaml",
-    "seed": 1,
-    "stages": [
-        {"name": "first", "iterations": 30, "num_envs": {"cpu": 16, "cuda": 64}},
-        {
-            "name": "second",
-            "iterations": 20,
-            "num_envs": {"cpu": 16, "cuda": 64},
-            "overrides": ["algorithm.desired_kl=0.005"],
-        },
-    ],
-    "selection": {"every": 5, "validation_episodes": 4, "validation_seed": 2000003},
-    "evaluation": {"episodes": 4},
-    "out": "out/tiny",
-}
+TINY = tiny_recipe(seed=1, first_iterations=30, every=5, validation_episodes=4, episodes=4)
 
 
 def write(tmp_path: Path, data: dict, name: str = "r.yaml") -> Path:

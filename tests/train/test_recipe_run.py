@@ -23,27 +23,11 @@ from navtrain.checkpoint import check_resume, load_checkpoint
 from navtrain.recipe import load_recipe, make_plan
 from navtrain.recipe_cli import main
 from support.paths import REPO
+from support.recipes import tiny_recipe
 
 pytestmark = pytest.mark.slow
 
-RECIPE = {
-    "name": "tiny",
-    "config": "conf/nav.yaml",
-    "seed": 3,
-    "stages": [
-        {"name": "first", "iterations": 40, "num_envs": {"cpu": 16, "cuda": 64}},
-        {
-            "name": "second",
-            "iterations": 20,
-            "num_envs": {"cpu": 16, "cuda": 64},
-            "overrides": ["algorithm.desired_kl=0.005"],
-        },
-    ],
-    "selection": {"every": 10, "validation_episodes": 50, "validation_seed": 2000003},
-    "evaluation": {"episodes": 100},
-    "suites": {"robustness": {"episodes": 100}, "families": {"episodes": 100}},
-    "out": "out/tiny",
-}
+RECIPE = tiny_recipe(seed=3, first_iterations=40, every=10, validation_episodes=50, episodes=100, suite_episodes=100)
 SMOKE_ITERATIONS = [2, 2]
 WORLDS, STEPS = 16, 4  # navtrain.recipe.SMOKE_WORLDS, runner.num_steps_per_env of SMOKE_OVERRIDES
 
