@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import onnx
 import pytest
 import torch
 import yaml
@@ -26,9 +25,6 @@ from navcontract.action import DIFF_DRIVE_ORDER, ActionScaling, action_to_comman
 from navcontract.base import DIFF_DRIVE, HOLONOMIC, BaseError, BaseSpec, load_base, preset_names
 from navcontract.bundle import (
     CONTRACT_FILE,
-    FINGERPRINT_KEY,
-    METADATA_KEY,
-    ONNX_FILE,
     BundleError,
     contract_fingerprint,
     make_contract,
@@ -38,6 +34,7 @@ from navcontract.bundle import (
 from navcontract.guard import GuardRule
 from navcontract.spec import make_policy_spec, spec_from_dict
 from navcontract.terms import SensorDims
+from support.contract_copies import write_contract_copies
 from support.paths import FIXTURE_BUNDLE
 
 JACKAL = load_base("jackal")
@@ -187,32 +184,20 @@ def test_a_contract_without_the_section_is_the_holonomic_disc_with_its_fingerpri
 # A bundle's files
 
 
-def _write_copies(bdir: Path, data: dict[str, Any], onnx_copy: bool = True, beside: bool = True) -> None:
-    """``data`` as the bundle's contract: in the ONNX metadata and/or contract.json."""
-    if onnx_copy:
-        model = onnx.load(str(bdir / ONNX_FILE))
-        props = {p.key: p.value for p in model.metadata_props}
-        props.update({METADATA_KEY: json.dumps(data, sort_keys=True), FINGERPRINT_KEY: data["fingerprint"]})
-        onnx.helper.set_model_props(model, props)
-        onnx.save_model(model, str(bdir / ONNX_FILE))
-    if beside:
-        (bdir / CONTRACT_FILE).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-
-
 def test_a_bundle_whose_base_was_edited_does_not_load(tmp_path: Path) -> None:
     bdir = tmp_path / "bundle"
     shutil.copytree(FIXTURE_BUNDLE, bdir)
     data = json.loads((FIXTURE_BUNDLE / CONTRACT_FILE).read_text())
     data["base"] = load_base("holonomic_disc").to_dict()
     data["fingerprint"] = contract_fingerprint(spec_from_dict(data["observation"]["spec"]), load_base("holonomic_disc"))
-    _write_copies(bdir, data)
+    write_contract_copies(bdir, data)
     assert read_contract(bdir).base.name == "holonomic_disc"
     edited = copy.deepcopy(data)
     edited["base"]["radius"] = edited["robot"]["radius"] = 0.3
-    _write_copies(bdir, edited, onnx_copy=False)
+    write_contract_copies(bdir, edited, onnx_copy=False)
     with pytest.raises(BundleError, match=r"contract.json differs from the contract inside policy.onnx \(keys:"):
         read_contract(bdir)
-    _write_copies(bdir, edited)  # both copies alike: the fingerprint still refuses it
+    write_contract_copies(bdir, edited)  # both copies alike: the fingerprint still refuses it
     with pytest.raises(BundleError, match="fingerprint .* does not match its own observation spec and base"):
         read_contract(bdir)
 

@@ -55,6 +55,7 @@ from navtrain.export import (
     export_bundle,
 )
 from navtrain.onnx_graph import write_bundle
+from support.contract_copies import onnx_metadata, write_contract_copies
 from support.paths import REPO
 from support.simenv import TRAIN_OVERRIDES
 
@@ -87,8 +88,7 @@ def test_cli_writes_one_self_contained_onnx_and_contract(bundle: Path) -> None:
 
 
 def test_contract_in_metadata_equals_contract_file_and_says_everything(bundle: Path, ckpt: dict) -> None:
-    model = onnx.load(str(bundle / ONNX_FILE))
-    meta = {p.key: p.value for p in model.metadata_props}
+    meta = onnx_metadata(bundle)
     embedded = json.loads(meta[METADATA_KEY])
     beside = json.loads((bundle / CONTRACT_FILE).read_text())
     assert embedded == beside
@@ -259,13 +259,9 @@ def test_the_contract_carries_the_trained_path_rule_and_the_controller_follows_i
 def test_a_corrupt_path_following_section_is_refused_in_one_line(ckpt: dict, tmp_path: Path) -> None:
     """Edited in both copies alike (so they still agree): the section's own check refuses it."""
     out = _export_with_stored_config(ckpt, tmp_path, lambda stored: None)
-    model = onnx.load(str(out / ONNX_FILE))
-    prop = next(p for p in model.metadata_props if p.key == METADATA_KEY)
-    data = json.loads(prop.value)
+    data = json.loads(onnx_metadata(out)[METADATA_KEY])
     data["path_following"]["search_window"] = -2.0
-    prop.value = json.dumps(data)
-    onnx.save_model(model, str(out / ONNX_FILE))
-    (out / CONTRACT_FILE).write_text(json.dumps(data, indent=2) + "\n")
+    write_contract_copies(out, data)
     with pytest.raises(BundleError) as info:
         PolicyRuntime.load(out)
     assert str(info.value) == "contract path_following.search_window = -2.0 must be finite and > 0"
