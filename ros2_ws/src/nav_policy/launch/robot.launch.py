@@ -39,47 +39,38 @@ def generate_launch_description():
 
 def _arguments(share: str) -> list:
     """The launch arguments and their defaults."""
-    return [
-        *(
-            DeclareLaunchArgument(n, default_value=d, description=t)
-            for n, (d, t) in launch_args.POLICY_ARGUMENTS.items()
-        ),
-        DeclareLaunchArgument(
-            "params_file",
-            default_value=os.path.join(share, "config", "policy.yaml"),
-            description="policy node parameters (ROS 2 params YAML)",
-        ),
-        DeclareLaunchArgument("use_sim_time", default_value="false", description="true | false (also 1 | 0)"),
-        DeclareLaunchArgument(
-            "robot_base",
-            default_value="",
-            description="the base this robot is: a preset (holonomic_disc, turtlebot4, jackal) or a base YAML "
-            "file; the node refuses a bundle of another drive or footprint; default: the params file's",
-        ),
-        DeclareLaunchArgument(
-            "enable_stamped_cmd_vel",
-            default_value="",
-            description="true: geometry_msgs/TwistStamped on cmd_vel (Nav2's enable_stamped_cmd_vel); "
-            "false: Twist; default: the params file's",
-        ),
-        DeclareLaunchArgument("scan", default_value=TOPICS["scan"], description="LaserScan topic"),
-        DeclareLaunchArgument("odom", default_value=TOPICS["odom"], description="Odometry topic"),
-        DeclareLaunchArgument("goal", default_value=TOPICS["goal"], description="PoseStamped goal topic"),
-        DeclareLaunchArgument("cmd_vel", default_value=TOPICS["cmd_vel"], description="command topic"),
-        DeclareLaunchArgument(
-            "plan", default_value=TOPICS["plan"], description="nav_msgs/Path global plan topic (path following)"
-        ),
-    ]
+    return launch_args.declarations(
+        DeclareLaunchArgument,
+        {
+            **launch_args.POLICY_ARGUMENTS,
+            "params_file": (
+                os.path.join(share, "config", "policy.yaml"),
+                "policy node parameters (ROS 2 params YAML)",
+            ),
+            "use_sim_time": ("false", "true | false (also 1 | 0)"),
+            "robot_base": (
+                "",
+                "the base this robot is: a preset (holonomic_disc, turtlebot4, jackal) or a base YAML "
+                "file; the node refuses a bundle of another drive or footprint; default: the params file's",
+            ),
+            "enable_stamped_cmd_vel": (
+                "",
+                "true: geometry_msgs/TwistStamped on cmd_vel (Nav2's enable_stamped_cmd_vel); "
+                "false: Twist; default: the params file's",
+            ),
+            "scan": (TOPICS["scan"], "LaserScan topic"),
+            "odom": (TOPICS["odom"], "Odometry topic"),
+            "goal": (TOPICS["goal"], "PoseStamped goal topic"),
+            "cmd_vel": (TOPICS["cmd_vel"], "command topic"),
+            "plan": (TOPICS["plan"], "nav_msgs/Path global plan topic (path following)"),
+        },
+    )
 
 
 def _launch(context) -> list:
     """The policy node from the checked arguments, and the end of the launch when it fails."""
     a = launch_args.configurations(context)
     params = launch_args.policy_params(a, ParameterValue)
-    if a["robot_base"]:
-        params["robot_base"] = ParameterValue(launch_args.robot_base(a["robot_base"]), value_type=str)
-    if a["enable_stamped_cmd_vel"]:
-        params["enable_stamped_cmd_vel"] = launch_args.as_bool("enable_stamped_cmd_vel", a["enable_stamped_cmd_vel"])
     node = Node(
         package="nav_policy",
         executable="policy_node",

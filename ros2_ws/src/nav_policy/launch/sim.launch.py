@@ -59,12 +59,6 @@ def _launch(context) -> list:
     return [sim, policy, *_end_with_either(sim, policy)]
 
 
-def _stamped(a) -> dict:
-    """``enable_stamped_cmd_vel`` for both nodes when the argument is given (else their params files')."""
-    text = a["enable_stamped_cmd_vel"]
-    return {"enable_stamped_cmd_vel": launch_args.as_bool("enable_stamped_cmd_vel", text)} if text else {}
-
-
 def _sim_node(a, sim_share: str):
     """The MuJoCo sim node (package nav_policy_sim) with its params file and the checked arguments."""
     params_file = a["sim_params_file"] or os.path.join(sim_share, "config", "sim.yaml")
@@ -90,7 +84,7 @@ def _sim_node(a, sim_share: str):
                 "lockstep_timeout": launch_args.as_float(
                     "lockstep_timeout", a["lockstep_timeout"], 0.0, 60.0, lo_open=True, meaning=" seconds"
                 ),
-                **_stamped(a),
+                **launch_args.stamped(a),
             },
         ],
     )
@@ -105,9 +99,7 @@ def _sim_base(a) -> str:
 def _policy_node(a):
     """The policy node with its params file, the bundle (when given), the driver, simulated time and,
     when given, the robot base it must have been trained for."""
-    params = {**launch_args.policy_params(a, ParameterValue), **_stamped(a)}
-    if a["robot_base"]:
-        params["robot_base"] = ParameterValue(launch_args.robot_base(a["robot_base"]), value_type=str)
+    params = launch_args.policy_params(a, ParameterValue)
     return Node(
         package="nav_policy",
         executable="policy_node",
@@ -142,36 +134,26 @@ def _end_with_either(sim, policy) -> list:
 
 def _arguments(pkg_share: str) -> list:
     """The launch arguments and their defaults."""
-    return [
-        *(
-            DeclareLaunchArgument(n, default_value=d, description=t)
-            for n, (d, t) in launch_args.POLICY_ARGUMENTS.items()
-        ),
-        DeclareLaunchArgument(
-            "robot_base",
-            default_value="",
-            description="simulated base: a preset (holonomic_disc | turtlebot4 | jackal) or a base YAML file; "
-            "default: the bundle's base when bundle:= is given, else holonomic_disc",
-        ),
-        DeclareLaunchArgument("seed", default_value="0", description="room seed of the first episode (>= 0)"),
-        DeclareLaunchArgument("num_episodes", default_value="0", description="episodes to run, 0 = endless"),
-        DeclareLaunchArgument("use_sim_time", default_value="true", description="policy node follows /clock"),
-        DeclareLaunchArgument("real_time_factor", default_value="1.0", description="sim speed, 0 = max"),
-        DeclareLaunchArgument(
-            "lockstep", default_value="false", description="sim waits for each command (fast, exact timing)"
-        ),
-        DeclareLaunchArgument(
-            "enable_stamped_cmd_vel",
-            default_value="",
-            description="true: TwistStamped on /cmd_vel for both nodes; false: Twist; default: their params files'",
-        ),
-        DeclareLaunchArgument(
-            "sim_params_file", default_value="", description="sim node parameters; default nav_policy_sim's sim.yaml"
-        ),
-        DeclareLaunchArgument("policy_params_file", default_value=os.path.join(pkg_share, "config", "policy.yaml")),
-        DeclareLaunchArgument(
-            "lockstep_timeout",
-            default_value="2.0",
-            description="lockstep: wall seconds to wait for each command (no policy node: no wait)",
-        ),
-    ]
+    return launch_args.declarations(
+        DeclareLaunchArgument,
+        {
+            **launch_args.POLICY_ARGUMENTS,
+            "robot_base": (
+                "",
+                "simulated base: a preset (holonomic_disc | turtlebot4 | jackal) or a base YAML file; "
+                "default: the bundle's base when bundle:= is given, else holonomic_disc",
+            ),
+            "seed": ("0", "room seed of the first episode (>= 0)"),
+            "num_episodes": ("0", "episodes to run, 0 = endless"),
+            "use_sim_time": ("true", "policy node follows /clock"),
+            "real_time_factor": ("1.0", "sim speed, 0 = max"),
+            "lockstep": ("false", "sim waits for each command (fast, exact timing)"),
+            "enable_stamped_cmd_vel": (
+                "",
+                "true: TwistStamped on /cmd_vel for both nodes; false: Twist; default: their params files'",
+            ),
+            "sim_params_file": ("", "sim node parameters; default nav_policy_sim's sim.yaml"),
+            "policy_params_file": (os.path.join(pkg_share, "config", "policy.yaml"), None),
+            "lockstep_timeout": ("2.0", "lockstep: wall seconds to wait for each command (no policy node: no wait)"),
+        },
+    )

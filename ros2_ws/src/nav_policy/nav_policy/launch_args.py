@@ -153,11 +153,29 @@ def topic(name: str, text: str) -> str:
     return text
 
 
+def declarations(declare: Callable[..., object], arguments: Mapping[str, tuple[str, str | None]]) -> list[object]:
+    """A launch file's arguments declared in table order: ``arguments`` maps name -> (default,
+    description); ``declare`` is launch's ``DeclareLaunchArgument``. A description of None declares
+    the argument without one."""
+    return [
+        declare(name, default_value=default) if text is None else declare(name, default_value=default, description=text)
+        for name, (default, text) in arguments.items()
+    ]
+
+
+def stamped(a: Mapping[str, str]) -> dict[str, bool]:
+    """``enable_stamped_cmd_vel`` as a node parameter when the argument is given; ``{}`` (the node's
+    params file's) when it is empty."""
+    text = a["enable_stamped_cmd_vel"]
+    return {"enable_stamped_cmd_vel": as_bool("enable_stamped_cmd_vel", text)} if text else {}
+
+
 def policy_params(a: Mapping[str, str], parameter_value: Callable[..., object]) -> dict[str, object]:
-    """The policy node's parameters from the launch arguments ``a`` (:data:`POLICY_ARGUMENTS` and
-    ``use_sim_time``): ``controller``, ``use_sim_time`` and, when a bundle is given, ``bundle_path``.
-    ``parameter_value`` is launch_ros's ``ParameterValue``: the text values go as strings, never
-    YAML-parsed."""
+    """The policy node's parameters from the launch arguments ``a`` (:data:`POLICY_ARGUMENTS`,
+    ``use_sim_time``, ``robot_base`` and ``enable_stamped_cmd_vel``): ``controller``,
+    ``use_sim_time`` and, each when its argument is given, ``bundle_path``, ``robot_base`` and
+    ``enable_stamped_cmd_vel``. ``parameter_value`` is launch_ros's ``ParameterValue``: the text
+    values go as strings, never YAML-parsed."""
     params = {
         "controller": parameter_value(controller(a["controller"]), value_type=str),
         "use_sim_time": as_bool("use_sim_time", a["use_sim_time"]),
@@ -165,7 +183,9 @@ def policy_params(a: Mapping[str, str], parameter_value: Callable[..., object]) 
     path = bundle(a["bundle"])
     if path:
         params["bundle_path"] = parameter_value(path, value_type=str)
-    return params
+    if a["robot_base"]:
+        params["robot_base"] = parameter_value(robot_base(a["robot_base"]), value_type=str)
+    return {**params, **stamped(a)}
 
 
 def configurations(context) -> Mapping[str, str]:
