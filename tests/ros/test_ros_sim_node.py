@@ -3,9 +3,12 @@ pace, its episodes."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -13,6 +16,29 @@ import support.ros as h
 from navsim.outcomes import Outcome
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
+
+
+@contextlib.contextmanager
+def sim_node_in_process(**params: Any) -> Iterator[Any]:
+    """A SimNode in this process with ``params`` as its parameter overrides, on a context of its own
+    in a leased domain; destroyed, its context shut down and the domain released on leaving."""
+    import rclpy
+    from rclpy.parameter import Parameter
+
+    from nav_policy_sim.sim_node import SimNode
+
+    lease = h.DomainLease()
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx, domain_id=lease.domain_id)
+    try:
+        node = SimNode(context=ctx, parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
+        try:
+            yield node
+        finally:
+            node.destroy_node()
+    finally:
+        rclpy.shutdown(context=ctx)
+        lease.release()
 
 
 def test_sim_node_publishes_training_scan_odom_clock_goal_and_reports_timeouts(tmp_path) -> None:
@@ -104,57 +130,35 @@ def test_sim_node_takes_goals_from_the_topic_when_not_publishing_its_own() -> No
     another frame is ignored, and reaching it ends the episode as a success."""
     h.require_ros()
     import numpy as np
-    import rclpy
     from geometry_msgs.msg import PoseStamped, Twist
-    from rclpy.parameter import Parameter
 
-    from nav_policy_sim.sim_node import SimNode
-
-    lease = h.DomainLease()
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx, domain_id=lease.domain_id)
-    try:
-        node = SimNode(
-            context=ctx,
-            parameter_overrides=[
-                Parameter("publish_goal", value=False),
-                Parameter("seed", value=5),
-                Parameter("num_episodes", value=1),
-                Parameter("noise_std", value=0.0),
-            ],
-        )
-        try:
-            assert node.goal_pub is None and node._goal() is None
+    with sim_node_in_process(publish_goal=False, seed=5, num_episodes=1, noise_std=0.0) as node:
+        assert node.goal_pub is None and node._goal() is None
+        node.advance()
+        assert node.world.steps == 1 and not node.results  # no goal yet: nothing to judge
+        start = node.room.start
+        msg = PoseStamped()
+        msg.header.frame_id = "map"
+        msg.pose.position.x, msg.pose.position.y = float(start[0]), float(start[1])
+        node.on_goal(msg)
+        assert node._goal() is None
+        msg.header.frame_id = "odom"
+        msg.pose.position.x = float(start[0] + 0.5)
+        node.on_goal(msg)
+        assert np.allclose(node._goal(), [start[0] + 0.5, start[1]])
+        # drive straight at it in the body frame until the episode ends
+        for _ in range(30):
+            if node.done:
+                break
+            x, y, yaw = node.world.pose()
+            dx, dy = node._goal()[0] - x, node._goal()[1] - y
+            c, s = np.cos(yaw), np.sin(yaw)
+            t = Twist()
+            t.linear.x, t.linear.y = c * dx + s * dy, -s * dx + c * dy  # reaches it in ~1 s
+            node.on_cmd(t)
             node.advance()
-            assert node.world.steps == 1 and not node.results  # no goal yet: nothing to judge
-            start = node.room.start
-            msg = PoseStamped()
-            msg.header.frame_id = "map"
-            msg.pose.position.x, msg.pose.position.y = float(start[0]), float(start[1])
-            node.on_goal(msg)
-            assert node._goal() is None
-            msg.header.frame_id = "odom"
-            msg.pose.position.x = float(start[0] + 0.5)
-            node.on_goal(msg)
-            assert np.allclose(node._goal(), [start[0] + 0.5, start[1]])
-            # drive straight at it in the body frame until the episode ends
-            for _ in range(30):
-                if node.done:
-                    break
-                x, y, yaw = node.world.pose()
-                dx, dy = node._goal()[0] - x, node._goal()[1] - y
-                c, s = np.cos(yaw), np.sin(yaw)
-                t = Twist()
-                t.linear.x, t.linear.y = c * dx + s * dy, -s * dx + c * dy  # reaches it in ~1 s
-                node.on_cmd(t)
-                node.advance()
-            assert node.done and node.results[0]["outcome"] == Outcome.SUCCESS, node.results
-            assert node.results[0]["goal"] == [round(float(start[0] + 0.5), 4), round(float(start[1]), 4)]
-        finally:
-            node.destroy_node()
-    finally:
-        rclpy.shutdown(context=ctx)
-        lease.release()
+        assert node.done and node.results[0]["outcome"] == Outcome.SUCCESS, node.results
+        assert node.results[0]["goal"] == [round(float(start[0] + 0.5), 4), round(float(start[1]), 4)]
 
 
 def test_lockstep_without_a_policy_node_steps_at_once_and_says_why(tmp_path) -> None:
@@ -200,11 +204,9 @@ def test_sim_node_simulates_the_base_it_is_given_and_drops_a_diff_drives_sideway
     (warned once); a bundle folder gives the base its contract states."""
     h.require_ros()
     import numpy as np
-    import rclpy
     from geometry_msgs.msg import Twist
-    from rclpy.parameter import Parameter
 
-    from nav_policy_sim.sim_node import SimNode, robot_base_overrides
+    from nav_policy_sim.sim_node import robot_base_overrides
     from navcontract.base import load_base
     from navsim.config_load import load_config
     from navsim.contract_objects import base_spec
@@ -212,30 +214,13 @@ def test_sim_node_simulates_the_base_it_is_given_and_drops_a_diff_drives_sideway
 
     assert robot_base_overrides("") == []
     assert base_spec(load_config(overrides=robot_base_overrides(str(FIXTURE_BUNDLE)))) == load_base("holonomic_disc")
-    lease = h.DomainLease()
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx, domain_id=lease.domain_id)
-    try:
-        node = SimNode(
-            context=ctx,
-            parameter_overrides=[
-                Parameter("robot_base", value="jackal"),
-                Parameter("seed", value=5),
-                Parameter("noise_std", value=0.0),
-            ],
-        )
-        try:
-            assert node.base == load_base("jackal") and node.world.drive == "diff_drive"
-            assert node.world.env_cfg.robot.radius == load_base("jackal").radius
-            t = Twist()
-            t.linear.x, t.linear.y, t.angular.z = 1.0, 0.7, 0.5
-            node.on_cmd(t)
-            assert np.array_equal(node.cmd, [1.0, 0.0, 0.5]) and "lateral_cmd" in node._warned
-            for _ in range(5):
-                node.advance()
-            assert abs(node.world.body_twist()[1]) < 0.1 and node.world.body_twist()[0] > 0.5
-        finally:
-            node.destroy_node()
-    finally:
-        rclpy.shutdown(context=ctx)
-        lease.release()
+    with sim_node_in_process(robot_base="jackal", seed=5, noise_std=0.0) as node:
+        assert node.base == load_base("jackal") and node.world.drive == "diff_drive"
+        assert node.world.env_cfg.robot.radius == load_base("jackal").radius
+        t = Twist()
+        t.linear.x, t.linear.y, t.angular.z = 1.0, 0.7, 0.5
+        node.on_cmd(t)
+        assert np.array_equal(node.cmd, [1.0, 0.0, 0.5]) and "lateral_cmd" in node._warned
+        for _ in range(5):
+            node.advance()
+        assert abs(node.world.body_twist()[1]) < 0.1 and node.world.body_twist()[0] > 0.5
