@@ -105,20 +105,25 @@ def train_config() -> NavConfig:
     return nav_config(*TRAIN_OVERRIDES)
 
 
-@pytest.fixture(scope="session")
-def trained_checkpoint(tmp_path_factory: pytest.TempPathFactory, train_config: NavConfig) -> Path:
-    """A freshly trained checkpoint (1 PPO iteration on 32 CPU worlds), written by NavRunner."""
+def train_one_iteration(cfg: NavConfig, num_envs: int, log_dir: Path, name: str) -> Path:
+    """One PPO iteration of ``cfg`` on ``num_envs`` CPU worlds (torch seed 0, env seed 3), saved by
+    NavRunner as ``log_dir/model_<name>.pt``."""
     from navtrain.ppo_config import runner_cfg
     from navtrain.runner import NavRunner
 
     torch.manual_seed(0)
-    env = NavEnv(train_config, num_envs=TRAIN_ENVS, device="cpu", seed=3)
-    log_dir = tmp_path_factory.mktemp("tiny_run")
-    runner = NavRunner(env, runner_cfg(train_config, env.obs_manager.obs_groups()), train_config, str(log_dir))
+    env = NavEnv(cfg, num_envs=num_envs, device="cpu", seed=3)
+    runner = NavRunner(env, runner_cfg(cfg, env.obs_manager.obs_groups()), cfg, str(log_dir))
     runner.learn(1)
-    path = log_dir / "model_tiny.pt"
+    path = log_dir / f"model_{name}.pt"
     runner.save(str(path))
     return path
+
+
+@pytest.fixture(scope="session")
+def trained_checkpoint(tmp_path_factory: pytest.TempPathFactory, train_config: NavConfig) -> Path:
+    """A freshly trained checkpoint (1 PPO iteration on 32 CPU worlds), written by NavRunner."""
+    return train_one_iteration(train_config, TRAIN_ENVS, tmp_path_factory.mktemp("tiny_run"), "tiny")
 
 
 def nav_export_command() -> list[str]:

@@ -28,7 +28,7 @@ from navsim.contract_objects import policy_spec
 from navsim.env import NavEnv
 from navtrain.checkpoint import build_actor, load_checkpoint
 from navtrain.export import actor_mean, export_bundle
-from support.simenv import TRAIN_OVERRIDES
+from support.simenv import TRAIN_OVERRIDES, train_one_iteration
 
 pytestmark = pytest.mark.slow
 
@@ -46,17 +46,7 @@ def diff_cfg() -> NavConfig:
 @pytest.fixture(scope="module")
 def diff_checkpoint(tmp_path_factory: pytest.TempPathFactory, diff_cfg: NavConfig) -> Path:
     """One PPO iteration on 16 CPU worlds of the Jackal base, saved by NavRunner."""
-    from navtrain.ppo_config import runner_cfg
-    from navtrain.runner import NavRunner
-
-    torch.manual_seed(0)
-    env = NavEnv(diff_cfg, num_envs=16, device="cpu", seed=3)
-    log_dir = tmp_path_factory.mktemp("diff_run")
-    runner = NavRunner(env, runner_cfg(diff_cfg, env.obs_manager.obs_groups()), diff_cfg, str(log_dir))
-    runner.learn(1)
-    path = log_dir / "model_diff.pt"
-    runner.save(str(path))
-    return path
+    return train_one_iteration(diff_cfg, 16, tmp_path_factory.mktemp("diff_run"), "diff")
 
 
 @pytest.fixture(scope="module")
