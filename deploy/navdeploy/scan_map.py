@@ -358,6 +358,16 @@ def clearance_text(cfg: ScanMapCfg, radius: float, clearance: float | None, guar
     )
 
 
+def checked_geometry(radius: float, clearance: float | None) -> tuple[float, float | None]:
+    """The robot's radius and the guard's passing clearance (None: no guard) as floats; ValueError
+    unless each is finite and > 0."""
+    if not (math.isfinite(radius) and radius > 0):
+        raise ValueError(f"scan map: robot radius must be > 0, got {radius}")
+    if clearance is not None and not (math.isfinite(clearance) and clearance > 0):
+        raise ValueError(f"scan map: the guard's passing clearance must be > 0, got {clearance}")
+    return float(radius), None if clearance is None else float(clearance)
+
+
 class ScanPlanner:
     """The robot's map, its path to the goal and the sub-goal along it (module doc). ``clearance``: the
     passing clearance of the guard the node applies (None: no guard; the robot's ``radius`` rules)."""
@@ -365,12 +375,8 @@ class ScanPlanner:
     def __init__(
         self, cfg: ScanMapCfg, radius: float, rule: LookaheadRule | None = None, clearance: float | None = None
     ) -> None:
-        if not (math.isfinite(radius) and radius > 0):
-            raise ValueError(f"scan map: robot radius must be > 0, got {radius}")
-        if clearance is not None and not (math.isfinite(clearance) and clearance > 0):
-            raise ValueError(f"scan map: the guard's passing clearance must be > 0, got {clearance}")
-        self.cfg, self.radius = cfg, float(radius)
-        self.clearance = None if clearance is None else float(clearance)
+        self.cfg = cfg
+        self.radius, self.clearance = checked_geometry(radius, clearance)
         self.base = certified_clearance(cfg, self.radius, self.clearance)  # C of the module doc
         self.rule = rule if rule is not None else LookaheadRule()
         self.map = ScanMap(cfg)

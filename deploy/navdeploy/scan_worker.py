@@ -43,7 +43,6 @@ of the synchronous planner tick by tick (the tests check this); the node never s
 
 from __future__ import annotations
 
-import math
 import os
 import pickle
 import select
@@ -65,7 +64,7 @@ import numpy as np
 
 from navcontract.subgoal import LookaheadRule
 from navdeploy.grid_search import GridFrame
-from navdeploy.scan_map import ScanMapCfg, ScanPlanner, SightRule, follow_on, plan_radii, visible
+from navdeploy.scan_map import ScanMapCfg, ScanPlanner, SightRule, checked_geometry, follow_on, plan_radii, visible
 
 IN_FLIGHT = 2
 """Scans handed to the worker and not yet answered, at most."""
@@ -330,12 +329,8 @@ class ScanPlannerWorker:
         duty: float = DUTY,
         clearance: float | None = None,
     ) -> None:
-        if not (math.isfinite(radius) and radius > 0):
-            raise ValueError(f"scan map: robot radius must be > 0, got {radius}")
-        if clearance is not None and not (math.isfinite(clearance) and clearance > 0):
-            raise ValueError(f"scan map: the guard's passing clearance must be > 0, got {clearance}")
-        self.cfg, self.radius = cfg, float(radius)
-        self.clearance = None if clearance is None else float(clearance)
+        self.cfg = cfg
+        self.radius, self.clearance = checked_geometry(radius, clearance)
         self.rule = rule if rule is not None else LookaheadRule()
         if not 0.0 < duty <= 1.0:
             raise ValueError(f"scan map worker: duty must be in (0, 1], got {duty}")

@@ -31,7 +31,7 @@ both call it, so both resolve the same parameters to the same settings. The rule
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from navcontract.base import DIFF_DRIVE, HOLONOMIC, BaseError, BaseSpec, load_base
@@ -267,15 +267,7 @@ def plan_clearance(contract: Any, guard: GuardRule | None) -> float | None:
 
 def resolve_progress(params: NodeParams) -> ProgressRule:
     """The blocked watch, progress checker and recovery (:mod:`navdeploy.progress`) from the parameters."""
-    return ProgressRule(
-        blocked_time=params.blocked_time,
-        blocked_speed=params.blocked_speed,
-        progress_time=params.progress_time,
-        progress_distance=params.progress_distance,
-        recovery_speed=params.recovery_speed,
-        recovery_time=params.recovery_time,
-        max_recoveries=params.max_recoveries,
-    )
+    return ProgressRule(**{f.name: getattr(params, f.name) for f in fields(ProgressRule)})  # named alike
 
 
 def resolve_scan_map(
