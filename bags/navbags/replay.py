@@ -66,8 +66,9 @@ from navbags.bagio import (
 from navbags.reference import NodeParams, Reference, compute_reference, load_runtime
 from navbags.rosproc import DomainLease, NodeProc, RosSide, Timeout, console_script, ros_args
 from navbags.timeline import NAV_POLICY, InputMap, Timeline, load_timeline
-from navdeploy.states import WATCHDOG_STATES
+from navdeploy.states import MOVING_STATES, WATCHDOG_STATES
 
+MOVING = frozenset(s.value for s in MOVING_STATES)  # states whose command may be non-zero
 WATCHDOG = frozenset(s.value for s in WATCHDOG_STATES)  # the node's wall-time /clock watchdog's states
 
 
@@ -112,7 +113,7 @@ class ReplayReport:
         return sum(c["in_bag"] for c in self.counts.values()) - len(self.fates)
 
     def zero_ticks(self) -> list[int]:
-        return [k for k, s in enumerate(self.offline_states) if s != "driving"]
+        return [k for k, s in enumerate(self.offline_states) if s not in MOVING]
 
     def ok(self, tol_offline: float = 1e-5, tol_recorded: float = 1e-4) -> bool:
         recorded_ok = self.recorded_cmds is None or (
@@ -657,7 +658,8 @@ def _check_ticks(
     problems: list[str],
 ) -> None:
     """The counts agree (node, reference and bag: one command per tick, at least one tick), and every
-    tick whose offline state is not ``driving`` got an exact zero from the node."""
+    tick whose offline state is not a moving one (``driving``, ``recovering``) got an exact zero from
+    the node."""
     nt = len(ref.ticks)
     if nt == 0:
         problems.append(
@@ -669,7 +671,7 @@ def _check_ticks(
     if recorded_cmds is not None and recorded_cmds.shape[0] != nt:
         problems.append(f"the bag records {recorded_cmds.shape[0]} commands for {nt} ticks")
     for k, s in enumerate(offline_states):
-        if s != "driving" and k < len(node_cmds) and np.any(node_cmds[k] != 0.0):
+        if s not in MOVING and k < len(node_cmds) and np.any(node_cmds[k] != 0.0):
             problems.append(f"tick {k}: state {s} but the node's command {node_cmds[k].tolist()} is not exactly zero")
 
 

@@ -1,6 +1,7 @@
-"""Late delivery in a bag replay: a live run in which a tick read an input other than the one published
-before its clock is set aside and run again; only a run in which every tick read what the reference
-read is compared (navbags.replay, "Late delivery")."""
+"""The live run's checks in a bag replay (navbags.replay). Late delivery: a live run in which a
+tick read an input other than the one published before its clock is set aside and run again; only a
+run in which every tick read what the reference read is compared. Only the moving states may send
+a non-zero command."""
 
 from __future__ import annotations
 
@@ -48,3 +49,12 @@ def test_late_runs_are_set_aside_and_run_again(late_runs: int, tmp_path: Path, m
         assert live.problems == []
     else:
         assert len(live.problems) == 1 and "input delivered late in all 3 live runs" in live.problems[0]
+
+
+def test_only_moving_states_may_send_a_non_zero_command() -> None:
+    """A recovery's back-off moves the robot (state recovering); every other non-driving state is zero."""
+    cmds = np.array([[0.1, 0.0, 0.0], [-0.1, 0.0, 0.2], [0.0, 0.0, 0.0], [0.0, 0.0, 0.1]])
+    problems: list[str] = []
+    ref = Reference([Tick(k, k, k, "driving", np.zeros(3), None, None, None) for k in range(4)], 100_000_000)
+    replay._check_ticks(cmds, ["driving", "recovering", "stuck", "stuck"], None, ref, problems)
+    assert problems == ["tick 3: state stuck but the node's command [0.0, 0.0, 0.1] is not exactly zero"]
