@@ -502,14 +502,14 @@ def test_sim_launch_closed_loop_reaches_goals(
                 tn.node.create_subscription(
                     String, "/sim/episode", lambda m: episodes.append(json.loads(m.data)), EVENT_QOS
                 )
-                for node in rec.nodes:
+                # The sim node starts alone and its parameters are checked while it waits for a
+                # policy node: in lockstep it finishes its episodes, and exits, within seconds of
+                # the policy node connecting. The policy node stays up until it is stopped.
+                for node in sorted(rec.nodes, key=lambda nd: nd.executable != "sim_node"):
                     cmd = h.node_command(node, tmp_path)
                     procs.append(h.NodeProc(cmd, lease.domain_id, tmp_path / f"{node.name}.log"))
-                # The sim node first: in lockstep it may finish its episodes, and exit, within
-                # seconds; the policy node stays up until it is stopped.
-                for node in sorted(rec.nodes, key=lambda nd: nd.executable != "sim_node"):
                     _check_params_declared(tn, node, procs)
-                sim = next(p for p, n in zip(procs, rec.nodes, strict=True) if n.executable == "sim_node")
+                sim = procs[0]
                 tn.spin_until(
                     lambda: len(episodes) >= CLOSED_LOOP_EPISODES,
                     240,
