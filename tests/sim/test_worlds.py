@@ -23,7 +23,7 @@ from navsim.world_pool import Curriculum, plan_worlds, planned_worlds
 from navtrain.checkpoint import load_checkpoint
 
 ALL = "env.worlds.families={rooms: 1.0, clutter: 1.0, corridors: 1.0, arenas: 1.0}"
-WORLDS_PER_FAMILY = {"fast": 50, "sweep": 250}
+WORLDS_PER_FAMILY = {"fast": 50, "sweep": 125}
 """Worlds checked per family (over all 5 levels): a quick sample in the fast tier, a larger one in
 the whole suite, each from its own seed."""
 
@@ -101,7 +101,7 @@ def setup():
 @pytest.mark.parametrize("sample", ["fast", pytest.param("sweep", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_generated_world_is_feasible_for_the_robot(setup, family, sample):
-    """50 (fast) or 250 (sweep) worlds per family over all levels: the recorded path keeps more than
+    """50 (fast) or 125 (sweep) worlds per family over all levels: the recorded path keeps more than
     the robot's radius from every surface (sampled every 1 cm) and an independent grid planner joins
     start and goal."""
     cfg, sizes, geom = setup

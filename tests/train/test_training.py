@@ -176,7 +176,7 @@ def test_learning_beats_the_untrained_policy(tmp_path: Path) -> None:
 
     common = ["--num-envs", "64", "--device", "cpu", "--no-export", "--no-eval", "--seed", "3", *EASY]
     assert train_cli.main([*common, "--max-iterations", "0", f"runner.log_root={tmp_path / 'untrained'}"]) == 0
-    assert train_cli.main([*common, "--max-iterations", "12", f"runner.log_root={tmp_path / 'trained'}"]) == 0
+    assert train_cli.main([*common, "--max-iterations", "8", f"runner.log_root={tmp_path / 'trained'}"]) == 0
     (before,) = _run_dirs(tmp_path / "untrained")
     (after,) = _run_dirs(tmp_path / "trained")
     assert load_checkpoint(before / "model_latest.pt")["iter"] == 0

@@ -18,10 +18,8 @@ Evaluation and export both go through here, with the same validation:
 
 from __future__ import annotations
 
-import os
 import re
 import warnings
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -33,24 +31,13 @@ from navsim.config import ConfigError, NavConfig
 from navsim.config_load import config_from_data, load_config
 from navsim.contract_objects import action_scaling, policy_spec
 from navsim.observations import POLICY_GROUP
+from navtrain.checkpoint_file import CheckpointError, check_checkpoint_file
 from navtrain.ppo_config import ACTOR_OBS_GROUPS, actor_cfg
-
-
-class CheckpointError(ValueError):
-    """The checkpoint cannot be used: no config, a config that disagrees, or weights that do not fit."""
 
 
 def load_checkpoint(path: str | Path, map_location: str = "cpu") -> dict[str, Any]:
     """Load a checkpoint safely (tensors and plain data only); CheckpointError when it cannot be."""
-    path = Path(path)
-    if not path.exists():
-        raise CheckpointError(f"no such checkpoint: {path}")
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint {path} is not a file")
-    if os.access(path, os.R_OK) and not zipfile.is_zipfile(path):
-        raise CheckpointError(
-            f"{path} is not a torch checkpoint (no zip archive: empty, truncated or another kind of file)"
-        )
+    path = check_checkpoint_file(path)
     try:
         with open(path, "rb") as f, warnings.catch_warnings():
             warnings.simplefilter("ignore")  # e.g. torch's note on the pickle protocol of a foreign file

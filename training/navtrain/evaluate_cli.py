@@ -45,6 +45,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from navtrain.checkpoint_file import CheckpointError, check_checkpoint_file
 from navtrain.cli import EXIT_USAGE, CliError, OneLineParser, at_least, check_can_create, report
 
 TOOL = "nav-evaluate"
@@ -238,17 +239,21 @@ def _suite_inputs(args: argparse.Namespace) -> None:
 
 def prepare(args: argparse.Namespace):
     """Check every input before a world is built; returns the env config of the evaluation rooms."""
-    from navsim.config import ConfigError
-    from navtrain.checkpoint import CheckpointError
-    from navtrain.evaluation import checkpoint_for_evaluation, with_overrides
-
     _suite_inputs(args)
+    if args.checkpoint:
+        try:
+            check_checkpoint_file(args.checkpoint)  # before torch and the simulator are imported
+        except CheckpointError as err:
+            raise CliError(err) from None
 
     for flag, path in (("--json", args.json), ("--plot", args.plot)):
         if path is not None:
             if Path(path).is_dir():
                 raise CliError(f"{flag} {path} is a folder, not a file")
             check_can_create(path, f"{flag} file")
+    from navsim.config import ConfigError  # torch and the simulator: after the quick checks
+    from navtrain.evaluation import checkpoint_for_evaluation, with_overrides
+
     if args.checkpoint:
         try:
             return checkpoint_for_evaluation(args.checkpoint, args.overrides)[1].env

@@ -18,6 +18,7 @@ import json
 import signal
 import sys
 
+from navtrain.checkpoint_file import CheckpointError, check_checkpoint_file
 from navtrain.cli import EXIT_INTERRUPTED, EXIT_USAGE, OneLineParser, at_least, positive_float, report
 
 TOOL = "nav-export"
@@ -42,6 +43,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     options = dict(vars(args))  # every option but the two paths is the export_bundle keyword of its name
     checkpoint, out = options.pop("checkpoint"), options.pop("out")
+    try:
+        check_checkpoint_file(checkpoint)  # before torch and the simulator are imported
+    except CheckpointError as err:
+        report(TOOL, err)
+        return EXIT_USAGE
 
     from navcontract.guard import GUARD_SECTION, GuardRule
     from navcontract.response import RobotResponse
