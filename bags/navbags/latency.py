@@ -12,8 +12,12 @@ one over loopback DDS (private domain, UDPv4 on 127.0.0.1 only). Two modes:
   in at ``--scan-rate``; the latency of a command is its arrival time minus the publish time of
   the newest scan the node had (the scan age the robot actually acts on, timer phase included).
 
-Also reports the node's own inference time (status topic) and its resident memory (VmRSS and
-peak VmHWM from /proc). Not a test: run it and copy the numbers into docs/ros2.md.
+In both modes the odometry follows the node's commands (:class:`Odometer`), so the robot makes
+progress toward a goal :data:`GOAL_DISTANCE` ahead and its progress checker never stops it. Each
+run starts the node with the scan map on (its default), off, or both one after the other
+(``--scan-map``, default both). Also reports the node's own inference time (status topic) and its
+resident memory (VmRSS and peak VmHWM from /proc). Not a test: run it and copy the numbers into
+docs/ros2.md.
 
     nav-benchmark-latency --messages 2000
     nav-benchmark-latency --mode wall --control-period 0.02 --messages 1000
@@ -27,11 +31,14 @@ else ``tests/fixtures/bundle`` under the current directory (the repository's tra
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import math
+import os
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +49,11 @@ from navbags.rosproc import DomainLease, NodeProc, RosSide, console_script, node
 from navdeploy.bench_cli import add_bundle_option, bundle_or_default
 
 FIXTURE_BUNDLE = Path("tests") / "fixtures" / "bundle"
+MAX_TICKS_PER_MESSAGE = 3
+"""Clock mode gives up (one line, exit code 1) after this many ticks per requested message: a node
+that stays out of ``driving`` would otherwise be waited for forever."""
+GOAL_DISTANCE = 1000.0
+"""[m] The goal, straight ahead of the start: further than any benchmark drives."""
 
 
 def bundle_arg(given: Path | None) -> Path:
@@ -80,13 +92,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--control-period", type=float, default=0.02, help="wall mode: node timer period [s]")
     ap.add_argument("--scan-rate", type=float, default=200.0, help="wall mode: scans per second")
     ap.add_argument("--beams", type=int, default=72, help="beams per published scan (resampled by the node)")
+    ap.add_argument(
+        "--scan-map",
+        choices=("on", "off", "both"),
+        default="both",
+        help="the node's scan_map parameter; both: one run with it on (the default), then one with it off",
+    )
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     return ap.parse_args(argv)
 
 
-def node_command(bundle: Path, sim_time: bool, control_period: float) -> list[str]:
+def node_command(bundle: Path, sim_time: bool, control_period: float, scan_map: bool = True) -> list[str]:
     """The policy node's command line: its installed config, ``bundle``, simulated or wall time (wall:
-    its own timer at ``control_period``), a stale timeout of 1 s."""
+    its own timer at ``control_period``), a stale timeout of 1 s, the scan map on (the default) or off."""
     from nav_policy.paths import config_file
 
     cmd = [
@@ -103,6 +121,8 @@ def node_command(bundle: Path, sim_time: bool, control_period: float) -> list[st
     ]
     if not sim_time:
         cmd += ["-p", f"control_period:={control_period}"]
+    if not scan_map:
+        cmd += ["-p", "scan_map:=false"]
     return cmd
 
 
@@ -118,6 +138,34 @@ class _Link:
     clock_pub: Any
     arrivals: list[float] = field(default_factory=list)
     status: list[dict] = field(default_factory=list)
+    command: tuple[float, float, float] = (0.0, 0.0, 0.0)  # the newest /cmd_vel: vx, vy [m/s], wz [rad/s]
+
+    def on_command(self, msg: Any) -> None:
+        self.arrivals.append(time.perf_counter())
+        self.command = (msg.linear.x, msg.linear.y, msg.angular.z)
+
+
+@dataclass
+class Odometer:
+    """The robot's pose as the node's commands move it (a base that does what it is told): the
+    node keeps making progress toward its goal, so its progress checker never stops it and every
+    tick measured is a driving one."""
+
+    x: float = 0.0
+    y: float = 0.0
+    yaw: float = 0.0
+
+    def advance(self, command: tuple[float, float, float], dt: float, odom: Any) -> None:
+        """Move by ``command`` (body frame) for ``dt`` seconds and write the pose and twist into ``odom``."""
+        vx, vy, wz = command
+        c, s = math.cos(self.yaw), math.sin(self.yaw)
+        self.x += (c * vx - s * vy) * dt
+        self.y += (s * vx + c * vy) * dt
+        self.yaw = math.atan2(math.sin(self.yaw + wz * dt), math.cos(self.yaw + wz * dt))
+        pose = odom.pose.pose
+        pose.position.x, pose.position.y = self.x, self.y
+        pose.orientation.z, pose.orientation.w = math.sin(self.yaw / 2), math.cos(self.yaw / 2)
+        odom.twist.twist.linear.x, odom.twist.twist.linear.y, odom.twist.twist.angular.z = vx, vy, wz
 
 
 def _open_link(domain_id: int, sim_time: bool, procs: list[NodeProc]) -> _Link:
@@ -140,7 +188,7 @@ def _open_link(domain_id: int, sim_time: bool, procs: list[NodeProc]) -> _Link:
         n.create_publisher(PoseStamped, "/goal_pose", GOAL_QOS),
         n.create_publisher(Clock, "/clock", 10),
     )
-    n.create_subscription(Twist, "/cmd_vel", lambda m: link.arrivals.append(time.perf_counter()), 100)
+    n.create_subscription(Twist, "/cmd_vel", link.on_command, 100)
     n.create_subscription(String, "/nav_policy/status", lambda m: link.status.append(json.loads(m.data)), 100)
     tn.spin_until(
         lambda: (
@@ -157,7 +205,7 @@ def _open_link(domain_id: int, sim_time: bool, procs: list[NodeProc]) -> _Link:
 
 def _messages(beams: int):
     """The scan (``beams`` beams all round, ranges filled per message), the odometry at the origin, and a
-    goal the robot never reaches (the node keeps driving)."""
+    goal the robot does not reach within a benchmark (the node keeps driving)."""
     from geometry_msgs.msg import PoseStamped
     from nav_msgs.msg import Odometry
     from sensor_msgs.msg import LaserScan
@@ -173,7 +221,7 @@ def _messages(beams: int):
     odom.pose.pose.orientation.w = 1.0
     goal = PoseStamped()
     goal.header.frame_id = "odom"
-    goal.pose.position.x = 50.0
+    goal.pose.position.x = GOAL_DISTANCE
     return scan, odom, goal
 
 
@@ -190,12 +238,20 @@ def measure_clock(link: _Link, proc: NodeProc, scan, odom, rng, args: argparse.N
     lost = 0
     t_ns = 1_000_000_000
     period_ns = 100_000_000
+    odometer = Odometer()
     k = -1
     while len(lat) < args.messages:
         k += 1
+        if k >= args.warmup + MAX_TICKS_PER_MESSAGE * args.messages:
+            states = Counter(s["state"] for s in link.status)
+            raise SystemExit(
+                f"nav-benchmark-latency: {len(lat)} of {args.messages} ticks driving after {k} ticks "
+                f"(the node's states: {dict(states)}); see {proc.log_path}"
+            )
         t_ns += period_ns
         scan.ranges = (2.0 + rng.random(args.beams)).astype(np.float32).tolist()
         ns_to_stamp(t_ns, scan.header.stamp)
+        odometer.advance(link.command, period_ns * 1e-9, odom)
         odom.header.stamp = scan.header.stamp
         clock = Clock()
         ns_to_stamp(t_ns, clock.clock)
@@ -226,8 +282,10 @@ def measure_wall(link: _Link, proc: NodeProc, scan, odom, rng, args: argparse.Na
     period = 1.0 / args.scan_rate
     deadline = time.perf_counter()
     start_idx = None
+    odometer = Odometer()
     while start_idx is None or len(link.arrivals) - start_idx < args.messages:
         deadline += period
+        odometer.advance(link.command, period, odom)
         scan.ranges = (2.0 + rng.random(args.beams)).astype(np.float32).tolist()
         scan.header.stamp = odom.header.stamp = link.ros.node.get_clock().now().to_msg()
         sent.append(time.perf_counter())
@@ -268,29 +326,50 @@ def summarize(
     return results
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+def measure(args: argparse.Namespace, bundle: Path, scan_map: bool) -> dict[str, object]:
+    """One node (``scan_map`` on or off), driven as ``args.mode`` says; its results."""
     work = Path(tempfile.mkdtemp(prefix="nav_latency_"))
-    bundle = bundle_arg(args.bundle)
     sim_time = args.mode == "clock"
     lease = DomainLease()
-    cmd = node_command(bundle, sim_time, args.control_period)
-    with node_processes() as procs:
-        proc = NodeProc(cmd, lease.domain_id, work / "policy_node.log")
-        procs.append(proc)
-        link = _open_link(lease.domain_id, sim_time, procs)
-        rng = np.random.default_rng(0)
-        scan, odom, goal = _messages(args.beams)
-        link.goal_pub.publish(goal)
-        if sim_time:
-            lat, lost = measure_clock(link, proc, scan, odom, rng, args)
-        else:
-            lat, lost = measure_wall(link, proc, scan, odom, rng, args), 0
-        mem = proc_memory(proc.pid)
-        inf = [s["inference_ms"] for s in link.status if s.get("inference_ms") is not None]
-        link.ros.close()
-    lease.release()
-    print_results(summarize(args, bundle, lat, lost, inf, mem), args.json)
+    try:
+        with node_processes() as procs:
+            proc = NodeProc(
+                node_command(bundle, sim_time, args.control_period, scan_map), lease.domain_id, work / "policy_node.log"
+            )
+            procs.append(proc)
+            link = _open_link(lease.domain_id, sim_time, procs)
+            rng = np.random.default_rng(0)
+            scan, odom, goal = _messages(args.beams)
+            link.goal_pub.publish(goal)
+            if sim_time:
+                lat, lost = measure_clock(link, proc, scan, odom, rng, args)
+            else:
+                lat, lost = measure_wall(link, proc, scan, odom, rng, args), 0
+            mem = proc_memory(proc.pid)
+            inf = [s["inference_ms"] for s in link.status if s.get("inference_ms") is not None]
+            link.ros.close()
+    finally:
+        lease.release()
+    return {"scan_map": scan_map, **summarize(args, bundle, lat, lost, inf, mem)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    bundle = bundle_arg(args.bundle)
+    settings = {"on": [True], "off": [False], "both": [True, False]}[args.scan_map]
+    runs = []
+    for scan_map in settings:
+        print(
+            f"[latency] scan map {'on' if scan_map else 'off'}: {args.messages} messages, {args.mode} mode", flush=True
+        )
+        runs.append(measure(args, bundle, scan_map))
+    results = {
+        "date": datetime.date.today().isoformat(),
+        "command": " ".join(["nav-benchmark-latency", *(argv if argv is not None else sys.argv[1:])]),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "runs": runs,
+    }
+    print_results(results, args.json)
     return 0
 
 

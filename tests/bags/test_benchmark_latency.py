@@ -1,0 +1,48 @@
+"""nav-benchmark-latency drives the installed node on simulated time with odometry that follows its
+commands: every measured tick is a driving one, with the scan map on and off, and a run longer
+than the progress checker's window still ends (a robot whose odometry never moves would be
+declared stuck and never count as driving again)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from navbags.latency import Odometer, main
+
+
+def test_the_odometer_moves_the_pose_by_the_command_in_the_body_frame() -> None:
+    odom = SimpleNamespace(
+        pose=SimpleNamespace(
+            pose=SimpleNamespace(position=SimpleNamespace(x=0.0, y=0.0), orientation=SimpleNamespace(z=0.0, w=1.0))
+        ),
+        twist=SimpleNamespace(
+            twist=SimpleNamespace(linear=SimpleNamespace(x=0.0, y=0.0), angular=SimpleNamespace(z=0.0))
+        ),
+    )
+    o = Odometer()
+    o.advance((0.0, 0.0, math.pi / 2), 1.0, odom)  # a quarter turn on the spot
+    o.advance((1.0, 0.5, 0.0), 2.0, odom)  # then 2 m forward (now +y) and 1 m to the left (now -x)
+    assert (o.x, o.y) == pytest.approx((-1.0, 2.0))
+    assert odom.pose.pose.position.x == pytest.approx(-1.0) and odom.pose.pose.position.y == pytest.approx(2.0)
+    assert 2 * math.atan2(odom.pose.pose.orientation.z, odom.pose.pose.orientation.w) == pytest.approx(math.pi / 2)
+    assert (odom.twist.twist.linear.x, odom.twist.twist.linear.y) == (1.0, 0.5)
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_clock_mode_measures_driving_ticks_past_the_progress_window(tmp_path: Path) -> None:
+    out = tmp_path / "latency.json"
+    # 10 warm-up + 90 measured ticks: 10 s of simulated time, twice the progress checker's 5 s.
+    assert main(["--messages", "90", "--warmup", "10", "--json", str(out)]) == 0
+    runs = json.loads(out.read_text())["runs"]
+    assert [r["scan_map"] for r in runs] == [True, False]
+    for r in runs:
+        assert r["messages"] == 90 and r["unanswered_ticks"] == 0
+        lat = r["latency_ms"]
+        assert 0 < lat["p50"] <= lat["p99"] <= lat["max"]
+        assert r["node_memory_mib"]["VmRSS"] > 20
