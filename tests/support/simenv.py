@@ -122,8 +122,33 @@ def train_one_iteration(cfg: NavConfig, num_envs: int, log_dir: Path, name: str)
 
 @pytest.fixture(scope="session")
 def trained_checkpoint(tmp_path_factory: pytest.TempPathFactory, train_config: NavConfig) -> Path:
-    """A freshly trained checkpoint (1 PPO iteration on 32 CPU worlds), written by NavRunner."""
-    return train_one_iteration(train_config, TRAIN_ENVS, tmp_path_factory.mktemp("tiny_run"), "tiny")
+    """A freshly trained checkpoint (1 PPO iteration on 32 CPU worlds), written by NavRunner; made once
+    per test run, whichever test worker needs it first (:func:`made_once`)."""
+    return made_once(
+        tmp_path_factory,
+        "tiny_run",
+        lambda folder: train_one_iteration(train_config, TRAIN_ENVS, folder, "tiny"),
+    )
+
+
+def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], Path]) -> Path:
+    """``make(folder)``'s path, made at most once per test run: with several pytest-xdist workers the
+    first one that needs it makes it in the run's shared temporary folder while the others wait on a
+    lock, then every worker reads the path it wrote (serially: the session's own folder)."""
+    import fcntl
+    import os
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # pytest-of-user/pytest-N/ is shared by the workers of one run
+    folder = root / f"shared_{name}"
+    folder.mkdir(exist_ok=True)
+    done = folder / "path.txt"
+    with open(folder / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.is_file():
+            done.write_text(str(make(folder / "made")))
+    return Path(done.read_text())
 
 
 def nav_export_command() -> list[str]:
@@ -138,15 +163,19 @@ def nav_export_command() -> list[str]:
 
 @pytest.fixture(scope="session")
 def exported_bundle(tmp_path_factory: pytest.TempPathFactory, trained_checkpoint: Path) -> Path:
-    """The bundle of :func:`trained_checkpoint`, written by the ``nav-export`` command."""
-    out = tmp_path_factory.mktemp("tiny_bundle") / "bundle"
-    proc = subprocess.run(
-        [*nav_export_command(), "--checkpoint", str(trained_checkpoint), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=REPO,
-    )
-    assert proc.returncode == 0, f"export failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    assert "self-check: max |delta|" in proc.stdout
-    return out
+    """The bundle of :func:`trained_checkpoint`, written by the ``nav-export`` command (once per run)."""
+
+    def export(folder: Path) -> Path:
+        out = folder / "bundle"
+        proc = subprocess.run(
+            [*nav_export_command(), "--checkpoint", str(trained_checkpoint), "--out", str(out)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=REPO,
+        )
+        assert proc.returncode == 0, f"export failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        assert "self-check: max |delta|" in proc.stdout
+        return out
+
+    return made_once(tmp_path_factory, "tiny_bundle", export)

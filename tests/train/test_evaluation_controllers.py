@@ -78,14 +78,15 @@ def test_compare_writes_the_side_by_side_table(fixture_bundle: Path, tmp_path: P
     from navtrain.compare import CONTROLLERS, ROWS, main
 
     out = tmp_path / "baseline"
-    assert main(["--bundle", str(fixture_bundle), "--episodes", "6", "--out", str(out)]) == 0
+    short = "env.episode_length_s=6.0"  # every row, after its own overrides
+    assert main(["--bundle", str(fixture_bundle), "--episodes", "6", "--out", str(out), short]) == 0
     data = json.loads(out.with_suffix(".json").read_text())
-    assert list(data["results"]) == list(ROWS)
+    assert list(data["results"]) == list(ROWS) and data["overrides"] == [short]
     for row in data["results"].values():
         assert set(row) == set(CONTROLLERS)
         for r in row.values():
             assert r["episodes"] == 6 and r["seed"] == data["results"][next(iter(ROWS))]["policy"]["seed"]
-            assert math.isnan(r["mean_time_to_goal_s"]) or r["mean_time_to_goal_s"] > 0
+            assert math.isnan(r["mean_time_to_goal_s"]) or 0 < r["mean_time_to_goal_s"] <= 6.0
     md = out.with_suffix(".md").read_text()
     assert md.count("| policy |") == len(ROWS) and md.count("| dwa |") == len(ROWS)
     assert len(data["verdicts"]) == len(ROWS)

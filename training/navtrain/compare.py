@@ -1,13 +1,14 @@
 """The learned policy and the dynamic-window baseline, side by side on the same unseen rooms.
 
-    nav-compare --bundle DIR [--episodes 500] [--seed S] [--out docs/results/baseline]
+    nav-compare --bundle DIR [--episodes 500] [--seed S] [--out docs/results/baseline] [KEY=VALUE ...]
 
 Both controllers are robot-side code built from the same bundle (the policy through its ONNX
 runtime, the DWA planner from its contract), called world by world with the node's inputs (see
 :func:`navtrain.evaluation.evaluate_controller`). Every row is a set of unseen rooms from the
 evaluation seed stream; both controllers see the same rooms, starts and goals in each row.
 Writes ``OUT.json`` (every metric of every run), ``OUT.md`` (the table of docs/results.md) and
-``OUT.png`` (success and collision per row), and prints the table.
+``OUT.png`` (success and collision per row), and prints the table. Dotted overrides after the
+options apply to every row, after the row's own (e.g. ``env.episode_length_s=20``).
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=None, help="room seed (default: runner.eval_seed of the bundle)")
     p.add_argument("--dwa-params", default=None, help="DWA parameters YAML (default: navdeploy/dwa.yaml)")
     p.add_argument("--out", default="baseline", help="output stem: OUT.json, OUT.md, OUT.png")
+    p.add_argument("overrides", nargs="*", help="dotted config overrides for every row, after the row's own")
     args = p.parse_args(argv)
     if not (Path(args.bundle) / "policy.onnx").is_file():
         print(f"no bundle (policy.onnx + contract.json) in {args.bundle}", file=sys.stderr)
@@ -104,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
                 name,
                 episodes=args.episodes,
                 seed=args.seed,
-                overrides=overrides,
+                overrides=[*overrides, *args.overrides],
                 plot_rooms=0,
                 dwa_params=args.dwa_params,
             )
@@ -113,7 +115,13 @@ def main(argv: list[str] | None = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     text = table(results)
     notes = verdicts(results)
-    payload = {"bundle": str(args.bundle), "episodes_per_row": args.episodes, "rows": ROWS, "results": results}
+    payload = {
+        "bundle": str(args.bundle),
+        "episodes_per_row": args.episodes,
+        "rows": ROWS,
+        "overrides": args.overrides,
+        "results": results,
+    }
     payload["verdicts"] = notes
     out.with_suffix(".json").write_text(json.dumps(payload, indent=2) + "\n")
     out.with_suffix(".md").write_text(text + "\n" + "\n".join(f"- {n}" for n in notes) + "\n")
