@@ -91,3 +91,27 @@ def test_compare_writes_the_side_by_side_table(fixture_bundle: Path, tmp_path: P
     assert md.count("| policy |") == len(ROWS) and md.count("| dwa |") == len(ROWS)
     assert len(data["verdicts"]) == len(ROWS)
     assert out.with_suffix(".png").stat().st_size > 1000
+
+
+def test_the_evaluation_scan_map_plans_with_the_guard_clearance(fixture_bundle: Path) -> None:
+    """nav-evaluate --scan-map plans as the node does (navdeploy.gate.make_planner): with the passing
+    clearance of the guard that stops the robot (here the env's), wider than the robot's radius; with
+    the radius alone when there is no guard."""
+    from navdeploy.runtime import PolicyRuntime
+    from navdeploy.scan_map import ScanMapCfg
+    from navtrain.evaluate_cli import bundle_config
+
+    beams = int(PolicyRuntime.load(fixture_bundle).contract.num_beams)
+    cfg = bundle_config(fixture_bundle)
+    for guarded in (True, False):
+        cfg.env.guard.enabled = guarded
+        env, _ = eval_env(cfg, 2, 0, 2, "cpu")
+        actor = RobotSideActor(env, lambda: PolicyRuntime.load(fixture_bundle), ScanMapCfg())
+        assert actor.planners is not None
+        if guarded:
+            want = env.guard.passing_clearance(beams)
+            assert want > cfg.env.robot.radius + env.guard.margin
+        else:
+            assert env.guard is None
+            want = None
+        assert [p.clearance for p in actor.planners] == [want, want]

@@ -46,6 +46,7 @@ from navcontract.action import ActionScaling, action_to_command
 from navcontract.base import DIFF_DRIVE
 from navcontract.subgoal import LookaheadRule
 from navdeploy.scan_map import ScanMapCfg, ScanPlanner
+from navdeploy.settings import plan_clearance
 from navsim.config import EnvCfg, NavConfig
 from navsim.config_load import apply_override, config_from_data, to_dict
 from navsim.contract_objects import policy_spec
@@ -175,7 +176,11 @@ class RobotSideActor:
             if c.robot_radius is None:
                 raise ValueError("planning on scans needs the contract's robot.radius (bundle exported before it)")
             rule = c.path_following.rule if c.path_following is not None else LookaheadRule()
-            self.planners = [ScanPlanner(scan_map, float(c.robot_radius), rule) for _ in range(env.num_envs)]
+            # As the node plans: with the passing clearance of the guard that stops the robot (the env's).
+            clearance = plan_clearance(c, env.guard)
+            self.planners = [
+                ScanPlanner(scan_map, float(c.robot_radius), rule, clearance=clearance) for _ in range(env.num_envs)
+            ]
         # The map's scan: the policy's sector minima, or (map_beams > 0) a denser lidar of that many
         # evenly spaced beams over 360 degrees, as a robot's own scanner gives the node.
         self.map_lidar: BatchedLidar | None = None
