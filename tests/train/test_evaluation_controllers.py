@@ -23,6 +23,8 @@ from navtrain.evaluation import (
 
 pytestmark = pytest.mark.slow
 
+DEFAULT_BUNDLE = Path(__file__).resolve().parents[2] / "ros2_ws/src/nav_policy/nav_policy/default_bundle"
+
 
 def test_bundle_runtime_drives_the_same_episodes_as_the_checkpoint(trained_checkpoint: Path, exported_bundle: Path):
     from navdeploy.runtime import PolicyRuntime
@@ -115,3 +117,70 @@ def test_the_evaluation_scan_map_plans_with_the_guard_clearance(fixture_bundle: 
             assert env.guard is None
             want = None
         assert [p.clearance for p in actor.planners] == [want, want]
+
+
+class _StraightAtGoal:
+    """A driver that charges its goal at full speed, whatever is in the way. The scan goes through a
+    policy runtime only for the scan report the node's guard reads (``last_scan_report``)."""
+
+    def __init__(self, bundle: Path) -> None:
+        from navdeploy.runtime import PolicyRuntime
+
+        self.runtime = PolicyRuntime.load(bundle)
+        self.contract = self.runtime.contract
+
+    def configure_scan(self, options) -> None:
+        self.runtime.configure_scan(options)
+
+    @property
+    def last_scan_report(self):
+        return self.runtime.last_scan_report
+
+    def reset(self) -> None:
+        self.runtime.reset()
+
+    def step(self, scan, pose, twist, goal) -> np.ndarray:
+        self.runtime.step(scan, pose=pose, twist=twist, goal=goal)
+        dx, dy = goal[0] - pose[0], goal[1] - pose[1]
+        c, s = math.cos(pose[2]), math.sin(pose[2])
+        bx, by = c * dx + s * dy, -s * dx + c * dy
+        norm = max(math.hypot(bx, by), 1e-9)
+        v = float(self.contract.scaling.v_max)
+        return np.array([v * bx / norm, v * by / norm, 0.0])
+
+
+@pytest.mark.parametrize("scan_map", [False, True])
+def test_behind_the_node_gate_a_driver_charging_a_post_never_hits_it(scan_map: bool) -> None:
+    """The same driver and rooms (a post between start and goal): bare, it hits the post; behind the
+    node's gate (NodeActor: the guard of the installed default bundle as the last stage, the env's
+    guard off) it never does, with the scan map off and on."""
+    fixture_bundle = DEFAULT_BUNDLE
+    from navdeploy.node_params import NodeParams
+    from navsim.outcomes import OUTCOMES, Outcome
+    from navtrain.evaluate_cli import bundle_config
+    from navtrain.evaluation import NodeActor
+    from support.simenv import empty_rooms, place_obstacle
+
+    cfg = bundle_config(fixture_bundle)
+    cfg.env.guard.enabled = False
+    cfg.randomization.enabled = False
+    cfg.env.lidar.noise_std = 0.0
+    cfg.env.episode_length_s = 6.0
+    env, _ = eval_env(cfg, 2, 0, 2, "cpu")
+    rooms = empty_rooms(env, start=(0.0, 0.0, 0.0), goal=(3.0, 0.0))
+    place_obstacle(rooms, 0, 0, (1.5, 0.0))  # on the line to the goal
+    place_obstacle(rooms, 1, 0, (1.5, 0.05))  # a little off it
+
+    def make() -> _StraightAtGoal:
+        return _StraightAtGoal(fixture_bundle)
+
+    bare, _ = run_episodes(env, RobotSideActor(env, make), rooms)
+    actor = NodeActor(env, make, NodeParams(scan_map=scan_map), 720)
+    gated, _ = run_episodes(env, actor, rooms)
+    collision = OUTCOMES.index(Outcome.COLLISION)
+    assert (bare["outcome"] == collision).all(), bare["outcome"]
+    assert (gated["outcome"] != collision).all(), gated["outcome"]
+    assert actor.states.get("driving", 0) > 0
+    with pytest.raises(ValueError, match="only guard"):
+        cfg.env.guard.enabled = True
+        NodeActor(eval_env(cfg, 1, 0, 1, "cpu")[0], make, NodeParams(), 720)

@@ -2,7 +2,7 @@
 
     python training/evaluate.py --checkpoint PATH [--episodes N] [--seed S] [--json out.json]
                                 [--plot out.png] [--device cpu|cuda] [section.key=value ...]
-    python training/evaluate.py --bundle DIR --controller policy|dwa [--dwa-params YAML] [...]
+    python training/evaluate.py --bundle DIR --controller policy|dwa [--dwa-params YAML] [--node] [...]
     python training/evaluate.py --suite robustness --checkpoint PATH | --bundle DIR [--episodes 1000]
                                 [--out STEM] [--baseline OTHER.json] [--label NAME] [--rows a,b]
     python training/evaluate.py --suite families --checkpoint PATH | --bundle DIR [--episodes 500]
@@ -11,7 +11,10 @@
 ``--checkpoint``: the deterministic (mean-action) policy, batched in torch. ``--bundle``: what the
 robot runs, world by world on the CPU: ``policy`` is the bundle's ONNX policy through the
 runtime, ``dwa`` the dynamic-window baseline built from the bundle's contract (both report their
-compute time per call); the rooms follow the bundle's training config.
+compute time per call); the rooms follow the bundle's training config. ``--node`` puts the
+controller behind the node's own command gate with ``policy_node``'s default parameters (scan
+rules on a 720-beam lidar, scan map, blocked and stuck handling, velocity smoother, the guard as
+the last stage; the simulator's own guard off): what the robot runs (navtrain.evaluation.NodeActor).
 
 Auto-reset is off: every world runs one episode, and its end is read directly. Rooms come from a
 seed stream never used in training (default: runner.eval_seed of the checkpoint's config). Prints
@@ -69,14 +72,20 @@ def add_policy_source(p: argparse.ArgumentParser) -> None:
         "--map-beams",
         type=int,
         default=720,
-        help="with --scan-map: beams of the lidar the map is built from (evenly over 360 degrees; "
-        "0: the policy's own sector readings)",
+        help="with --scan-map: beams of the lidar the map is built from; with --node: of the lidar the node "
+        "gets (evenly over 360 degrees; 0: the policy's own sector readings)",
     )
 
 
 def main(argv: list[str] | None = None) -> int:
     p = OneLineParser(prog=TOOL, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_policy_source(p)
+    p.add_argument(
+        "--node",
+        action="store_true",
+        help="with --bundle: behind the node's own command gate with policy_node's defaults (scan rules, "
+        "scan map, stuck handling, smoother, the guard last; the simulator's guard off)",
+    )
     p.add_argument("--episodes", type=at_least(1), default=None, help="rooms (default 500; 1000 per row with --suite)")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--json", default=None, help="write the metrics here")
@@ -96,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         env_cfg = prepare(args)
-        scan_map_cfg(args)  # --scan-map checked before any env is built
+        scan_map_cfg(args)  # --scan-map and --node checked before any env is built
+        node_params(args)
         if args.suite:
             return suite_main(args)
     except CliError as err:
@@ -116,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             dwa_params=args.dwa_params,
             scan_map=scan_map_cfg(args),
             map_beams=args.map_beams,
+            node=node_params(args),
             **rooms,
         )
     print(json.dumps(asdict(result), indent=2))
@@ -164,6 +175,21 @@ def scan_map_cfg(args: argparse.Namespace):
     return ScanMapCfg()
 
 
+def node_params(args: argparse.Namespace):
+    """``policy_node``'s default parameters when ``--node`` is given (checked: a bundle, no --scan-map)."""
+    if not getattr(args, "node", False):
+        return None
+    if args.checkpoint:
+        raise CliError("--node goes with --bundle (the node runs a bundle)")
+    if getattr(args, "scan_map", False):
+        raise CliError("--node runs the node's own scan map (its default): leave out --scan-map")
+    if args.map_beams < 0:
+        raise CliError(f"--map-beams must be >= 0, got {args.map_beams}")
+    from navdeploy.node_params import NodeParams
+
+    return NodeParams()
+
+
 def suite_evaluator(args: argparse.Namespace):
     """The evaluator a suite runs: the checkpoint's torch actor, or a bundle's robot-side controller."""
     from navtrain.evaluation import bundle_evaluator, checkpoint_evaluator
@@ -173,9 +199,15 @@ def suite_evaluator(args: argparse.Namespace):
         evaluator.label = args.label or Path(args.checkpoint).name
     else:
         evaluator = bundle_evaluator(
-            args.bundle, args.controller, args.overrides, args.dwa_params, scan_map_cfg(args), args.map_beams
+            args.bundle,
+            args.controller,
+            args.overrides,
+            args.dwa_params,
+            scan_map_cfg(args),
+            args.map_beams,
+            node_params(args),
         )
-        map_note = " + scan map" if args.scan_map else ""
+        map_note = " + scan map" if args.scan_map else (", behind the node's gate" if args.node else "")
         evaluator.label = args.label or f"{Path(args.bundle).name} ({args.controller}{map_note}, robot runtime)"
     return evaluator
 

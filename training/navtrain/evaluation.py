@@ -34,7 +34,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -186,10 +186,7 @@ class RobotSideActor:
         self.map_lidar: BatchedLidar | None = None
         self.map_beams = int(map_beams)
         if self.planners is not None and self.map_beams > 0:
-            robot_body = env.mj_model.body("base").id
-            self.map_lidar = BatchedLidar(
-                env.mj_model, env.m, env.d, env.num_envs, self.map_beams, self.max_range, robot_body, env.device
-            )
+            self.map_lidar = dense_lidar(env, self.map_beams, self.max_range)
             self.map_noise = torch.Generator(device=env.device)
             self.map_noise.manual_seed(int(env.seed) + 7)
         self.ticks = 0
@@ -245,6 +242,90 @@ class RobotSideActor:
     @property
     def ms_per_call(self) -> float | None:
         return 1e3 * self.seconds / self.calls if self.calls else None
+
+
+class NodeActor(RobotSideActor):
+    """What the robot runs: each world's driver (the ONNX policy or the DWA) behind the node's own
+    :class:`navdeploy.gate.CommandGate`, built as ``policy_node`` builds it
+    (:func:`navdeploy.settings.resolve_settings` of ``params`` over the bundle's contract): scan
+    rules, scan map with its sub-goals (inline, not on a worker, so that runs repeat), blocked and
+    stuck handling, clamp, velocity smoother, and the guard as the last stage. The env's own guard
+    must be off (:func:`bundle_evaluator` turns it off): the node's is the robot's only one.
+
+    Each tick the gate gets what the node would receive: the lidar (``map_beams`` evenly spaced
+    beams over 360 degrees with the lidar's noise, or the policy's sector readings when 0), the
+    observed odometry, the world's goal in the odometry frame and, in worlds that follow a path,
+    that path (as a planner publishes it on ``/plan``). The gate's command becomes the action.
+    ``states`` counts the gate's states over all ticks.
+    """
+
+    def __init__(self, env: NavEnv, make: Callable[[], Any], params: Any, map_beams: int = 720) -> None:
+        from navdeploy.settings import resolve_settings
+
+        super().__init__(env, make)
+        if env.guard is not None:
+            raise ValueError("the node's gate is the robot's only guard: evaluate with env.guard.enabled=false")
+        period = float(env.env_cfg.control_period)
+        settings, _ = resolve_settings(self.controllers[0].contract, replace(params, scan_map_worker=False))
+        if abs(settings.control_period - period) > 1e-9:
+            raise ValueError(f"the node's control period {settings.control_period} s is not the env's {period} s")
+        self.settings = settings
+        self.map_beams = int(map_beams)
+        if self.map_beams > 0:
+            self.map_lidar = dense_lidar(env, self.map_beams, self.max_range)
+            self.map_noise = torch.Generator(device=env.device)
+            self.map_noise.manual_seed(int(env.seed) + 7)
+        self.states: dict[str, int] = {}
+        self.gates: list[Any] = []
+
+    def reset(self) -> None:
+        from navdeploy.gate import CommandGate
+
+        super().reset()
+        for gate in self.gates:
+            gate.close()
+        self.gates = [CommandGate.from_settings(c, self.settings) for c in self.controllers]
+        self.started = np.zeros(self.env.num_envs, dtype=bool)
+
+    def __call__(self, obs: TensorDict, live: torch.Tensor) -> torch.Tensor:
+        env = self.env
+        pose, twist = env.observed_pose.cpu().numpy(), env.observed_twist.cpu().numpy()
+        final = env.rooms.goal.cpu().numpy()
+        follow = env.follow.cpu().numpy()
+        sectors = env.scan_readings.cpu().numpy().astype(np.float64)
+        dense = self._map_scan()
+        action = np.zeros((env.num_envs, self.scaling.dim))
+        now = self.ticks * float(env.env_cfg.control_period)
+        self.ticks += 1
+        t0 = time.perf_counter()
+        for i in np.flatnonzero(live.cpu().numpy()):
+            gate = self.gates[i]
+            if not self.started[i]:
+                self.started[i] = True
+                gate.set_goal(float(final[i, 0]), float(final[i, 1]), "odom")
+                if follow[i]:
+                    count = int(env.rooms.path_count[i])
+                    gate.set_path(env.rooms.path[i, :count].cpu().numpy().astype(np.float64), "odom")
+            if dense is None:
+                gate.set_scan(self.ScanInput.training_beams(sectors[i], self.num_beams, self.max_range), now)
+            else:
+                gate.set_scan(self.ScanInput.training_beams(dense[i], self.map_beams, self.max_range), now)
+            yaw = float(pose[i, 2])
+            quat = (0.0, 0.0, math.sin(yaw / 2), math.cos(yaw / 2))
+            gate.set_odom((float(pose[i, 0]), float(pose[i, 1])), quat, tuple(float(v) for v in twist[i]), now, "odom")
+            res = gate.tick(now)
+            self.states[res.state.value] = self.states.get(res.state.value, 0) + 1
+            action[i] = command_to_action(np.asarray(res.cmd, dtype=np.float64), self.scaling)
+            self.calls += 1
+        self.seconds += time.perf_counter() - t0
+        return torch.as_tensor(action, dtype=torch.float32, device=env.device)
+
+
+def dense_lidar(env: NavEnv, beams: int, max_range: float) -> BatchedLidar:
+    """A lidar of ``beams`` evenly spaced beams over 360 degrees on every world's robot (what a robot's
+    own scanner gives the node), beside the policy's sector lidar."""
+    robot_body = env.mj_model.body("base").id
+    return BatchedLidar(env.mj_model, env.m, env.d, env.num_envs, beams, max_range, robot_body, env.device)
 
 
 def run_episodes(
@@ -409,11 +490,14 @@ def evaluate_controller(
     dwa_params: str | Path | None = None,
     scan_map: ScanMapCfg | None = None,
     map_beams: int = 0,
+    node: Any | None = None,
 ) -> tuple[EvalResult, EpisodeTrace | None]:
     """A robot-side controller built from ``bundle`` (``policy``: its ONNX policy through the
     runtime; ``dwa``: the dynamic-window baseline from its contract) on ``episodes`` unseen rooms of
-    the bundle's training config (plus ``overrides``), on the CPU, world by world."""
-    return bundle_evaluator(bundle, controller, overrides, dwa_params, scan_map, map_beams).run(
+    the bundle's training config (plus ``overrides``), on the CPU, world by world; with ``node`` (the
+    node's parameters, :data:`navdeploy.node_params.NodeParams`), behind the node's gate
+    (:class:`NodeActor`)."""
+    return bundle_evaluator(bundle, controller, overrides, dwa_params, scan_map, map_beams, node).run(
         episodes=episodes, seed=seed, num_envs=num_envs, plot_rooms=plot_rooms
     )
 
@@ -425,6 +509,7 @@ def bundle_evaluator(
     dwa_params: str | Path | None = None,
     scan_map: ScanMapCfg | None = None,
     map_beams: int = 0,
+    node: Any | None = None,
 ) -> Evaluator:
     """A robot-side controller from ``bundle`` (see :func:`evaluate_controller`), on the CPU; with
     ``scan_map``, worlds in goal mode drive along a path planned on the robot's own scans
@@ -451,6 +536,13 @@ def bundle_evaluator(
         def make() -> Any:
             return DwaPlanner(runtime.contract, params)
 
+    if node is not None:
+        if scan_map is not None:
+            raise ValueError("behind the node's gate the scan map is the node's (its scan_map parameter)")
+        cfg.env.guard.enabled = False  # the node's guard is the robot's only one
+        return Evaluator(
+            cfg, label + " behind the node's gate", "cpu", lambda env: NodeActor(env, make, node, map_beams)
+        )
     if scan_map is not None:
         label += " + scan map"
     return Evaluator(cfg, label, "cpu", lambda env: RobotSideActor(env, make, scan_map, map_beams))
