@@ -16,8 +16,9 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q torch==2.13.0
   .venv/bin/python -m pip install -q -r requirements.txt
-  # The project's own distributions, editable: contract, robot runtime, training side, bag tools, ROS packages.
-  .venv/bin/python -m pip install -q --no-deps -e contract -e deploy -e training -e bags \
+  # The project's own distributions, editable: contract, robot runtime, training side, bag tools, ROS
+  # packages; built with the pinned setuptools of the venv (no isolated build env per package).
+  .venv/bin/python -m pip install -q --no-deps --no-build-isolation -e contract -e deploy -e training -e bags \
     -e ros2_ws/src/nav_policy -e ros2_ws/src/nav_policy_sim
   echo "$want" > "$stamp"
 fi

@@ -180,7 +180,7 @@ def test_learning_beats_the_untrained_policy(tmp_path: Path) -> None:
     (before,) = _run_dirs(tmp_path / "untrained")
     (after,) = _run_dirs(tmp_path / "trained")
     assert load_checkpoint(before / "model_latest.pt")["iter"] == 0
-    untrained, _ = evaluate_checkpoint(before / "model_latest.pt", episodes=64, seed=77, plot_rooms=0)
-    trained, _ = evaluate_checkpoint(after / "model_latest.pt", episodes=64, seed=77, plot_rooms=0)
+    untrained, _ = evaluate_checkpoint(before / "model_latest.pt", episodes=32, seed=77, plot_rooms=0)
+    trained, _ = evaluate_checkpoint(after / "model_latest.pt", episodes=32, seed=77, plot_rooms=0)
     print(f"untrained success {untrained.success_rate:.2f}, trained {trained.success_rate:.2f}")
     assert trained.success_rate >= untrained.success_rate + 0.4
