@@ -184,3 +184,25 @@ def test_behind_the_node_gate_a_driver_charging_a_post_never_hits_it(scan_map: b
     with pytest.raises(ValueError, match="only guard"):
         cfg.env.guard.enabled = True
         NodeActor(eval_env(cfg, 1, 0, 1, "cpu")[0], make, NodeParams(), 720)
+
+
+def test_an_evaluation_behind_the_node_gate_reports_its_gate_states() -> None:
+    from navdeploy.node_params import NodeParams
+    from navdeploy.scan_map import ScanMapCfg
+    from navdeploy.states import State
+
+    result, _ = evaluate_controller(
+        DEFAULT_BUNDLE,
+        "dwa",
+        episodes=2,
+        num_envs=2,
+        seed=5,
+        plot_rooms=0,
+        node=NodeParams(),
+        overrides=["env.episode_length_s=4.0"],
+    )
+    assert result.controller.endswith("behind the node's gate")
+    assert result.gate_states and set(result.gate_states) <= {s.value for s in State}
+    assert sum(result.gate_states.values()) <= 2 * 40 and result.gate_states.get("driving", 0) > 0
+    with pytest.raises(ValueError, match="scan map is the node's"):
+        evaluate_controller(DEFAULT_BUNDLE, "dwa", episodes=2, node=NodeParams(), scan_map=ScanMapCfg())

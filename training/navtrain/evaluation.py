@@ -90,6 +90,7 @@ class EvalResult:
     command_change_angular: float = math.nan  # [rad/s] mean |change of wz| per control tick
     success_interval: list[float] = field(default_factory=list)  # 95 % Wilson score interval of success_rate
     collision_interval: list[float] = field(default_factory=list)  # and of collision_rate
+    gate_states: dict[str, int] | None = None  # behind the node's gate (NodeActor): control ticks per gate state
 
 
 def format_metric(value: Any, fmt: str, factor: float) -> str:
@@ -426,6 +427,8 @@ class Evaluator:
         result, trace = run_rooms(env, act, cfg, episodes, seed, plot_rooms, self.label)
         if isinstance(act, RobotSideActor):
             result.compute_ms_per_step = act.ms_per_call
+        if isinstance(act, NodeActor):
+            result.gate_states = dict(sorted(act.states.items()))
         return result, trace
 
 
