@@ -224,3 +224,49 @@ def test_sim_node_simulates_the_base_it_is_given_and_drops_a_diff_drives_sideway
         for _ in range(5):
             node.advance()
         assert abs(node.world.body_twist()[1]) < 0.1 and node.world.body_twist()[0] > 0.5
+
+
+def test_lockstep_publishes_an_unanswered_tick_again_with_the_same_messages() -> None:
+    """A best-effort scan or a clock sent before the policy node matched the sim's publishers is lost
+    for good; in lockstep the sim then publishes the same tick again every LOCKSTEP_RESEND seconds
+    (same stamps, same readings) until its lockstep_timeout."""
+    h.require_ros()
+    import threading
+
+    from geometry_msgs.msg import Twist
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+    from rosgraph_msgs.msg import Clock
+    from sensor_msgs.msg import LaserScan
+
+    from nav_policy.ros_common import SENSOR_QOS
+    from nav_policy_sim.sim_node import LOCKSTEP_RESEND
+
+    with sim_node_in_process(lockstep=True, lockstep_timeout=2.5, seed=4, num_episodes=1) as node:
+        peer = Node("silent_policy", context=node.context)
+        clocks: list[int] = []
+        scans: list[list[float]] = []
+        peer.create_subscription(Clock, "/clock", lambda m: clocks.append(m.clock.sec * 10**9 + m.clock.nanosec), 10)
+        peer.create_subscription(LaserScan, "/scan", lambda m: scans.append(list(m.ranges)), SENSOR_QOS)
+        peer.create_publisher(Twist, "/cmd_vel", 10)  # a policy node that never answers
+        executor = SingleThreadedExecutor(context=node.context)
+        executor.add_node(node)
+        executor.add_node(peer)
+        try:
+            deadline = time.monotonic() + 10
+            while node.cmd_sub.get_publisher_count() == 0 or node.scan_pub.get_subscription_count() == 0:
+                assert time.monotonic() < deadline, "the peer never matched"
+                executor.spin_once(timeout_sec=0.05)
+            node.publish_state()
+            t0 = time.monotonic()
+            node._lockstep_wait(executor, threading.Event())
+            waited = time.monotonic() - t0
+            for _ in range(20):
+                executor.spin_once(timeout_sec=0.02)
+        finally:
+            executor.shutdown()
+            peer.destroy_node()
+    resends = int(2.5 // LOCKSTEP_RESEND)
+    assert 2.4 <= waited < 4.0 and node.lockstep_misses == 1 and node.lockstep_resends == resends
+    assert len(clocks) == 1 + resends and len(set(clocks)) == 1
+    assert len(scans) == 1 + resends and all(s == scans[0] for s in scans)

@@ -70,6 +70,10 @@ from navsim.contract_objects import base_overrides, base_spec
 from navsim.outcomes import Outcome
 from navsim.sim_world import SimWorld
 
+LOCKSTEP_RESEND = 1.0
+"""[s wall] In lockstep, a tick still unanswered after this long is published again (the same
+messages), every this long, until the policy's command comes or ``lockstep_timeout`` ends."""
+
 
 def robot_base_overrides(robot_base: str) -> list[str]:
     """The config overrides of the ``robot_base`` parameter: none for ``""``; the base a bundle folder's
@@ -148,6 +152,7 @@ class SimNode(Node):
         self.done = False
         self._warned: set[str] = set()
         self.lockstep_misses = 0  # ticks stepped without the policy's command (lockstep)
+        self.lockstep_resends = 0  # ticks published again while waiting for the policy's command (lockstep)
         self._waiting_since: float | None = None  # wall time lockstep started stepping with no policy node
         self.running = False
         self._start_episode()
@@ -231,6 +236,7 @@ class SimNode(Node):
             "goal": [round(float(v), 4) for v in goal],
             "final_pose": [round(float(v), 4) for v in self.world.pose()],
             "lockstep_misses": self.lockstep_misses,
+            "lockstep_resends": self.lockstep_resends,
         }
         self.results.append(result)
         self.episode_pub.publish(String(data=json.dumps(result)))
@@ -272,10 +278,16 @@ class SimNode(Node):
         vx, vy, wz = w.body_twist()
         odom.twist.twist.linear.x, odom.twist.twist.linear.y = float(vx), float(vy)
         odom.twist.twist.angular.z = float(wz)
-        self.scan_pub.publish(scan)
-        self.odom_pub.publish(odom)
         clock = Clock()
         ns_to_stamp(self.t_ns, clock.clock)
+        self._tick_msgs = (scan, odom, clock)
+        self._send_tick()
+
+    def _send_tick(self) -> None:
+        """Publish this tick's scan, odometry and clock (again: the same messages)."""
+        scan, odom, clock = self._tick_msgs
+        self.scan_pub.publish(scan)
+        self.odom_pub.publish(odom)
         self.clock_pub.publish(clock)
 
     def advance(self) -> None:
@@ -331,9 +343,18 @@ class SimNode(Node):
             self._waiting_since = None
             self.get_logger().info("lockstep: /cmd_vel publisher connected; waiting for its command each tick")
         before = self.cmd_count
-        deadline = time.monotonic() + self.lockstep_timeout
+        start = time.monotonic()
+        deadline = start + self.lockstep_timeout
+        resend_at = start + LOCKSTEP_RESEND
         while self.cmd_count == before and not stop.is_set():
-            left = deadline - time.monotonic()
+            now = time.monotonic()
+            left = deadline - now
+            if now >= resend_at and left > 0:
+                # A best-effort scan or the clock sent before the policy node matched this publisher
+                # is lost for good: the same tick again (same stamps, same readings), until answered.
+                self._send_tick()
+                self.lockstep_resends += 1
+                resend_at = now + LOCKSTEP_RESEND
             if left <= 0:
                 self.lockstep_misses += 1
                 self._warn_once(
