@@ -186,10 +186,8 @@ class RobotSideActor:
         # evenly spaced beams over 360 degrees, as a robot's own scanner gives the node.
         self.map_lidar: BatchedLidar | None = None
         self.map_beams = int(map_beams)
-        if self.planners is not None and self.map_beams > 0:
-            self.map_lidar = dense_lidar(env, self.map_beams, self.max_range)
-            self.map_noise = torch.Generator(device=env.device)
-            self.map_noise.manual_seed(int(env.seed) + 7)
+        if self.planners is not None:
+            self._add_dense_lidar(self.map_beams)
         self.ticks = 0
         self.last_goals = np.full((env.num_envs, 2), np.nan)  # what each controller was last handed as its goal
 
@@ -228,6 +226,20 @@ class RobotSideActor:
         self.seconds += time.perf_counter() - t0
         self.last_goals = goal
         return torch.as_tensor(action, dtype=torch.float32, device=env.device)
+
+    def _add_dense_lidar(self, beams: int) -> None:
+        """With ``beams`` > 0, a lidar of that many evenly spaced beams over 360 degrees on every world's
+        robot (what a robot's own scanner gives the node), with its own noise stream; 0: none."""
+        self.map_beams = int(beams)
+        if self.map_beams <= 0:
+            return
+        env = self.env
+        robot_body = env.mj_model.body("base").id
+        self.map_lidar = BatchedLidar(
+            env.mj_model, env.m, env.d, env.num_envs, self.map_beams, self.max_range, robot_body, env.device
+        )
+        self.map_noise = torch.Generator(device=env.device)
+        self.map_noise.manual_seed(int(env.seed) + 7)
 
     def _map_scan(self) -> np.ndarray | None:
         """The dense scan of every world from its observed pose, with the lidar's noise (or None)."""
@@ -271,11 +283,7 @@ class NodeActor(RobotSideActor):
         if abs(settings.control_period - period) > 1e-9:
             raise ValueError(f"the node's control period {settings.control_period} s is not the env's {period} s")
         self.settings = settings
-        self.map_beams = int(map_beams)
-        if self.map_beams > 0:
-            self.map_lidar = dense_lidar(env, self.map_beams, self.max_range)
-            self.map_noise = torch.Generator(device=env.device)
-            self.map_noise.manual_seed(int(env.seed) + 7)
+        self._add_dense_lidar(map_beams)
         self.states: dict[str, int] = {}
         self.gates: list[Any] = []
 
@@ -320,13 +328,6 @@ class NodeActor(RobotSideActor):
             self.calls += 1
         self.seconds += time.perf_counter() - t0
         return torch.as_tensor(action, dtype=torch.float32, device=env.device)
-
-
-def dense_lidar(env: NavEnv, beams: int, max_range: float) -> BatchedLidar:
-    """A lidar of ``beams`` evenly spaced beams over 360 degrees on every world's robot (what a robot's
-    own scanner gives the node), beside the policy's sector lidar."""
-    robot_body = env.mj_model.body("base").id
-    return BatchedLidar(env.mj_model, env.m, env.d, env.num_envs, beams, max_range, robot_body, env.device)
 
 
 def run_episodes(
