@@ -40,7 +40,9 @@ they do not know, so adding them needs no new format:
 - ``guard`` (:class:`navcontract.guard.GuardRule`: the collision guard the policy was trained
   driving through). Without it (``Contract.guard`` None: trained without the guard) the node
   applies no guard. When present it must state all four numbers (finite; radius, headway and decel
-  > 0, margin >= 0; no other key) and its radius must be the contract's ``robot.radius``.
+  > 0, margin >= 0; no other key) and its radius must be the contract's ``robot.radius``. A section
+  without ``reaction`` is read with the reaction time the contract implies
+  (:func:`navcontract.guard.reaction_time` of its control period and ``robot_response``).
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ from typing import Any
 from navcontract.action import ActionScaling
 from navcontract.base import DEFAULT_BASE, HOLONOMIC, BaseError, BaseSpec, load_base
 from navcontract.base import SECTION as BASE_SECTION
-from navcontract.guard import GUARD_SECTION, GuardRule
+from navcontract.guard import GUARD_SECTION, GuardRule, reaction_time
 from navcontract.response import SECTION as RESPONSE_SECTION
 from navcontract.response import ResponseError, RobotResponse
 from navcontract.scan import BeamLayout
@@ -381,16 +383,30 @@ def _parse_path_following(data: dict[str, Any]) -> TrainedPathFollowing | None:
         raise BundleError(f"contract {err}") from None
 
 
-def _parse_guard(data: dict[str, Any]) -> GuardRule | None:
+def implied_reaction(data: dict[str, Any], response: RobotResponse | None) -> float:
+    """[s] The guard's reaction time a contract implies (:func:`navcontract.guard.reaction_time`):
+    its control period, plus the trained latency budget and the actuator's largest time constant
+    (none in a format-1 contract)."""
+    period = data.get("control_period")
+    if isinstance(period, bool) or not isinstance(period, int | float) or not math.isfinite(period) or period <= 0:
+        raise BundleError(f"contract control_period must be a finite number > 0, got {period!r}")
+    if response is None:
+        return reaction_time(float(period), 0.0, None)
+    tau = None if response.actuator_tau is None else response.actuator_tau[1]
+    return reaction_time(float(period), response.latency_budget, tau)
+
+
+def _parse_guard(data: dict[str, Any], response: RobotResponse | None) -> GuardRule | None:
     """The optional ``guard`` section (either format); None when absent. Every key of
-    :class:`GuardRule` must be there, as a number."""
+    :class:`GuardRule` must be there, as a number; without ``reaction``, the contract's
+    (:func:`implied_reaction`)."""
     if GUARD_SECTION not in data:
         return None
     section = data[GUARD_SECTION]
     if not isinstance(section, dict):
         raise BundleError(f"contract {GUARD_SECTION} must be a mapping, got {type(section).__name__}")
     try:
-        return GuardRule.from_dict(section)
+        return GuardRule.from_dict(section, reaction=implied_reaction(data, response))
     except ValueError as err:
         raise BundleError(f"contract {err}") from None
 
@@ -407,7 +423,7 @@ def parse_contract(data: dict[str, Any]) -> Contract:
         )
     response = _parse_response(data, int(version))
     path_following = _parse_path_following(data)
-    guard = _parse_guard(data)
+    guard = _parse_guard(data, response)
     try:
         obs = data["observation"]
         spec = spec_from_dict(obs["spec"])

@@ -45,8 +45,19 @@ The rule, per world, for a planar command ``v`` of speed ``s = |v|`` in directio
    cross-track offsets; a point behind the robot (``a_j <= 0``) or off the swept band
    (``l_j >= rho_j``) blocks nothing. ``D = min_j d_j`` (negative when a point is already inside
    the band ahead: then no motion toward it is allowed). "Behind" means ``a_j <= ALONG_EPS``.
-3. The speed cap is ``min(D / headway, sqrt(2 decel D))`` for ``D > 0``, else 0: the robot keeps a
-   time headway to the nearest blocking return and can always brake at ``decel`` before it.
+3. The speed cap for ``D > 0`` is ``min(D / h, b(D))``, else 0. ``T = reaction`` is the time
+   between the scan a command is judged on and the base braking: the control period the command is
+   held for, the delays of scan and command, and the actuator's lag (:func:`reaction_time`).
+
+   - ``h = max(headway, e T)`` is the time headway to the nearest blocking return. A speed
+     proportional to the free distance reaches the base ``T`` late: the distance then obeys
+     ``D'(t) = -D(t - T) / h``, which comes to rest without crossing zero exactly when ``T / h <=
+     1/e``. With ``h = headway`` alone (0.5 s) and the trained worst response (``T`` = 0.32 s) a robot
+     driven at a post overshoots its margin by several centimetres and touches it.
+   - ``b(D)`` is the speed ``v`` with ``v T + v^2 / (2 decel) = D``: held for the reaction time and
+     then braked at ``decel``, the robot stops before the return (:func:`braking_speed`; ``sqrt(2
+     decel D)`` for ``T = 0``). It binds on bases that brake slowly.
+
 4. ``scale = min(1, cap / s)`` (1 for ``s = 0``); the command becomes ``[scale vx, scale vy, wz]``.
 
 Moving away from an obstacle is never limited, nor is moving along one outside the margin (with
@@ -86,7 +97,7 @@ SLIDE_EPS = 0.01
 
 UNSEEN_CLEARANCE = 0.1
 """[m] Rule step 0: an unseen beam counts as a return this far beyond ``radius + margin``. The creep
-speed toward the blind side is at most ``UNSEEN_CLEARANCE / headway`` (0.2 m/s at a 0.5 s headway:
+speed toward the blind side is at most ``UNSEEN_CLEARANCE / h`` (0.2 m/s at a 0.5 s headway:
 a gentle touch if something does stand there, and a braking distance of 8 mm at 2.5 m/s^2). It is
 the smallest round number at which, with the 72 beams of the shipped bundles and a 270-degree
 lidar, motion straight sideways stays clear of the blind sector's returns (its edge beam, at 140
@@ -112,17 +123,18 @@ class GuardRule:
     slide: bool  # a return already within the margin may be slid past (rule step 1b)
     unseen_clearance: float = UNSEEN_CLEARANCE  # [m] an unseen beam's return beyond radius + margin (step 0)
     after_smoother: bool = False  # training checked the command smoothed at robot_response.accel_limit
+    reaction: float = 0.0  # [s] scan to braking: control period, delays, actuator lag (rule step 3)
 
     NUMBERS: ClassVar[tuple[str, ...]] = ("radius", "margin", "headway", "decel")
     FLAGS: ClassVar[tuple[str, ...]] = ("slide", "after_smoother")
-    OPTIONAL: ClassVar[tuple[str, ...]] = (*FLAGS, "unseen_clearance", "stage")
+    OPTIONAL: ClassVar[tuple[str, ...]] = (*FLAGS, "unseen_clearance", "stage", "reaction")
 
     def __post_init__(self) -> None:
         for name in ("radius", "headway", "decel"):
             v = getattr(self, name)
             if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
                 raise ValueError(f"guard {name} must be finite and > 0, got {v!r}")
-        for name in ("margin", "unseen_clearance"):
+        for name in ("margin", "unseen_clearance", "reaction"):
             v = getattr(self, name)
             if isinstance(v, bool) or not (isinstance(v, int | float) and math.isfinite(v) and v >= 0):
                 raise ValueError(f"guard {name} must be finite and >= 0, got {v!r}")
@@ -136,12 +148,21 @@ class GuardRule:
         return float(self.radius + self.margin + self.unseen_clearance)
 
     @property
+    def time_headway(self) -> float:
+        """[s] The headway rule step 3 keeps: ``max(headway, e reaction)``."""
+        return max(self.headway, math.e * self.reaction)
+
+    def speed_cap(self, free: float) -> float:
+        """[m/s] Rule step 3 for one free distance ``free`` [m]: ``min(free / h, b(free))``, 0 when
+        ``free <= 0``."""
+        d = max(float(free), 0.0)
+        return min(d / self.time_headway, braking_speed(d, self.reaction, self.decel))
+
+    @property
     def creep_speed(self) -> float:
         """[m/s] A bound on the cap of motion straight toward an unseen beam (rule steps 0-3 without
-        the sector's spread, which lowers it): ``min(c / headway, sqrt(2 decel c))``, ``c =
-        unseen_clearance``."""
-        c = self.unseen_clearance
-        return min(c / self.headway, math.sqrt(2.0 * self.decel * c))
+        the sector's spread, which lowers it): the cap at ``unseen_clearance``."""
+        return self.speed_cap(self.unseen_clearance)
 
     def passing_clearance(self, num_beams: int) -> float:
         """[m] The least distance at which the robot drives past a seen return without the guard
@@ -164,11 +185,14 @@ class GuardRule:
         out["unseen_clearance"] = float(self.unseen_clearance)
         out["stage"] = STAGE
         out["after_smoother"] = self.after_smoother
+        out["reaction"] = float(self.reaction)
         return out
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> GuardRule:
-        """The contract's ``guard`` section: the four numbers, each required; ``slide`` (a boolean; a
+    def from_dict(cls, data: Mapping[str, Any], reaction: float = 0.0) -> GuardRule:
+        """The contract's ``guard`` section: the four numbers, each required; ``reaction`` (a number
+        >= 0; a section without it: the argument ``reaction``, which the contract's reader derives
+        from the contract with :func:`reaction_time`); ``slide`` (a boolean; a
         section without it slides nothing); ``unseen_clearance`` (a number >= 0; a section without
         it: :data:`UNSEEN_CLEARANCE`); ``stage`` (``"last"`` when given); ``after_smoother`` (a
         boolean: training ran the velocity smoother before the guard, at the contract's
@@ -181,7 +205,7 @@ class GuardRule:
         for key in cls.NUMBERS:
             if key not in data:
                 raise ValueError(f"guard has no {key}")
-        for key in (*cls.NUMBERS, "unseen_clearance"):
+        for key in (*cls.NUMBERS, "unseen_clearance", "reaction"):
             value = data.get(key, 0.0)
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ValueError(f"guard.{key} must be a number, got {value!r}")
@@ -193,7 +217,27 @@ class GuardRule:
         if stage != STAGE:
             raise ValueError(f"guard.stage must be {STAGE!r} (clamp, velocity smoother, then the guard), got {stage!r}")
         clearance = float(data.get("unseen_clearance", UNSEEN_CLEARANCE))
-        return cls(**{k: float(data[k]) for k in cls.NUMBERS}, **flags, unseen_clearance=clearance)
+        react = float(data.get("reaction", reaction))
+        return cls(**{k: float(data[k]) for k in cls.NUMBERS}, **flags, unseen_clearance=clearance, reaction=react)
+
+
+def reaction_time(control_period: float, latency_budget: float, actuator_tau: float | None) -> float:
+    """[s] The guard's reaction time (rule step 3): the control period (a command is held until the
+    next one), the largest delay of scan and command (the contract's ``robot_response
+    .latency_budget``) and the actuator's largest time constant (``actuator_tau``'s high end; None:
+    no lag was trained). The same sum in training (from the randomisation) and on the robot (from the
+    contract)."""
+    return float(control_period) + float(latency_budget) + (0.0 if actuator_tau is None else float(actuator_tau))
+
+
+def braking_speed(free: Any, reaction: float, decel: float) -> Any:
+    """[m/s] The speed ``v`` with ``v T + v^2 / (2 decel) = free`` (``T = reaction``, ``free >= 0``):
+    ``2 free / (T + sqrt(T^2 + 2 free / decel))``, the form without cancellation; ``sqrt(2 decel
+    free)`` for ``T = 0``. Works on floats and on numpy and torch arrays alike."""
+    sqrt = math.sqrt if isinstance(free, int | float) else ops_for(free).sqrt
+    if reaction == 0.0:
+        return sqrt(2.0 * decel * free)
+    return 2.0 * free / (reaction + sqrt(reaction * reaction + 2.0 * free / decel))
 
 
 def states_unseen_clearance(section: Mapping[str, Any] | None) -> bool:
@@ -261,7 +305,7 @@ def guard_scale(ranges: Any, command: Any, rule: GuardRule, max_range: float, se
     big = 1e6
     dist = xp.amin(xp.where(blocks, free, free * 0.0 + big), axis=-1)
     positive = xp.maximum(dist, 0.0)
-    cap = xp.minimum(positive / rule.headway, xp.sqrt(2.0 * rule.decel * positive))
+    cap = xp.minimum(positive / rule.time_headway, braking_speed(positive, rule.reaction, rule.decel))
     scale = xp.minimum(cap / safe_speed, 1.0)
     return xp.where(moving, scale, scale * 0.0 + 1.0)
 

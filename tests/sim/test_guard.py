@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from navcontract.action import ActionScaling, action_to_command
-from navcontract.guard import STAGE, UNSEEN_CLEARANCE, GuardRule, apply_guard, guard_scale
+from navcontract.guard import STAGE, UNSEEN_CLEARANCE, GuardRule, apply_guard, braking_speed, guard_scale
 from navdeploy.gate import clamp_command
 from navdeploy.settings import Limits
 from navdeploy.smoother import AccelLimits, VelocitySmoother
@@ -293,8 +293,9 @@ def _wall_rooms(env):
 
 def test_env_applies_the_rule_to_the_scan_the_policy_saw(guarded_env):
     env = guarded_env
-    conf = GuardRule(radius=0.2, margin=0.01, headway=0.5, decel=2.5, slide=True, after_smoother=True)
-    assert env.guard == conf and env.guard.unseen_clearance == 0.1  # conf/nav.yaml
+    # conf/nav.yaml; without randomisation the guard reacts in one control period.
+    conf = GuardRule(radius=0.2, margin=0.01, headway=0.5, decel=2.5, slide=True, after_smoother=True, reaction=0.1)
+    assert env.guard == conf and env.guard.unseen_clearance == 0.1
     assert not env.stages.accel.active  # no randomisation: no acceleration limit, the smoother passes
     env.reset(_wall_rooms(env))
     assert env.scan_seen is None  # a full view without dropouts: every beam seen
@@ -395,3 +396,70 @@ def test_benchmark_reports_the_guards_cost(tmp_path, capsys):
     row = json.loads(out.read_text())["results"]["4"]
     assert row["env_steps_per_s"] > 0 and row["env_steps_per_s_guard_off"] > 0
     assert "guard cost at 4 worlds: NavEnv.step" in capsys.readouterr().out
+
+
+WORST_BASE = (
+    "randomization.nominal_share=0.0",
+    "randomization.terms.actuator_lag.params.tau=[0.12,0.12]",
+    "randomization.terms.accel_limit.params.linear=[2.5,2.5]",
+    "randomization.terms.command_latency.params.substeps=[2,2]",
+    "randomization.terms.observation_latency.params.substeps=[2,2]",
+    "randomization.terms.control_jitter.params.substeps=[1,1]",
+    *(
+        f"randomization.terms.{t}.enabled=false"
+        for t in ("lidar_noise", "lidar_bias", "lidar_dropout", "lidar_spurious", "lidar_yaw", "odom_twist")
+    ),
+)
+"""The slowest base training draws (conf/nav.yaml): every delay, the actuator lag and the acceleration
+limit at their worst ends; the scan exact."""
+
+
+def test_the_guard_reacts_in_the_time_the_worst_trained_base_needs(make_env):
+    """Driven at full speed at a post from 0.6 to 2.35 m away, the slowest trained base stops short
+    behind the guard with its reaction time (control period + latency budget + actuator lag = 0.32 s);
+    the same guard without it (the headway rule alone, the braking cap without a reaction time)
+    touches the post from every distance but the shortest."""
+    env = make_env(8, "env.init_at_random_ep_len=false", "env.lidar.noise_std=0.0", *WORST_BASE)
+    assert env.guard is not None and env.guard.reaction == pytest.approx(0.1 + 0.1 + 0.12)
+    assert env.guard.time_headway == pytest.approx(math.e * 0.32)
+    action = torch.tensor([[1.0, 0.0, 0.0]]).expand(env.num_envs, 3).clone()
+    hits = {}
+    for reaction in (env.guard.reaction, 0.0):
+        env.guard = env.stages.guard = replace(env.guard, reaction=reaction)
+        env.auto_reset = False
+        rooms = empty_rooms(env, start=(-2.0, 0.0, 0.0), goal=(3.0, 0.0))
+        for w in range(env.num_envs):
+            place_obstacle(rooms, w, 0, (-1.4 + 0.25 * w, 0.08 * (w % 3)))
+        env.reset(rooms)
+        hit = torch.zeros(env.num_envs, dtype=torch.bool)
+        for _ in range(40):
+            env.step(action)
+            hit |= env.last_info.collision
+        hits[reaction] = hit
+    assert not hits[0.32].any()
+    assert hits[0.0][1:].all(), hits[0.0]
+
+
+def test_braking_speed_stops_within_the_free_distance_after_the_reaction_time():
+    for free in (0.0, 0.01, 0.3, 1.0, 4.0):
+        for reaction, decel in ((0.0, 2.5), (0.1, 2.5), (0.32, 2.5), (0.32, 0.5)):
+            v = braking_speed(free, reaction, decel)
+            assert v * reaction + v * v / (2.0 * decel) == pytest.approx(free, abs=1e-12)
+            many = braking_speed(np.array([free, free]), reaction, decel)
+            assert many == pytest.approx([v, v], rel=1e-12)
+            assert float(braking_speed(torch.tensor([free], dtype=torch.float64), reaction, decel)[0]) == (
+                pytest.approx(v, rel=1e-12)
+            )
+    assert braking_speed(0.5, 0.0, 2.5) == math.sqrt(2.0 * 2.5 * 0.5)
+
+
+def test_headway_grows_with_the_reaction_time_and_caps_the_speed():
+    rule = replace(RULE, reaction=0.32)
+    assert RULE.time_headway == RULE.headway and rule.time_headway == pytest.approx(math.e * 0.32)
+    r = 1.0
+    cmd = np.array([1.5, 0.0, 0.0])
+    free = r - (rule.radius + rule.margin + r * math.sin(HALF_SECTOR))
+    scale = float(guard_scale(_scan(**{f"b{FORWARD}": r}), cmd, rule, R_MAX))
+    assert scale * 1.5 == pytest.approx(rule.speed_cap(free), rel=1e-6)
+    assert rule.speed_cap(free) == pytest.approx(free / (math.e * 0.32))
+    assert float(guard_scale(_scan(**{f"b{FORWARD}": r}), cmd, RULE, R_MAX)) > scale  # no reaction: faster

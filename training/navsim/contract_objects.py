@@ -19,14 +19,14 @@ from typing import Any
 from navcontract.action import ActionScaling
 from navcontract.base import DEFAULT_BASE, DIFF_DRIVE, BaseError, BaseSpec, load_base
 from navcontract.bundle import make_contract
-from navcontract.guard import GuardRule
+from navcontract.guard import GuardRule, reaction_time
 from navcontract.response import RobotResponse
 from navcontract.scan import ScanOptions
 from navcontract.spec import PolicySpec, policy_spec_from_terms
 from navcontract.subgoal import TrainedPathFollowing
 from navcontract.terms import SensorDims
 from navdeploy.smoother import AccelLimits
-from navsim.config import EnvCfg, LidarCfg, NavConfig, ObservationsCfg
+from navsim.config import LidarCfg, NavConfig, ObservationsCfg
 
 RANDOMIZATION = "randomization.terms"
 """Where the trained ranges sit in the config (the errors of :func:`robot_response` name them)."""
@@ -114,12 +114,16 @@ def policy_spec(cfg: NavConfig) -> PolicySpec:
     return policy_spec_from_terms(policy_terms(cfg.observations), sensor_dims(cfg))
 
 
-def guard_rule(env: EnvCfg) -> GuardRule | None:
+def guard_rule(cfg: NavConfig) -> GuardRule | None:
     """The guard the policy drives through (``env.guard`` with the robot's radius, after the command
-    smoother when ``env.smoother`` is on), or None when off."""
+    smoother when ``env.smoother`` is on, reacting in :func:`navcontract.guard.reaction_time` of the
+    control period and the trained base response), or None when off."""
+    env = cfg.env
     g = env.guard
     if not g.enabled:
         return None
+    response = robot_response(cfg)
+    tau = None if response.actuator_tau is None else response.actuator_tau[1]
     return GuardRule(
         radius=env.robot.radius,
         margin=g.margin,
@@ -128,6 +132,7 @@ def guard_rule(env: EnvCfg) -> GuardRule | None:
         slide=g.slide,
         unseen_clearance=g.unseen_clearance,
         after_smoother=env.smoother.enabled,
+        reaction=reaction_time(env.control_period, response.latency_budget, tau),
     )
 
 
@@ -216,7 +221,7 @@ class ContractObjects:
             scaling=action_scaling(cfg),
             response=robot_response(cfg),
             path_following=path_following(cfg),
-            guard=guard_rule(cfg.env),
+            guard=guard_rule(cfg),
         )
 
 

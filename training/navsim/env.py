@@ -129,7 +129,7 @@ class NavEnv(VecEnv):
         self.dims = sensor_dims(cfg)
         self.scaling = action_scaling(cfg)
         self.num_actions = self.scaling.dim
-        self.guard = guard_rule(ecfg)
+        self.guard = guard_rule(cfg)
         self.stages = CommandStages(
             self.scaling, self.guard, self.dims.max_range, smoother_limits(cfg), ecfg.control_period
         )
