@@ -45,6 +45,13 @@ The rule, per world, for a planar command ``v`` of speed ``s = |v|`` in directio
    cross-track offsets; a point behind the robot (``a_j <= 0``) or off the swept band
    (``l_j >= rho_j``) blocks nothing. ``D = min_j d_j`` (negative when a point is already inside
    the band ahead: then no motion toward it is allowed). "Behind" means ``a_j <= ALONG_EPS``.
+
+   2b. **Turning.** A body-frame command ``(vx, vy, wz)`` held by a turning robot drives it along
+   an arc: the chord to where it stands after turning by ``Delta`` points ``Delta / 2`` off ``u``.
+   Until it can have stopped (``t_stop = reaction + s / decel``) the robot turns by up to ``wz
+   t_stop``, so ``D`` is the least free distance over a fan of directions ``u`` turned by ``0 ..
+   wz t_stop / 2``, at most :data:`TURN_STEP` apart (one direction when ``wz = 0``). A robot that
+   sweeps sideways while spinning thus sees the posts its arc meets, not only those on its tangent.
 3. The speed cap for ``D > 0`` is ``min(D / h, b(D))``, else 0. ``T = reaction`` is the time
    between the scan a command is judged on and the base braking: the control period the command is
    held for, the delays of scan and command, and the actuator's lag (:func:`reaction_time`).
@@ -103,6 +110,11 @@ the smallest round number at which, with the 72 beams of the shipped bundles and
 lidar, motion straight sideways stays clear of the blind sector's returns (its edge beam, at 140
 degrees, lies outside the band the shell sweeps), so that only motion with a backward component
 creeps. A section without the key is read with this value."""
+
+
+TURN_STEP = 0.1
+"""[rad] Rule step 2b: the largest angle between neighbouring directions of the fan a turning
+command is checked along (at 1 m from the robot, 10 cm between neighbouring directions)."""
 
 
 STAGE = "last"
@@ -254,11 +266,33 @@ def guarded_ranges(ranges: Any, seen: Any, rule: GuardRule) -> Any:
     return xp.where(seen, ranges, xp.minimum(ranges, rule.unseen_range))
 
 
-def free_distances(ranges: Any, command: Any, rule: GuardRule, max_range: float, seen: Any = None) -> tuple[Any, Any]:
+def turn_fan(command: Any, rule: GuardRule) -> list[Any]:
+    """Rule step 2b: the angles ``(...,)`` [rad] the command's direction is turned by, one array per
+    direction of the fan, the first None (the command's own direction, turned by 0). Each world's
+    fan is its own: ``k = 1 + ceil(|end| / TURN_STEP)`` evenly spaced angles from 0 to ``end = wz
+    (reaction + s / decel) / 2``; a batch holds as many arrays as its widest fan needs, a world with
+    fewer angles repeating its last, so a world's guard is the same alone as in any batch."""
+    xp = ops_for(command)
+    command = xp.as_float(command)
+    vx, vy, wz = command[..., 0], command[..., 1], command[..., 2]
+    speed = xp.sqrt(vx * vx + vy * vy)
+    end = 0.5 * wz * (rule.reaction + speed / rule.decel)
+    width = xp.maximum(end, -end)
+    steps = -((-width / TURN_STEP) // 1.0)  # ceil(|end| / TURN_STEP): the world's fan has steps + 1 angles
+    flat = steps.reshape(-1)
+    most = int(float(xp.amax(flat, axis=-1))) if flat.shape[0] else 0
+    safe = xp.maximum(steps, steps * 0.0 + 1.0)
+    return [None, *(end * xp.minimum(i / safe, steps * 0.0 + 1.0) for i in range(1, most + 1))]
+
+
+def free_distances(
+    ranges: Any, command: Any, rule: GuardRule, max_range: float, seen: Any = None, turn: Any = None
+) -> tuple[Any, Any]:
     """Rule steps 0-2 per beam: ``(free, blocks)``, both ``(..., num_beams)``: the free distance
-    ``d_j`` the planar command's direction leaves to beam ``j``, and whether that beam blocks the
-    motion at all (ahead, in the swept band, a return). Arguments as :func:`guard_scale`; a command
-    without planar speed sweeps along +x (its result is not used: such a command is never scaled)."""
+    ``d_j`` the planar command's direction (turned by ``turn`` [rad], ``(...,)``, rule step 2b; None:
+    as it is) leaves to beam ``j``, and whether that beam blocks the motion at all (ahead, in the
+    swept band, a return). Arguments as :func:`guard_scale`; a command without planar speed sweeps
+    along +x (its result is not used: such a command is never scaled)."""
     xp = ops_for(ranges)
     ranges = xp.as_float(ranges)
     command = xp.as_float(command)
@@ -272,7 +306,11 @@ def free_distances(ranges: Any, command: Any, rule: GuardRule, max_range: float,
     vx, vy = command[..., 0], command[..., 1]
     speed = xp.sqrt(vx * vx + vy * vy)
     safe_speed = xp.where(speed > 1e-6, speed, speed * 0.0 + 1.0)
-    ux, uy = (vx / safe_speed)[..., None], (vy / safe_speed)[..., None]
+    ux, uy = vx / safe_speed, vy / safe_speed
+    if turn is not None:
+        c, sn = xp.cos(turn), xp.sin(turn)
+        ux, uy = ux * c - uy * sn, ux * sn + uy * c
+    ux, uy = ux[..., None], uy[..., None]
     px, py = ranges * xp.cos(theta), ranges * xp.sin(theta)
     along = px * ux + py * uy
     lateral = px * uy - py * ux
@@ -296,14 +334,17 @@ def guard_scale(ranges: Any, command: Any, rule: GuardRule, max_range: float, se
     the scan saw (rule step 0; None: all of them). Returns ``(...,)``.
     """
     xp = ops_for(ranges)
-    free, blocks = free_distances(ranges, command, rule, max_range, seen)
+    dist = None
+    big = 1e6
+    for turn in turn_fan(command, rule):
+        free, blocks = free_distances(ranges, command, rule, max_range, seen, turn)
+        least = xp.amin(xp.where(blocks, free, free * 0.0 + big), axis=-1)
+        dist = least if dist is None else xp.minimum(dist, least)
     command = xp.as_float(command)
     vx, vy = command[..., 0], command[..., 1]
     speed = xp.sqrt(vx * vx + vy * vy)
     moving = speed > 1e-6
     safe_speed = xp.where(moving, speed, speed * 0.0 + 1.0)
-    big = 1e6
-    dist = xp.amin(xp.where(blocks, free, free * 0.0 + big), axis=-1)
     positive = xp.maximum(dist, 0.0)
     cap = xp.minimum(positive / rule.time_headway, braking_speed(positive, rule.reaction, rule.decel))
     scale = xp.minimum(cap / safe_speed, 1.0)
@@ -312,15 +353,20 @@ def guard_scale(ranges: Any, command: Any, rule: GuardRule, max_range: float, se
 
 def blocking_beam(ranges: Any, command: Any, rule: GuardRule, max_range: float, seen: Any = None) -> int | None:
     """One robot (``ranges`` ``(num_beams,)``, ``command`` ``(3,)``): the beam whose return limits the
-    planar command (the least free distance of rule step 2), or None when nothing blocks it or it has
+    planar command (the least free distance of rule steps 2 and 2b), or None when nothing blocks it or it has
     no planar speed."""
     command = np.asarray(command, dtype=np.float64).reshape(-1)
     if math.hypot(float(command[0]), float(command[1])) <= 1e-6:
         return None
-    free, blocks = free_distances(np.asarray(ranges, dtype=np.float64), command, rule, max_range, seen)
-    if not np.any(blocks):
-        return None
-    return int(np.argmin(np.where(blocks, free, np.inf)))
+    ranges = np.asarray(ranges, dtype=np.float64)
+    best: tuple[float, int] | None = None
+    for turn in turn_fan(command, rule):
+        free, blocks = free_distances(ranges, command, rule, max_range, seen, turn)
+        if np.any(blocks):
+            j = int(np.argmin(np.where(blocks, free, np.inf)))
+            if best is None or free[j] < best[0]:
+                best = (float(free[j]), j)
+    return None if best is None else best[1]
 
 
 def apply_guard(ranges: Any, command: Any, rule: GuardRule, max_range: float, seen: Any = None) -> tuple[Any, Any]:

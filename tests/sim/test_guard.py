@@ -463,3 +463,16 @@ def test_headway_grows_with_the_reaction_time_and_caps_the_speed():
     assert scale * 1.5 == pytest.approx(rule.speed_cap(free), rel=1e-6)
     assert rule.speed_cap(free) == pytest.approx(free / (math.e * 0.32))
     assert float(guard_scale(_scan(**{f"b{FORWARD}": r}), cmd, RULE, R_MAX)) > scale  # no reaction: faster
+
+
+def test_a_turning_command_is_checked_along_its_arc():
+    """Sliding left while turning right at 2 rad/s, the robot's path bends toward a post 50 degrees
+    left at 0.7 m that the straight sweep along +y passes: the fan of rule step 2b slows the command
+    to about half, the same motion without turning is not slowed, and turning left bends away."""
+    rule = replace(RULE, reaction=0.32)
+    post = _scan(**{f"b{FORWARD + 10}": 0.7})  # 10 beams of 5 degrees: 50 degrees left
+    assert float(guard_scale(post, np.array([0.0, -1.0, 0.0]), rule, R_MAX)) == 1.0
+    assert float(guard_scale(post, np.array([0.0, 1.0, 0.0]), rule, R_MAX)) == 1.0  # +y: 40 degrees off
+    spinning = float(guard_scale(post, np.array([0.0, 1.0, -2.0]), rule, R_MAX))
+    assert 0.3 < spinning < 0.6
+    assert float(guard_scale(post, np.array([0.0, 1.0, 2.0]), rule, R_MAX)) == 1.0

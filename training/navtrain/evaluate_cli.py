@@ -7,6 +7,8 @@
                                 [--out STEM] [--baseline OTHER.json] [--label NAME] [--rows a,b]
     python training/evaluate.py --suite families --checkpoint PATH | --bundle DIR [--episodes 500]
                                 [--out STEM] [--label NAME] [--rows a,b]
+    python training/evaluate.py --suite safety --bundle DIR --node --controller policy|dwa
+                                [--episodes 1000] [--out STEM] [--rows posts,posts270]
 
 ``--checkpoint``: the deterministic (mean-action) policy, batched in torch. ``--bundle``: what the
 robot runs, world by world on the CPU: ``policy`` is the bundle's ONNX policy through the
@@ -38,6 +40,10 @@ planner's path, large arenas; 500 unseen worlds per row, SPL against the shortes
 writes STEM.json, STEM.md, STEM.png and a picture per row (``--out``, default ``families``).
 Any world family can also be evaluated alone with overrides, e.g.
 ``env.worlds.families={clutter: 1} env.worlds.path_following=1``.
+
+``--suite safety`` (navtrain/safety_suite.py) drives a bundle's policy or DWA behind the node's gate
+through thin-post clutter with a 360- and a 270-degree lidar, training randomisation on; it counts
+collisions and the timeouts in worlds passable for the guard (bars: none, at most 0.5 %).
 """
 
 from __future__ import annotations
@@ -92,7 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--plot", default=None, help="PNG of several rooms with the driven paths")
     p.add_argument("--device", default="cpu")
     p.add_argument("--num-envs", type=at_least(1), default=None, help="worlds per batch (default: min(episodes, 500))")
-    p.add_argument("--suite", choices=["robustness", "families"], default=None, help="run an evaluation matrix")
+    p.add_argument(
+        "--suite", choices=["robustness", "families", "safety"], default=None, help="run an evaluation matrix"
+    )
     p.add_argument(
         "--out",
         default=None,
@@ -141,11 +149,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def suite_main(args: argparse.Namespace) -> int:
-    """``--suite robustness|families``: inputs checked by :func:`prepare`; CliError for unknown rows."""
+    """``--suite robustness|families|safety``: inputs checked by :func:`prepare`; CliError for unknown rows."""
     from navtrain.robustness import merge_baseline, run_suite, suite_rows, write_outputs
 
     if args.suite == "families":
         return families_main(args)
+    if args.suite == "safety":
+        return safety_main(args)
     evaluator = suite_evaluator(args)
     names = [r.name for r in suite_rows(evaluator.cfg)]
     rows = None
@@ -231,6 +241,32 @@ def families_main(args: argparse.Namespace) -> int:
         evaluator, episodes=args.episodes or 500, seed=args.seed, num_envs=args.num_envs, rows=rows, out=args.out
     )
     paths = families_suite.write_outputs(payload, args.out)
+    print(paths[1].read_text())
+    print(f"[evaluate] wrote {', '.join(str(p) for p in paths)}")
+    return 0
+
+
+def safety_main(args: argparse.Namespace) -> int:
+    """``--suite safety`` (navtrain/safety_suite.py): a bundle behind the node's gate (``--node``)."""
+    from navtrain import safety_suite
+
+    if args.checkpoint or not args.node:
+        raise CliError("--suite safety drives a bundle behind the node's gate: give --bundle DIR --node")
+    if args.baseline is not None:
+        raise CliError("--baseline goes with --suite robustness")
+    rows = None
+    if args.rows:
+        rows = [r.strip() for r in args.rows.split(",") if r.strip()]
+        unknown = [r for r in rows if r not in safety_suite.row_names()]
+        if unknown:
+            raise CliError(
+                f"--rows: unknown row(s) {', '.join(unknown)} (known: {', '.join(safety_suite.row_names())})"
+            )
+    evaluator = suite_evaluator(args)
+    payload = safety_suite.run_suite(
+        evaluator, episodes=args.episodes or 1000, seed=args.seed, num_envs=args.num_envs, rows=rows
+    )
+    paths = safety_suite.write_outputs(payload, args.out)
     print(paths[1].read_text())
     print(f"[evaluate] wrote {', '.join(str(p) for p in paths)}")
     return 0

@@ -44,6 +44,7 @@ from tensordict import TensorDict
 
 from navcontract.action import ActionScaling, action_to_command
 from navcontract.base import DIFF_DRIVE
+from navcontract.scan import BeamLayout
 from navcontract.subgoal import LookaheadRule
 from navdeploy.scan_map import ScanMapCfg, ScanPlanner
 from navdeploy.settings import plan_clearance
@@ -284,6 +285,14 @@ class NodeActor(RobotSideActor):
             raise ValueError(f"the node's control period {settings.control_period} s is not the env's {period} s")
         self.settings = settings
         self._add_dense_lidar(map_beams)
+        # The node's lidar covers the simulated lidar's field of view (env.lidar.fov_deg, centred on
+        # forward): a 270-degree scanner publishes only the beams inside it, as its driver would.
+        self.fov_beams: np.ndarray | None = None
+        fov = math.radians(float(env.env_cfg.lidar.fov_deg))
+        if self.map_beams > 0 and fov < 2.0 * math.pi - 1e-9:
+            angles = BeamLayout(self.map_beams).angles()
+            self.fov_beams = np.flatnonzero(np.abs(angles) <= 0.5 * fov + 1e-9)
+            self.fov_angle_min = float(angles[self.fov_beams[0]])
         self.states: dict[str, int] = {}
         self.gates: list[Any] = []
 
@@ -317,6 +326,10 @@ class NodeActor(RobotSideActor):
                     gate.set_path(env.rooms.path[i, :count].cpu().numpy().astype(np.float64), "odom")
             if dense is None:
                 gate.set_scan(self.ScanInput.training_beams(sectors[i], self.num_beams, self.max_range), now)
+            elif self.fov_beams is not None:
+                increment = 2.0 * math.pi / self.map_beams
+                part = dense[i][self.fov_beams]
+                gate.set_scan(self.ScanInput(part, self.fov_angle_min, increment, 0.0, self.max_range), now)
             else:
                 gate.set_scan(self.ScanInput.training_beams(dense[i], self.map_beams, self.max_range), now)
             yaw = float(pose[i, 2])

@@ -1,0 +1,237 @@
+"""The safety suite: what the robot runs, driven through thin-post clutter, counted for collisions
+and for getting stuck where the world is passable.
+
+    python training/evaluate.py --suite safety --bundle DIR --controller policy|dwa [--episodes 1000]
+
+Every episode runs behind the node's own command gate (:class:`navtrain.evaluation.NodeActor`:
+``policy_node``'s defaults, a 720-beam lidar, the scan map, stuck handling, the smoother and the
+guard last; the simulator's guard off), with the bundle's training randomisation on (delays,
+actuator lag, acceleration limits, scan and odometry errors), in clutter fields of posts of radius
+0.075 m and no wall pieces, at the top level of the family. The posts sit on a 0.5 m grid with
+0.08 m of jitter, so neighbouring posts leave gaps from a few centimetres narrower to a few wider
+than the robot. The start heading is drawn at random, so robots set off sideways and backwards.
+
+Rows:
+
+* ``posts``: a 360-degree lidar;
+* ``posts270``: a 270-degree lidar centred on forward (the 90 degrees behind the robot unseen).
+
+Per row: success, collision and timeout rates with Wilson intervals, and the timeouts among the
+worlds that are **passable for the guard**: the grid planner (:mod:`navsim.grid_planner`) finds a
+path that keeps the guard's passing clearance (:meth:`navcontract.guard.GuardRule.passing_clearance`
+on the contract's beams) from every surface. The bars: no collision at all; timeouts in at most
+0.5 % of the passable worlds. Writes ``STEM.json``, ``STEM.md`` and ``STEM.png``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from navsim.grid_planner import Grid, plan_paths
+from navsim.outcomes import OUTCOMES, Outcome
+from navtrain.evaluation import Evaluator, NodeActor, eval_env, run_episodes, wilson_interval, with_overrides
+
+SUITE = "safety"
+POST_RADIUS = 0.075
+"""[m] The posts' radius: thin, as table legs and poles are."""
+
+WORLDS = (
+    "env.worlds.families={clutter: 1.0}",
+    "env.worlds.path_following=0.0",
+    "env.worlds.curriculum.enabled=false",
+    f"env.worlds.clutter.post_radius=[{POST_RADIUS},{POST_RADIUS}]",
+    "env.worlds.clutter.piece_share=0.0",
+)
+MAX_COLLISION_RATE = 0.0
+MAX_STUCK_RATE = 0.005
+"""The bars: collisions over all episodes, timeouts over the episodes in worlds passable for the guard."""
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    description: str
+    overrides: tuple[str, ...]
+
+
+ROWS = (
+    Row("posts", "thin posts, 360-degree lidar", ("env.lidar.fov_deg=360.0",)),
+    Row("posts270", "thin posts, 270-degree lidar", ("env.lidar.fov_deg=270.0",)),
+)
+
+
+def row_names() -> list[str]:
+    return [r.name for r in ROWS]
+
+
+def passable(env: Any, rooms: Any, clearance: float) -> np.ndarray:
+    """(n,) bool: the grid planner finds a path from start to goal keeping ``clearance`` from every
+    surface in each world of ``rooms`` (one family, so one grid)."""
+    hx, hy = (float(v) for v in rooms.half[0])
+    grid = Grid(hx, hy, env.env_cfg.worlds.grid_resolution)
+    result = plan_paths(
+        rooms.slot_pos,
+        rooms.slot_yaw,
+        rooms.slot_active,
+        rooms.start,
+        rooms.goal,
+        env.geometry.sizes,
+        grid,
+        clearance,
+        env.env_cfg.worlds.path_points,
+    )
+    return np.asarray(result.feasible, dtype=bool)
+
+
+def run_row(evaluator: Evaluator, row: Row, episodes: int, seed: int, num_envs: int | None) -> dict[str, Any]:
+    """One row: ``episodes`` worlds of the seed's stream behind the node's gate."""
+    cfg = with_overrides(evaluator.cfg, [*WORLDS, *row.overrides])
+    env, seed = eval_env(cfg, episodes, seed, num_envs, evaluator.device)
+    act = evaluator.make_act(env)
+    if not isinstance(act, NodeActor):
+        raise ValueError("the safety suite runs behind the node's gate: evaluate a bundle with --node")
+    clearance = act.settings.plan_clearance
+    if clearance is None:  # no guard: passable for the robot's radius
+        clearance = float(env.radius)
+    gen = torch.Generator(device=env.device)
+    gen.manual_seed(seed)
+    outcomes, certified = [], []
+    done = 0
+    while done < episodes:
+        rooms = env.new_rooms(env.num_envs, gen)
+        res, _ = run_episodes(env, act, rooms)
+        take = min(env.num_envs, episodes - done)
+        outcomes.append(res["outcome"][:take])
+        certified.append(passable(env, rooms, clearance)[:take])
+        done += take
+        print(f"[safety] {row.name}: {done}/{episodes} episodes", flush=True)
+    oc, ok = np.concatenate(outcomes), np.concatenate(certified)
+    code = {o: OUTCOMES.index(o) for o in (Outcome.SUCCESS, Outcome.COLLISION, Outcome.TIMEOUT)}
+    n = len(oc)
+    collisions = int((oc == code[Outcome.COLLISION]).sum())
+    stuck = int(((oc == code[Outcome.TIMEOUT]) & ok).sum())
+    return {
+        "name": row.name,
+        "description": row.description,
+        "overrides": [*WORLDS, *row.overrides],
+        "episodes": n,
+        "success_rate": float((oc == code[Outcome.SUCCESS]).mean()),
+        "success_interval": wilson_interval(int((oc == code[Outcome.SUCCESS]).sum()), n),
+        "collisions": collisions,
+        "collision_rate": collisions / n,
+        "collision_interval": wilson_interval(collisions, n),
+        "timeout_rate": float((oc == code[Outcome.TIMEOUT]).mean()),
+        "passable": int(ok.sum()),
+        "passable_clearance_m": clearance,
+        "stuck_in_passable": stuck,
+        "stuck_rate": stuck / max(1, int(ok.sum())),
+        "stuck_interval": wilson_interval(stuck, max(1, int(ok.sum()))),
+        "gate_states": dict(sorted(act.states.items())),
+        "meets_bar": collisions / n <= MAX_COLLISION_RATE and stuck / max(1, int(ok.sum())) <= MAX_STUCK_RATE,
+    }
+
+
+def run_suite(
+    evaluator: Evaluator,
+    episodes: int = 1000,
+    seed: int | None = None,
+    num_envs: int | None = None,
+    rows: list[str] | None = None,
+) -> dict[str, Any]:
+    """Every row (or those named in ``rows``) with the same seed stream."""
+    chosen = [r for r in ROWS if rows is None or r.name in rows]
+    used_seed = evaluator.cfg.runner.eval_seed if seed is None else seed
+    entries = []
+    for k, row in enumerate(chosen, 1):
+        t0 = time.perf_counter()
+        entry = run_row(evaluator, row, episodes, used_seed, num_envs)
+        print(
+            f"[safety] {k}/{len(chosen)} {row.name}: collisions {entry['collisions']}/{entry['episodes']}, stuck "
+            f"{entry['stuck_in_passable']}/{entry['passable']} passable, success {100 * entry['success_rate']:.1f} % "
+            f"({time.perf_counter() - t0:.0f} s)",
+            flush=True,
+        )
+        entries.append(entry)
+    return {
+        "suite": SUITE,
+        "episodes": episodes,
+        "seed": used_seed,
+        "driver": evaluator.label,
+        "bars": {"collision_rate": MAX_COLLISION_RATE, "stuck_rate_in_passable": MAX_STUCK_RATE},
+        "rows": entries,
+    }
+
+
+def markdown(payload: dict[str, Any]) -> str:
+    def pct(v: float) -> str:
+        return f"{100 * v:.1f} %"
+
+    def span(iv: list[float]) -> str:
+        return f"{100 * iv[0]:.1f}–{100 * iv[1]:.1f} %"
+
+    lines = [
+        f"Safety suite: {payload['driver']}, {payload['episodes']} thin-post clutter fields per row, seed "
+        f"{payload['seed']}, training randomisation on. Bars: no collision; timeouts in at most "
+        f"{100 * MAX_STUCK_RATE:.1f} % of the worlds passable for the guard.",
+        "",
+        "| row | success | collisions | collision (95 %) | passable worlds | stuck in passable | stuck (95 %) | bar |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in payload["rows"]:
+        lines.append(
+            f"| {r['name']} | {pct(r['success_rate'])} | {r['collisions']}/{r['episodes']} | "
+            f"{span(r['collision_interval'])} | {r['passable']} | {r['stuck_in_passable']} | "
+            f"{span(r['stuck_interval'])} | {'met' if r['meets_bar'] else 'not met'} |"
+        )
+    lines += [
+        "",
+        "Passable: the grid planner's path keeps the guard's passing clearance "
+        f"({payload['rows'][0]['passable_clearance_m']:.3f} m) from every surface."
+        if payload["rows"]
+        else "",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def plot(payload: dict[str, Any], path: str | Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = payload["rows"]
+    x = np.arange(len(rows))
+    fig, ax = plt.subplots(figsize=(2.2 * len(rows) + 2, 3.6))
+    bars = (
+        ("success", [100 * r["success_rate"] for r in rows], "tab:green"),
+        ("collision", [100 * r["collision_rate"] for r in rows], "tab:red"),
+        ("stuck in passable", [100 * r["stuck_rate"] for r in rows], "tab:orange"),
+    )
+    for k, (label, values, colour) in enumerate(bars):
+        ax.bar(x + (k - 1) * 0.27, values, 0.27, label=f"{label} %", color=colour)
+        for xi, v in zip(x, values, strict=True):
+            ax.text(xi + (k - 1) * 0.27, v + 1, f"{v:.1f}", ha="center", fontsize=8)
+    ax.set_xticks(x, [r["name"] for r in rows])
+    ax.set_ylim(0, 105)
+    ax.set_title(f"safety suite: {payload['driver']} ({payload['episodes']} worlds per row)", fontsize=9)
+    ax.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def write_outputs(payload: dict[str, Any], stem: str | Path) -> list[Path]:
+    stem = Path(stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    paths = [stem.with_suffix(".json"), stem.with_suffix(".md"), stem.with_suffix(".png")]
+    paths[0].write_text(json.dumps(payload, indent=2) + "\n")
+    paths[1].write_text(markdown(payload))
+    plot(payload, paths[2])
+    return paths
