@@ -23,7 +23,7 @@ import torch
 
 import support.ros as h
 from navcontract.bundle import CONTRACT_FILE, BundleError, make_contract, parse_contract
-from navcontract.guard import GUARD_SECTION, GuardRule, apply_guard, guard_scale
+from navcontract.guard import GUARD_SECTION, GuardRule, apply_guard, guard_scale, reaction_time
 from navdeploy.gate import CommandGate
 from navdeploy.node_params import NodeParams
 from navdeploy.runtime import PolicyRuntime, ScanInput
@@ -86,10 +86,12 @@ def test_make_contract_writes_the_section_only_when_given() -> None:
         ({"margin": "0.03"}, "contract guard.margin must be a number, got '0.03'"),
         (
             {"brake": 1.0},
-            "contract unknown guard key(s): brake (known: after_smoother, decel, headway, margin, radius, slide, "
-            "stage, unseen_clearance)",
+            "contract unknown guard key(s): brake (known: after_smoother, decel, headway, margin, radius, reaction, "
+            "slide, stage, unseen_clearance)",
         ),
         ({"unseen_clearance": -0.1}, "contract guard unseen_clearance must be finite and >= 0, got -0.1"),
+        ({"reaction": -0.3}, "contract guard reaction must be finite and >= 0, got -0.3"),
+        ({"reaction": "0.3"}, "contract guard.reaction must be a number, got '0.3'"),
         (
             {"stage": "before_smoother"},
             "contract guard.stage must be 'last' (clamp, velocity smoother, then the guard), got 'before_smoother'",
@@ -268,16 +270,27 @@ def test_the_exporter_writes_the_section_from_env_guard(ckpt: dict, tmp_path: Pa
         stored["env"]["robot"]["radius"] = 0.2
 
     contract = export_with(ckpt, tmp_path / "on", on)
-    trained = replace(RULE, after_smoother=True)  # the checkpoint trained with env.smoother on (conf/nav.yaml)
+    # The reaction time the contract's own robot_response implies: what training derived too.
+    response = parse_contract(contract).response
+    tau = None if response.actuator_tau is None else response.actuator_tau[1]
+    reaction = reaction_time(contract["control_period"], response.latency_budget, tau)
+    assert contract[GUARD_SECTION]["reaction"] == pytest.approx(reaction)
+    # The checkpoint trained with env.smoother on (conf/nav.yaml).
+    trained = replace(RULE, after_smoother=True, reaction=contract[GUARD_SECTION]["reaction"])
     assert contract[GUARD_SECTION]["stage"] == "last" and contract[GUARD_SECTION]["unseen_clearance"] == 0.1
     assert GuardRule.from_dict(contract[GUARD_SECTION]) == trained
     assert parse_contract(contract).guard == trained and contract["robot"]["radius"] == RULE.radius
+    implied = json.loads(json.dumps(contract))
+    del implied[GUARD_SECTION]["reaction"]  # a section written before the key: the contract's number
+    assert parse_contract(implied).guard == trained
 
     def unsmoothed(stored: dict) -> None:
         on(stored)
         stored["env"]["smoother"] = {"enabled": False}
 
-    assert parse_contract(export_with(ckpt, tmp_path / "unsmoothed", unsmoothed)).guard == RULE
+    assert parse_contract(export_with(ckpt, tmp_path / "unsmoothed", unsmoothed)).guard == replace(
+        RULE, reaction=trained.reaction
+    )
 
     off = export_with(ckpt, tmp_path / "off", lambda stored: stored["env"]["guard"].update(enabled=False))
     assert GUARD_SECTION not in off and parse_contract(off).guard is None
@@ -288,7 +301,7 @@ def test_the_exporter_writes_the_section_from_env_guard(ckpt: dict, tmp_path: Pa
     contract = export_with(ckpt, tmp_path / "older", older)
     stored = json.loads(json.dumps(ckpt["infos"]["nav_config"]))
     older(stored)
-    rule = guard_rule(config_from_data(stored).env)  # the rebuilt config decides, nothing else
+    rule = guard_rule(config_from_data(stored))  # the rebuilt config decides, nothing else
     assert parse_contract(contract).guard == rule
 
 
