@@ -1,0 +1,87 @@
+"""The safety suite (navtrain.safety_suite): its rows give the thin-post worlds and lidars they name,
+"passable" follows the clearance asked for, a row runs behind the node's gate with the lidar's field
+of view, and the command line refuses what the suite cannot run in one line."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from navdeploy.node_params import NodeParams
+from navsim.env import NavEnv
+from navtrain.evaluate_cli import main
+from navtrain.evaluation import NodeActor, bundle_evaluator, with_overrides
+from navtrain.safety_suite import POST_RADIUS, ROWS, WORLDS, passable, run_suite, write_outputs
+from support.simenv import nav_config
+
+
+def test_rows_are_thin_post_clutter_with_the_lidar_they_name_and_randomisation_as_trained() -> None:
+    base = nav_config()
+    fovs = {}
+    for row in ROWS:
+        cfg = with_overrides(base, [*WORLDS, *row.overrides])
+        c = cfg.env.worlds.clutter
+        assert cfg.env.worlds.families == {"clutter": 1.0} and cfg.env.worlds.path_following == 0.0
+        assert tuple(c.post_radius) == (POST_RADIUS, POST_RADIUS) and c.piece_share == 0.0
+        assert not cfg.env.worlds.curriculum.enabled  # the family's top level
+        assert cfg.randomization == base.randomization  # what the robot meets: as trained
+        fovs[row.name] = cfg.env.lidar.fov_deg
+    assert fovs == {"posts": 360.0, "posts270": 270.0}
+
+
+def test_passable_follows_the_clearance_asked_for() -> None:
+    cfg = with_overrides(nav_config(), list(WORLDS))
+    env = NavEnv(cfg, num_envs=6, device="cpu", world_pool=False)
+    gen = torch.Generator()
+    gen.manual_seed(3)
+    rooms = env.new_rooms(env.num_envs, gen)
+    assert passable(env, rooms, env.radius).all()  # drawn worlds are certified for the robot's radius
+    half_width = cfg.env.worlds.clutter.width / 2
+    assert not passable(env, rooms, half_width).any()  # nothing that wide fits in the arena
+    wide = passable(env, rooms, 0.3)
+    assert wide.dtype == np.bool_ and wide.shape == (6,)
+
+
+def test_a_row_runs_behind_the_nodes_gate_with_the_lidars_field_of_view(fixture_bundle: Path, tmp_path: Path) -> None:
+    evaluator = bundle_evaluator(fixture_bundle, "dwa", ["env.episode_length_s=0.5"], node=NodeParams(), map_beams=720)
+    actors: list[NodeActor] = []
+    make = evaluator.make_act
+
+    def keep(env: NavEnv) -> NodeActor:
+        actor = make(env)
+        actors.append(actor)
+        return actor
+
+    evaluator.make_act = keep
+    payload = run_suite(evaluator, episodes=2, seed=11, num_envs=2)
+    assert [r["name"] for r in payload["rows"]] == ["posts", "posts270"]
+    assert actors[0].fov_beams is None  # 360 degrees: every beam
+    fov = actors[1].fov_beams
+    assert fov is not None and len(fov) == 541  # 270 of 360 degrees of 720 beams, both edges
+    assert math.isclose(actors[1].fov_angle_min, -0.75 * math.pi)
+    for row in payload["rows"]:
+        assert row["episodes"] == 2 and 0 <= row["passable"] <= 2
+        assert row["collisions"] + round(row["success_rate"] * 2) + round(row["timeout_rate"] * 2) == 2
+        assert row["passable_clearance_m"] == pytest.approx(0.2)  # the fixture bundle has no guard: its radius
+        assert sum(row["gate_states"].values()) > 0
+    json_path, md_path, png_path = write_outputs(payload, tmp_path / "safety")
+    assert json.loads(json_path.read_text())["suite"] == "safety"
+    assert "| posts270 |" in md_path.read_text() and png_path.stat().st_size > 5000
+
+
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        (["--suite", "safety"], "--suite safety drives a bundle behind the node's gate"),
+        (["--suite", "safety", "--node", "--rows", "posts,walls"], "unknown row(s) walls"),
+    ],
+)
+def test_safety_arguments_are_refused_in_one_line(args, match, capsys, fixture_bundle: Path, tmp_path: Path) -> None:
+    assert main(["--bundle", str(fixture_bundle), *args, "--out", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err
+    assert match in err and err.count("\n") == 1
