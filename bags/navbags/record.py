@@ -27,7 +27,7 @@ from pathlib import Path
 
 from navbags.bagio import CLOCK, CMD, EPISODE, FAULT, GOAL, ODOM, SCAN, STATUS, write_bag
 from navbags.reference import NodeParams
-from navbags.rosproc import DomainLease, NodeProc, RosSide, console_script, ros_args
+from navbags.rosproc import DomainLease, NodeProc, RosSide, Timeout, console_script, ros_args
 
 RAW = "/sim_raw"
 
@@ -250,6 +250,8 @@ class _Recorder:
     ) -> None:
         self.ros, self.relay, self.faults, self.params = ros, relay, faults, params
         self.period, self.timeout = period, timeout
+        self.resends = 0  # ticks' inputs published again for want of an answer (RESEND_PERIOD)
+        self._tick_sent: list[tuple[str, bytes]] = []  # this tick's scan and odometry, as published
         self.rows: list[tuple[str, int, bytes]] = []
         self.fault_log: list[dict] = []
         self.outcomes: list[dict] = []
@@ -387,13 +389,13 @@ class _Recorder:
             self._note(tick, "odom_delayed", ticks=d, seconds=round(d * self.period, 6))
             self._held.append((et + d, odom_raw))
             if due:
-                self.relay.pubs[ODOM].publish(due[-1][1])
+                self._publish(ODOM, due[-1][1])
                 self.put(ODOM, due[-1][1])
             return
         if due or self._held:
             self._note(tick, "odom_superseded", dropped=len(due) + len(self._held))
         self._held.clear()
-        self.relay.pubs[ODOM].publish(odom_raw)
+        self._publish(ODOM, odom_raw)
         self.put(ODOM, odom_raw)
 
     def _relay_scan(self, tick: _Tick, scan_raw: bytes) -> None:
@@ -414,27 +416,52 @@ class _Recorder:
             s.ranges = r
             scan_raw = serialize_message(s)
             self._note(tick, "nan_beams", every=step, beams=len(range(0, len(r), step)))
-        self.relay.pubs[SCAN].publish(scan_raw)
+        self._publish(SCAN, scan_raw)
         self.put(SCAN, scan_raw)
+
+    def _publish(self, topic: str, raw: bytes) -> None:
+        """Publish one of this tick's inputs to the node, remembered for a resend."""
+        self.relay.pubs[topic].publish(raw)
+        self._tick_sent.append((topic, raw))
 
     def _clock_and_answer(self, clock_raw: bytes) -> None:
         """Publish the clock (the node's timer fires on it) and wait for the node's one command and
-        status of this tick; both go into the bag."""
+        status of this tick; both go into the bag. A tick without an answer after
+        :data:`RESEND_PERIOD` has its scan, odometry and clock published again, the same messages (a
+        best-effort message sent before the node had matched the relay is lost for good), until
+        ``timeout``; the bag holds each once, and :attr:`resends` counts them."""
         relay = self.relay
         n_cmd, n_status = len(relay.cmds), len(relay.status)
         relay.pubs[CLOCK].publish(clock_raw)
         self.put(CLOCK, clock_raw)
-        self.ros.spin_until(
-            lambda: len(relay.cmds) > n_cmd and len(relay.status) > n_status,
-            self.timeout,
-            f"/cmd_vel of tick {self.ticks}",
-        )
+        deadline = time.monotonic() + self.timeout
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                self.ros.spin_until(
+                    lambda: len(relay.cmds) > n_cmd and len(relay.status) > n_status,
+                    max(min(RESEND_PERIOD, left), 0.0),
+                    f"/cmd_vel of tick {self.ticks}",
+                )
+                break
+            except Timeout:
+                if left <= RESEND_PERIOD:
+                    raise
+            self.resends += 1
+            for topic, raw in self._tick_sent:
+                relay.pubs[topic].publish(raw)
+            relay.pubs[CLOCK].publish(clock_raw)
+        self._tick_sent = []
         if len(relay.cmds) != n_cmd + 1:
             raise RuntimeError(
                 f"tick {self.ticks}: the policy node published {len(relay.cmds) - n_cmd} commands, expected 1"
             )
         self.put(CMD, relay.cmds[-1])
         self.put(STATUS, relay.status[n_status])
+
+
+RESEND_PERIOD = 1.0
+"""[s] A tick without the node's answer this long has its inputs published again."""
 
 
 def _stamp_ns(msg) -> int:

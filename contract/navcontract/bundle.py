@@ -39,7 +39,7 @@ they do not know, so adding them needs no new format:
   lookahead >= 0, search window > 0, share in [0, 1]).
 - ``guard`` (:class:`navcontract.guard.GuardRule`: the collision guard the policy was trained
   driving through). Without it (``Contract.guard`` None: trained without the guard) the node
-  applies no guard. When present it must state all four numbers (finite; radius, headway and decel
+  applies :func:`navcontract.guard.default_guard` on the contract's radius. When present it must state all four numbers (finite; radius, headway and decel
   > 0, margin >= 0; no other key) and its radius must be the contract's ``robot.radius``. A section
   without ``reaction`` is read with the reaction time the contract implies
   (:func:`navcontract.guard.reaction_time` of its control period and ``robot_response``).
@@ -129,7 +129,7 @@ class Contract:
     section (the robot then uses ``LookaheadRule()``)."""
     guard: GuardRule | None = None
     """The collision guard the policy was trained with (``guard``); None without the section
-    (trained without the guard: the node then applies none)."""
+    (trained without the guard: the node then applies the default guard)."""
     base: BaseSpec | None = None
     """The robot base the policy drives (``base``); without the section the holonomic disc of the
     action section and ``robot.radius`` (see the module docstring); None when neither states a

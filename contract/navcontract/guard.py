@@ -122,6 +122,14 @@ STAGE = "last"
 ``guard.stage``, the only value this runtime reads."""
 
 
+DEFAULT_MARGIN = 0.01
+"""[m] The margin of :func:`default_guard` (and of the training config's ``env.guard.margin``)."""
+DEFAULT_HEADWAY = 0.5
+"""[s] The headway of :func:`default_guard` (and of ``env.guard.headway``)."""
+DEFAULT_DECEL = 2.5
+"""[m/s^2] The braking of :func:`default_guard` without a trained acceleration limit (and ``env.guard.decel``)."""
+
+
 @dataclass(frozen=True)
 class GuardRule:
     """The guard's parameters (see the module docstring for the rule). The values a policy trained
@@ -377,3 +385,20 @@ def apply_guard(ranges: Any, command: Any, rule: GuardRule, max_range: float, se
     # In the command's own precision: wz and an unslowed command pass through unchanged.
     out = xp.stack([command[..., 0] * scale, command[..., 1] * scale, command[..., 2]], axis=-1)
     return out, scale
+
+
+def default_guard(radius: float, reaction: float, accel_limit: float | None = None) -> GuardRule:
+    """The guard a node applies to a policy trained without one (a contract without a ``guard``
+    section): the robot's ``radius``, :data:`DEFAULT_MARGIN` with ``slide``, :data:`DEFAULT_HEADWAY`,
+    braking at the most restrictive trained acceleration limit ``accel_limit`` (None: not trained,
+    :data:`DEFAULT_DECEL`), the contract's ``reaction`` time and :data:`UNSEEN_CLEARANCE`: what the
+    training config's ``env.guard`` gives by default. Nothing the node sends goes unchecked."""
+    decel = DEFAULT_DECEL if accel_limit is None else min(DEFAULT_DECEL, float(accel_limit))
+    return GuardRule(
+        radius=float(radius),
+        margin=DEFAULT_MARGIN,
+        headway=DEFAULT_HEADWAY,
+        decel=decel,
+        slide=True,
+        reaction=float(reaction),
+    )

@@ -277,9 +277,10 @@ PARAMS: tuple[Param, ...] = (
         "guard",
         bool,
         True,
-        "false: no guard (warned about); a bundle without a guard section has none anyway",
+        "false: no guard (warned about when the policy was trained with one)",
         heading=_GUARD,
-        details="On: the collision guard the bundle's policy was trained with (its `guard` section; below).",
+        details="On: the collision guard the bundle's policy was trained with (its `guard` section; below); for a "
+        "bundle without one, the default guard on its robot radius (navcontract.guard.default_guard).",
     ),
     Param(
         "scan_map",

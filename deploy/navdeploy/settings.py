@@ -35,7 +35,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from navcontract.base import DIFF_DRIVE, HOLONOMIC, BaseError, BaseSpec, load_base
-from navcontract.guard import GUARD_SECTION, GuardRule, states_unseen_clearance
+from navcontract.bundle import implied_reaction
+from navcontract.guard import GUARD_SECTION, GuardRule, default_guard, states_unseen_clearance
 from navcontract.scan import ScanOptions
 from navcontract.subgoal import LookaheadRule
 from navdeploy.inputs import Transform2D, parse_goal_frames
@@ -298,7 +299,8 @@ def resolve_scan_map(
 
 def resolve_guard(contract: Any, enabled: bool, *, warnings: list[str]) -> tuple[GuardRule | None, str]:
     """The collision guard from the node's ``guard`` parameter and the contract's ``guard`` section:
-    the section's rule when both are there, else None. Returns the rule and one line for the log
+    the section's rule when both are there; with the parameter on and no section (a policy trained
+    without the guard), :func:`untrained_guard`; with the parameter off, None. Returns the rule and one line for the log
     (with the unseen clearance, and whether the section states it or the default stands in:
     :data:`navcontract.guard.UNSEEN_CLEARANCE`, applied either way); appends a warning when the
     parameter turns off a guard the policy was trained with. The guard is the last stage (after the
@@ -306,7 +308,9 @@ def resolve_guard(contract: Any, enabled: bool, *, warnings: list[str]) -> tuple
     enabled = PARAM["guard"].check(enabled)
     trained: GuardRule | None = getattr(contract, "guard", None)
     if trained is None:
-        return None, "guard none (the bundle has no guard section: the policy was trained without it)"
+        if not enabled:
+            return None, "guard off (node parameter guard false; the policy was trained without one)"
+        return untrained_guard(contract, warnings)
     if not enabled:
         warnings.append("guard off, but the policy was trained driving through it: nothing slows it near obstacles")
         return None, "guard off (node parameter guard false)"
@@ -318,6 +322,29 @@ def resolve_guard(contract: Any, enabled: bool, *, warnings: list[str]) -> tuple
         f"decel {trained.decel:g} m/s^2, slide {'on' if trained.slide else 'off'}, unseen clearance "
         f"{trained.unseen_clearance:g} m (unseen sectors are occupied: at most {trained.creep_speed:.2g} m/s "
         f"toward them{unseen}), last stage ({smoother}; bundle contract)"
+    )
+
+
+UNGUARDED = "no guard: the bundle states neither a guard section nor robot.radius"
+"""The warning for a bundle the node cannot guard (a policy trained without the guard, exported
+before the contract stated the robot's radius)."""
+
+
+def untrained_guard(contract: Any, warnings: list[str]) -> tuple[GuardRule | None, str]:
+    """The guard for a bundle without a ``guard`` section (a policy trained without one):
+    :func:`navcontract.guard.default_guard` on the contract's radius, reaction time and trained
+    acceleration limit; None, warned about, when the contract states no radius."""
+    base = getattr(contract, "base", None)
+    if base is None:
+        warnings.append(UNGUARDED)
+        return None, "guard none (the bundle has no guard section and no robot.radius to guard with)"
+    response = getattr(contract, "response", None)
+    accel = None if response is None else response.accel_limit_linear
+    rule = default_guard(float(base.radius), implied_reaction(contract.raw, response), accel)
+    return rule, (
+        f"guard default (the bundle has no guard section: the policy was trained without it): radius "
+        f"{rule.radius:g} m, margin {rule.margin:g} m, headway {rule.headway:g} s, decel {rule.decel:g} m/s^2, "
+        f"reaction {rule.reaction:.2g} s, slide on, unseen clearance {rule.unseen_clearance:g} m, last stage"
     )
 
 

@@ -31,7 +31,7 @@ from navdeploy.gate import CommandGate
 REPO = Path(__file__).resolve().parents[2]
 BAG = REPO / "tests" / "fixtures" / "bags" / "faults_seed42"
 BUNDLE = REPO / "tests" / "fixtures" / "bundle"
-RECORDED = NodeParams(scan_map=False)  # the fixture was recorded before the node had a scan map
+RECORDED = NodeParams()  # the fixture was recorded with the node's defaults (scan map on, planned inline)
 
 # The deliberate rule change, for this process (the reference) and for the node's process.
 RULE_CHANGE = "lambda self, item, now: None"  # CommandGate._age_problem: nothing is ever stale

@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parents[2]
 BAGS = REPO / "tests" / "fixtures" / "bags"
 BUNDLE = REPO / "tests" / "fixtures" / "bundle"
 FIXTURES = ["nominal_seed0", "nominal_seed3", "faults_seed42"]
-RECORDED = NodeParams(scan_map=False)  # the fixtures were recorded before the node had a scan map
+RECORDED = NodeParams()  # the fixtures were recorded with the node's defaults (scan map on, planned inline)
 RERECORD = "re-record with nav-bag-record (commands in docs/bags.md)"
 
 

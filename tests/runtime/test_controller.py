@@ -16,7 +16,7 @@ from navdeploy.gate import CommandGate, clamp_command
 from navdeploy.inputs import parse_goal_frames, yaw_from_quaternion
 from navdeploy.node_params import NodeParams
 from navdeploy.runtime import PolicyRuntime, ScanInput, ScanUnusable
-from navdeploy.settings import Limits, resolve_settings
+from navdeploy.settings import UNGUARDED, Limits, resolve_settings
 from navdeploy.states import State
 from support.gates import make_gate
 
@@ -209,13 +209,14 @@ def test_unreadable_messages_make_their_input_unusable(runtime: PolicyRuntime) -
 def test_resolve_settings_from_parameters_and_contract(runtime: PolicyRuntime) -> None:
     ct = runtime.contract
     s, warnings = resolve_settings(ct)
-    assert s.control_period == ct.control_period and s.goal_tolerance == ct.goal_tolerance and not warnings
+    assert s.control_period == ct.control_period and s.goal_tolerance == ct.goal_tolerance
+    assert warnings == [UNGUARDED]  # no guard section and no robot.radius: nothing to guard with
     assert s.limits == Limits(ct.v_max, ct.omega_max, ct.scaling.limit_planar_speed)
     s, warnings = resolve_settings(
         ct, NodeParams(v_max=ct.v_max / 2, omega_max=ct.omega_max * 2, static_goal_frames="map 1 2 0")
     )
     assert s.limits.v_max == ct.v_max / 2 and s.limits.omega_max == ct.omega_max  # capped to the bundle's
-    assert len(warnings) == 1 and "omega_max" in warnings[0] and set(s.goal_frames) == {"map"}
+    assert warnings[1:] == [UNGUARDED] and "omega_max" in warnings[0] and set(s.goal_frames) == {"map"}
     for kw, name in (({"v_max": -1.0}, "v_max"), ({"stale_timeout": 0.0}, "stale_timeout")):
         with pytest.raises(ValueError, match=name):
             resolve_settings(ct, NodeParams(**kw))

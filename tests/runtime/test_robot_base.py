@@ -80,4 +80,4 @@ def test_the_scan_map_plans_for_the_contracts_radius() -> None:
     s, _ = resolve_settings(fixture_contract())
     assert s.robot_radius == fixture_contract().base.radius == 0.2
     s, _ = resolve_settings(diff_drive_contract(diff_drive_base(radius=0.333)))
-    assert s.robot_radius == 0.333 and "radius 0.333 m" in s.scan_map_source
+    assert s.robot_radius == 0.333 and "guard radius 0.333 +" in s.scan_map_source  # the default guard's

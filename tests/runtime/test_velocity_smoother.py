@@ -30,7 +30,7 @@ from navcontract.response import SECTION, ResponseError, RobotResponse
 from navdeploy.gate import CommandGate
 from navdeploy.node_params import NodeParams
 from navdeploy.runtime import PolicyRuntime, ScanInput
-from navdeploy.settings import resolve_settings
+from navdeploy.settings import UNGUARDED, resolve_settings
 from navdeploy.smoother import MAX_DT_PERIODS, AccelLimits, VelocitySmoother, limit_change
 from navdeploy.states import State
 
@@ -314,11 +314,11 @@ def test_smoothed_commands_stay_within_the_speed_limits(bundles: dict[str, Path]
 def test_settings_name_where_each_acceleration_limit_came_from(bundles: dict[str, Path]) -> None:
     trained = read_contract(bundles["trained"])
     s, warn = resolve_settings(trained)
-    assert s.accel_limits == AccelLimits(A_LIN, A_ANG) and not warn
+    assert s.accel_limits == AccelLimits(A_LIN, A_ANG) and warn == [UNGUARDED]  # no radius: no guard
     assert any("max_accel_linear 2.5 m/s^2 (bundle contract" in line for line in s.limit_sources)
     s, warn = resolve_settings(trained, NodeParams(max_accel_linear=4.0, max_accel_angular=1.0))
     assert s.accel_limits == AccelLimits(4.0, 1.0)
-    assert len(warn) == 1 and "max_accel_angular=1 rad/s^2 is outside the range" in warn[0]
+    assert warn[1:] == [UNGUARDED] and "max_accel_angular=1 rad/s^2 is outside the range" in warn[0]
     s, warn = resolve_settings(trained, NodeParams(velocity_smoother=False, max_accel_linear=3.0))
     assert not s.accel_limits.active and any("ignored" in w for w in warn)
     assert any("trained with acceleration limits" in w for w in warn)

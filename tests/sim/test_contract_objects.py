@@ -50,9 +50,12 @@ def test_the_committed_bundle_is_the_spec_of_conf_nav_yaml() -> None:
 
 
 def test_guard_rule_is_the_configured_guard_with_the_robot_radius() -> None:
-    rule = guard_rule(load_config(overrides=["env.robot.radius=0.25"]).env)
+    rule = guard_rule(load_config(overrides=["env.robot.radius=0.25"]))
     assert (rule.radius, rule.margin, rule.headway, rule.decel, rule.slide) == (0.25, 0.01, 0.5, 2.5, True)
-    assert guard_rule(load_config(overrides=["env.guard.enabled=false"]).env) is None
+    # conf/nav.yaml: control period 0.1 s + latency budget (2 + 2 + 1 substeps of 0.02 s) + tau up to 0.12 s
+    assert rule.reaction == pytest.approx(0.1 + 0.1 + 0.12)
+    assert guard_rule(load_config(overrides=["randomization.enabled=false"])).reaction == pytest.approx(0.1)
+    assert guard_rule(load_config(overrides=["env.guard.enabled=false"])) is None
 
 
 # --------------------------------------------------------------------------- robot_response

@@ -23,11 +23,19 @@ import torch
 
 import support.ros as h
 from navcontract.bundle import CONTRACT_FILE, BundleError, make_contract, parse_contract
-from navcontract.guard import GUARD_SECTION, GuardRule, apply_guard, guard_scale, reaction_time
+from navcontract.guard import (
+    DEFAULT_MARGIN,
+    GUARD_SECTION,
+    GuardRule,
+    apply_guard,
+    default_guard,
+    guard_scale,
+    reaction_time,
+)
 from navdeploy.gate import CommandGate
 from navdeploy.node_params import NodeParams
 from navdeploy.runtime import PolicyRuntime, ScanInput
-from navdeploy.settings import resolve_settings
+from navdeploy.settings import UNGUARDED, resolve_settings
 from navdeploy.smoother import AccelLimits
 from navdeploy.states import State
 from support.paths import FIXTURE_BUNDLE
@@ -172,7 +180,7 @@ def test_guard_off_or_no_section_is_the_unguarded_command(bundles: dict[str, Pat
     assert off.guard is None
     assert warnings == ["guard off, but the policy was trained driving through it: nothing slows it near obstacles"]
     none, warnings = controller(bundles["none"])
-    assert none.guard is None and not warnings
+    assert none.guard is None and warnings == [UNGUARDED]
     unguarded = np.array([1.5 / math.sqrt(2), 1.5 / math.sqrt(2), 1.0])
     for c in (off, none):
         res = drive(c, ranges)
@@ -381,3 +389,39 @@ def test_a_smoother_slower_than_the_guards_braking_does_not_delay_its_stop(bundl
     res = drive(c, wall_scan(0.0, 0.24))
     assert res.state == State.DRIVING and res.guard_scale == 0.0 and not res.cmd[:2].any()
     assert not c.smoother.last[:2].any()
+
+
+def test_a_bundle_trained_without_the_guard_gets_the_default_one(fixture_bundle: Path) -> None:
+    """The fixture bundle has no guard section but states its radius: the node guards it with
+    navcontract.guard.default_guard; driven at a wall it is slowed like any guarded command, and
+    only the parameter turns that off (no warning: the policy never had a guard)."""
+    runtime = PolicyRuntime.load(fixture_bundle)
+    contract = runtime.contract
+    assert contract.guard is None and contract.base is not None
+    s, warnings = resolve_settings(contract)
+    assert s.guard == default_guard(contract.base.radius, contract.control_period) and not warnings
+    assert s.guard.margin == DEFAULT_MARGIN and s.guard.slide and s.guard.reaction == contract.control_period
+    assert s.guard_source.startswith("guard default (the bundle has no guard section")
+
+    class Charging:
+        """The bundle's runtime reading the scan (its report is what the guard checks), then
+        charging straight ahead at full speed whatever the policy says."""
+
+        def reset(self) -> None:
+            runtime.reset()
+
+        def step(self, scan, **inputs):
+            runtime.step(scan, **inputs)
+            self.last_scan_report = runtime.last_scan_report
+            return np.array([1.5, 0.0, 0.0])
+
+    gate = CommandGate.from_settings(Charging(), replace(s, scan_map=None))
+    gate.set_scan(ScanInput.training_beams(wall_scan(0.0, 0.5), 72, MAX_RANGE), 0.0)
+    gate.set_odom((0.0, 0.0), (0.0, 0.0, 0.0, 1.0), (0.0, 0.0, 0.0), 0.0, "odom")
+    gate.set_goal(3.0, 0.0, "odom")
+    res = gate.tick(0.0)
+    assert res.state == State.DRIVING and res.guard_scale is not None and 0.0 < res.guard_scale < 0.5
+    assert np.allclose(res.cmd, [1.5 * res.guard_scale, 0.0, 0.0])
+    off, warnings = resolve_settings(contract, NodeParams(guard=False))
+    assert off.guard is None and not warnings
+    assert off.guard_source == "guard off (node parameter guard false; the policy was trained without one)"

@@ -18,6 +18,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from navcontract.guard import DEFAULT_DECEL, DEFAULT_HEADWAY, DEFAULT_MARGIN, UNSEEN_CLEARANCE
+
 Range = tuple[float, float]
 
 
@@ -99,11 +101,13 @@ class GuardCfg:
     is the robot's. Off: step() is the simulator without it, bit for bit."""
 
     enabled: bool = True
-    margin: float = 0.01  # [m] kept free beyond the robot's radius (0.03 closes clutter passages: docs/robustness.md)
-    headway: float = 0.5  # [s] time headway to the nearest blocking return
-    decel: float = 2.5  # [m/s^2] braking deceleration the speed cap allows for
+    margin: float = (
+        DEFAULT_MARGIN  # [m] kept free beyond the robot's radius (0.03 closes clutter passages: docs/robustness.md)
+    )
+    headway: float = DEFAULT_HEADWAY  # [s] time headway to the nearest blocking return (at least e x the reaction time)
+    decel: float = DEFAULT_DECEL  # [m/s^2] braking deceleration the speed cap allows for
     slide: bool = True  # a return already within the margin may be slid past, not closed in on
-    unseen_clearance: float = 0.1  # [m] an unseen sector (outside the field of view, no reading) counts as a return this far beyond the margin
+    unseen_clearance: float = UNSEEN_CLEARANCE  # [m] an unseen sector (outside the field of view, no reading) counts as a return this far beyond the margin
 
 
 @dataclass
