@@ -20,10 +20,12 @@ The rule, per world, for a planar command ``v`` of speed ``s = |v|`` in directio
 0. **Unseen is occupied.** A beam whose sector the scan did not see (``seen`` false: outside the
    lidar's field of view, or a sector the scan rule filled for lack of a valid reading) counts as
    a return at ``min(r_j, radius + margin + unseen_clearance)``: as if something stood just beyond
-   the margin, wherever the fill put it. Motion toward the blind side is then capped at most at
-   ``unseen_clearance / headway`` (the creep speed, 0.2 m/s at the defaults); motion away from it,
-   or past it outside the band of step 2, is not limited. The rule only ever lowers a range, so
-   the guard with it never allows more than without it.
+   the margin, wherever the fill put it. A motion whose swept band (step 2, any direction of the
+   fan of step 2b) meets such a return ahead is not allowed at all (scale 0): nothing is known
+   there, so no speed is safe, however slow (a robot creeping backward into its blind sector
+   touches the post that stands there). Motion away from the blind side, or past it outside the
+   band, is not limited by it. The rule only ever lowers a range or a speed, so the guard with it
+   never allows more than without it.
 
 1. Each beam ``j`` is a point at its range ``r_j`` and angle ``theta_j`` (body frame). Its value is
    the nearest return in its sector of width ``2 delta`` (``delta`` = half the beam increment), so
@@ -103,13 +105,11 @@ SLIDE_EPS = 0.01
 
 
 UNSEEN_CLEARANCE = 0.1
-"""[m] Rule step 0: an unseen beam counts as a return this far beyond ``radius + margin``. The creep
-speed toward the blind side is at most ``UNSEEN_CLEARANCE / h`` (0.2 m/s at a 0.5 s headway:
-a gentle touch if something does stand there, and a braking distance of 8 mm at 2.5 m/s^2). It is
-the smallest round number at which, with the 72 beams of the shipped bundles and a 270-degree
-lidar, motion straight sideways stays clear of the blind sector's returns (its edge beam, at 140
-degrees, lies outside the band the shell sweeps), so that only motion with a backward component
-creeps. A section without the key is read with this value."""
+"""[m] Rule step 0: an unseen beam counts as a return this far beyond ``radius + margin``. It is the
+smallest round number at which, with the 72 beams of the shipped bundles and a 270-degree lidar,
+motion straight sideways stays clear of the blind sector's returns (its edge beam, at 140 degrees,
+lies outside the band the shell sweeps): only motion with a backward component is stopped. A
+section without the key is read with this value."""
 
 
 TURN_STEP = 0.1
@@ -177,12 +177,6 @@ class GuardRule:
         ``free <= 0``."""
         d = max(float(free), 0.0)
         return min(d / self.time_headway, braking_speed(d, self.reaction, self.decel))
-
-    @property
-    def creep_speed(self) -> float:
-        """[m/s] A bound on the cap of motion straight toward an unseen beam (rule steps 0-3 without
-        the sector's spread, which lowers it): the cap at ``unseen_clearance``."""
-        return self.speed_cap(self.unseen_clearance)
 
     def passing_clearance(self, num_beams: int) -> float:
         """[m] The least distance at which the robot drives past a seen return without the guard
@@ -347,6 +341,9 @@ def guard_scale(ranges: Any, command: Any, rule: GuardRule, max_range: float, se
     for turn in turn_fan(command, rule):
         free, blocks = free_distances(ranges, command, rule, max_range, seen, turn)
         least = xp.amin(xp.where(blocks, free, free * 0.0 + big), axis=-1)
+        if seen is not None:  # rule step 0: an unseen return in the band stops the motion
+            blind = xp.amax(xp.where(blocks & ~seen, free * 0.0 + 1.0, free * 0.0), axis=-1)
+            least = xp.where(blind > 0.0, least * 0.0 - 1.0, least)
         dist = least if dist is None else xp.minimum(dist, least)
     command = xp.as_float(command)
     vx, vy = command[..., 0], command[..., 1]

@@ -38,7 +38,7 @@ One step:
    (:func:`navcontract.guard.guard_scale` on those returns alone). The rule is the contract's
    guard when it carries one (the gate then checks the command with the same rule), else
    :func:`unseen_rule`'s, on the planner's own radius and safety margin. So the planner never
-   picks a fast motion into a blind sector; it creeps there at most.
+   picks a motion into a blind sector.
 5. Admissible trajectories are scored: ``w_progress * progress + w_heading * heading +
    w_clearance * clearance + w_speed * speed`` (each term in [-1, 1] or [0, 1], see
    :meth:`DwaPlanner.evaluate`). The best one's twist is the command.

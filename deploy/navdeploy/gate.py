@@ -44,9 +44,12 @@ parameter turns it off. The order is the same for every driver.
 Blocked, stuck and recovery (:mod:`navdeploy.progress`; ``progress`` None: off, as a gate built
 without settings has it): while the scan map has a path, a guard that keeps holding the command
 toward the sub-goal for ``blocked_time`` marks the path blocked there (reason ``replanning: ...``),
-the robot backs off and the map plans again round it; a robot that makes no progress toward the goal
-or along its path for ``progress_time`` is ``stuck`` (zero), backs off, has the map plan again and
-drives on; after ``max_recoveries`` it stays ``stuck`` with zero until a new goal or path. A back-off
+the robot backs off and the map plans again round it. The path is held too when the driver makes no
+way toward the sub-goal (it stops itself short, or turns away) while the guard would stop a motion
+straight toward the sub-goal more than :data:`BLOCKED_SLACK` short of it. A robot that makes no
+progress toward the goal or along its path for ``progress_time`` is ``stuck`` (zero): the return
+that holds a motion toward the sub-goal (if one does) is raised in the map, the robot backs off, has
+the map plan again and drives on; after ``max_recoveries`` it stays ``stuck`` with zero until a new goal or path. A back-off
 (state ``recovering``) moves away from the returns near the robot, smoothed and guarded like a
 driving command. The same for every driver.
 """
@@ -60,7 +63,7 @@ from typing import Any
 
 import numpy as np
 
-from navcontract.guard import GuardRule, apply_guard, blocking_beam, guarded_ranges
+from navcontract.guard import GuardRule, apply_guard, blocking_beam, free_distances, guarded_ranges
 from navcontract.scan import TRAINING_ANGLE_MIN, ScanReport, ScanUnusable
 from navcontract.subgoal import LookaheadRule, follow_path, path_length
 from navdeploy.inputs import (
@@ -82,6 +85,10 @@ from navdeploy.smoother import VelocitySmoother
 from navdeploy.states import FAULT_STATES, MOVING_STATES, SCAN_FAULT_STATE, State, TickResult
 
 _UNCHANGED = "; nothing changed (the current path or goal stands)"
+
+BLOCKED_SLACK = 0.05
+"""[m] A driver that makes no way toward its sub-goal holds the path when the guard would stop a motion
+straight toward the sub-goal more than this short of it (the blocked watch, module doc)."""
 
 
 def clamp_command(cmd: np.ndarray, limits: Limits) -> np.ndarray:
@@ -577,7 +584,8 @@ class CommandGate:
         if chk.start_recovery():
             why = f"recovery {chk.recoveries} of {rule.max_recoveries}"
             self._backoff = (now + rule.recovery_time, rule, why)
-            reason = f"stuck: {idle}; {why}: backing off for {rule.recovery_time:g} s, then a new plan"
+            raised = self._block_toward_subgoal()
+            reason = f"stuck: {idle}; {why}{raised}: backing off for {rule.recovery_time:g} s, then a new plan"
         else:
             reason = f"stuck: {idle} after {_spent(rule)}; zero until a new goal or path"
         return self._zero(State.STUCK, reason, res.distance, report=res.scan_report)
@@ -609,25 +617,86 @@ class CommandGate:
             return
         pose = self.odom.value[0]
         toward = _body_direction(pose, sub)
-        if not watch.update(refused(target, res.cmd, res.guard_scale, toward, watch.rule.blocked_speed), now):
+        speed = watch.rule.blocked_speed
+        checked = self._checked
+        held = refused(target, res.cmd, res.guard_scale, toward, speed)
+        if not held and toward is not None and float(np.dot(res.cmd[:2], toward)) < speed:
+            # The driver does not push (a planner that stops itself short, a policy turning away): the
+            # path is held all the same when it makes no way toward the sub-goal and the guard would
+            # stop a motion straight toward it before it gets there.
+            checked = self._toward(toward)
+            to_go = math.hypot(sub[0] - float(pose[0]), sub[1] - float(pose[1]))
+            held = checked is not None and self._free(checked, rule) < to_go - BLOCKED_SLACK
+        if not watch.update(held, now) or checked is None:
             return
-        report = self._report()
-        if report is None or self._checked is None:
+        hit = self._blocking_return(checked, rule)
+        if hit is None:
             return
-        seen = ~np.asarray(report.filled, dtype=bool)
-        j = blocking_beam(report.ranges, self._checked, rule, self.max_range, seen)
-        if j is None:
-            return
-        r = float(guarded_ranges(np.asarray(report.ranges, dtype=np.float64), seen, rule)[j])
-        theta = TRAINING_ANGLE_MIN + j * 2.0 * math.pi / len(report.ranges)
-        c, s = math.cos(pose[2] + theta), math.sin(pose[2] + theta)
-        planner.block(np.array([pose[0] + r * c, pose[1] + r * s]))
+        point, r, theta = hit
+        planner.block(point)
         self._backoff = (now + watch.rule.recovery_time, watch.rule, "the blocked path")
         self._note = (
-            f"replanning: the guard held the command toward the sub-goal under {watch.rule.blocked_speed:g} m/s "
+            f"replanning: the guard held the command toward the sub-goal under {speed:g} m/s "
             f"for {watch.rule.blocked_time:g} s; the path counts as blocked by the return {r:.2f} m away at "
             f"{math.degrees(theta):.0f} deg; backing off {watch.rule.recovery_time:g} s first"
         )
+
+    def _toward(self, toward: np.ndarray) -> np.ndarray | None:
+        """A probe command: straight toward the body-frame direction ``toward`` at the speed limit, not
+        turning (None without a scan report)."""
+        if self._report() is None:
+            return None
+        v = self.limits.v_max
+        return np.array([v * float(toward[0]), v * float(toward[1]), 0.0])
+
+    def _free(self, cmd: np.ndarray, rule: GuardRule) -> float:
+        """[m] How far the guard lets ``cmd``'s direction go on this tick's scan (rule steps 0-2; inf
+        when nothing blocks it)."""
+        report = self._report()
+        if report is None:
+            return math.inf
+        seen = ~np.asarray(report.filled, dtype=bool)
+        free, blocks = free_distances(np.asarray(report.ranges, dtype=np.float64), cmd, rule, self.max_range, seen)
+        return float(np.min(free[blocks])) if np.any(blocks) else math.inf
+
+    def _guarded_speed(self, cmd: np.ndarray, rule: GuardRule) -> float:
+        """The planar speed the guard would let ``cmd`` keep on this tick's scan."""
+        guarded, _ = self._guarded(cmd, rule)
+        return math.hypot(float(guarded[0]), float(guarded[1]))
+
+    def _blocking_return(self, cmd: np.ndarray, rule: GuardRule) -> tuple[np.ndarray, float, float] | None:
+        """The return that limits ``cmd`` on this tick's scan (:func:`navcontract.guard.blocking_beam`):
+        its point in the odometry frame, its range and its body-frame bearing; None when nothing
+        blocks it."""
+        report = self._report()
+        if report is None or self.odom is None:
+            return None
+        pose = self.odom.value[0]
+        seen = ~np.asarray(report.filled, dtype=bool)
+        j = blocking_beam(report.ranges, cmd, rule, self.max_range, seen)
+        if j is None:
+            return None
+        r = float(guarded_ranges(np.asarray(report.ranges, dtype=np.float64), seen, rule)[j])
+        theta = TRAINING_ANGLE_MIN + j * 2.0 * math.pi / len(report.ranges)
+        c, s = math.cos(pose[2] + theta), math.sin(pose[2] + theta)
+        return np.array([pose[0] + r * c, pose[1] + r * s]), r, theta
+
+    def _block_toward_subgoal(self) -> str:
+        """At a stuck robot's recovery: raise in the scan map the return that holds a motion straight
+        toward the sub-goal, so that the plan after the back-off goes round it; what was done, in
+        words ("" when nothing holds it, or no map path or guard)."""
+        planner, rule, sub = self.scan_planner, self.guard, self._subgoal
+        if planner is None or rule is None or sub is None or self.path is not None or self.odom is None:
+            return ""
+        toward = _body_direction(self.odom.value[0], sub)
+        probe = None if toward is None else self._toward(toward)
+        if probe is None or self._guarded_speed(probe, rule) >= self.limits.v_max - 1e-9:
+            return ""
+        hit = self._blocking_return(probe, rule)
+        if hit is None:
+            return ""
+        planner.block(hit[0])
+        return f"; the return {hit[1]:.2f} m away at {math.degrees(hit[2]):.0f} deg raised in the map"
 
     def _mapped(self, pose: np.ndarray, final: tuple[float, float], now: float) -> tuple[float, float]:
         """Goal without a path: hand a new scan to the robot's map and take the sub-goal along the

@@ -6,7 +6,10 @@ driver alike.
 global path, :mod:`navdeploy.scan_map`), a tick is *refused* when the guard scaled the command
 (scale < 1) to a planar speed under ``blocked_speed`` while the driver's clamped command asked for at
 least ``blocked_speed`` toward the current sub-goal (a positive component along the direction to
-it). After ``blocked_time`` of refused ticks in a row the gate marks the path blocked: the return the
+it); or, when the driver makes no way toward the sub-goal (a planner that stops itself short of what
+the guard would still allow, a policy turning away), when the guard would stop a motion straight
+toward the sub-goal short of it (:data:`navdeploy.gate.BLOCKED_SLACK`). After ``blocked_time`` of
+refused ticks in a row the gate marks the path blocked: the return the
 guard stopped the robot before (:func:`navcontract.guard.blocking_beam`) is raised in the map
 (:meth:`navdeploy.scan_map.ScanPlanner.block`) and the map plans again at its next update; that tick's
 status reason starts with ``replanning``. A robot the guard holds stands about its passing clearance
@@ -21,7 +24,8 @@ grows ``progress_distance`` beyond the most it has had on that path (along the p
 an obstacle counts). Only the ticks in state ``driving`` count; a fault, no goal or the goal reached
 restart the clock, and so does the end of a back-off.
 With no progress for ``progress_time`` the tick's state is ``stuck`` with a zero command, and the
-gate recovers: for ``recovery_time`` (state ``recovering``) it sends :func:`recovery_command`, a
+gate recovers: the return that holds a motion straight toward the sub-goal (if one does) is raised
+in the map as a blocked path's is, so that the next plan goes round it; for ``recovery_time`` (state ``recovering``) it sends :func:`recovery_command`, a
 planar motion at ``recovery_speed`` away from the returns the scan saw within :data:`BACKOFF_REACH`
 (each weighted by the inverse square of its range: away from the nearest, and out between two that
 stand on either side; a diff-drive base backs when that direction lies behind, else drives forward),

@@ -320,8 +320,8 @@ def resolve_guard(contract: Any, enabled: bool, *, warnings: list[str]) -> tuple
     return trained, (
         f"guard radius {trained.radius:g} m, margin {trained.margin:g} m, headway {trained.headway:g} s, "
         f"decel {trained.decel:g} m/s^2, slide {'on' if trained.slide else 'off'}, unseen clearance "
-        f"{trained.unseen_clearance:g} m (unseen sectors are occupied: at most {trained.creep_speed:.2g} m/s "
-        f"toward them{unseen}), last stage ({smoother}; bundle contract)"
+        f"{trained.unseen_clearance:g} m (unseen sectors are occupied: no motion into them{unseen}), "
+        f"reaction {trained.reaction:.2g} s, last stage ({smoother}; bundle contract)"
     )
 
 

@@ -244,6 +244,41 @@ def test_a_path_the_guard_keeps_refusing_is_marked_blocked_and_a_new_plan_goes_r
     assert res.state == State.GOAL_REACHED, (pose, res.reason)
 
 
+class Stopper(Pusher):
+    """A driver that stops itself short of what lies ahead (as a planner with a wider margin than the
+    guard's does): the pusher's command, or zero once the guard would slow that command below 60 %
+    of its speed (so the guard never has to cut what it sends)."""
+
+    def step(self, scan, *, pose, twist, goal):
+        cmd = super().step(scan, pose=pose, twist=twist, goal=goal)
+        report = self.last_scan_report
+        scale = float(guard_scale(report.ranges, cmd, GUARD, R_MAX, ~np.asarray(report.filled, dtype=bool)))
+        return np.zeros(3) if scale < 0.6 else cmd
+
+
+def test_a_path_the_driver_stops_short_of_is_marked_blocked_too() -> None:
+    """The gap of the test above, a driver that stops itself before it (the guard never cuts its
+    command, scale 1): the guard would hold a motion straight toward the sub-goal, so after
+    blocked_time the path counts as blocked all the same, the return is raised, and the robot
+    arrives through the wide opening."""
+    walls = wall_with((MID_Y, GUARD.passing_clearance(B) - 0.015), (1.6, 0.45))
+    planner = MisjudgedGap(ScanMapCfg(keep=0.05), RADIUS, clearance=GUARD.passing_clearance(B))
+    rule = ProgressRule(blocked_time=1.0, progress_time=0.0)
+    gate = make_gate(Stopper(), guard=GUARD, max_range=R_MAX, scan_planner=planner, progress=rule)
+    gate.set_goal(*GOAL, "odom")
+    pose, reasons, crossed = START.copy(), [], None
+    for k in range(300):
+        res = tick_at(gate, pose, cast(pose, walls, beams=360), DT * k)
+        reasons.append(res.reason)
+        if res.state == State.GOAL_REACHED:
+            break
+        pose = pose + np.array([res.cmd[0], res.cmd[1], 0.0]) * DT
+        crossed = float(pose[1]) if crossed is None and pose[0] > WALL_X else crossed
+    assert all(r == "driving" or r.startswith("replanning") or r.startswith("recovering") for r in reasons[:-1])
+    assert any(r.startswith("replanning:") for r in reasons) and len(planner.raised) >= 1
+    assert res.state == State.GOAL_REACHED and crossed is not None and crossed > 1.2, crossed  # the wide opening
+
+
 @pytest.mark.parametrize("drive", ["holonomic", DIFF_DRIVE])
 def test_a_robot_without_progress_is_stuck_recovers_and_after_max_recoveries_stays_stuck(drive: str) -> None:
     """Odometry that never moves (wheels spinning on the spot): stuck within progress_time + one tick

@@ -43,9 +43,9 @@ from support.paths import FIXTURE_BUNDLE
 RULE = GuardRule(radius=0.2, margin=0.05, headway=0.4, decel=2.0, slide=False)
 GUARD_LINE = (
     "guard radius 0.2 m, margin 0.05 m, headway 0.4 s, decel 2 m/s^2, slide off, unseen clearance 0.1 m "
-    "(unseen sectors are occupied: at most 0.25 m/s toward them"
+    "(unseen sectors are occupied: no motion into them"
 )
-GUARD_TAIL = "), last stage (trained without a smoother; bundle contract)"
+GUARD_TAIL = "), reaction 0 s, last stage (trained without a smoother; bundle contract)"
 BEARING = math.radians(30.0)  # of the goal: the goal-seeking policy drives at 45 deg (both axes clip) and turns
 MAX_RANGE = 6.0
 
