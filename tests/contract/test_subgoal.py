@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -369,13 +370,19 @@ def stub_contract(path_following: TrainedPathFollowing | None = None) -> SimpleN
     )
 
 
+def unguarded(contract: SimpleNamespace, params: NodeParams | None = None):
+    """resolve_settings with the node's guard off: the stub states no radius to guard with (and these
+    tests are about the path rule)."""
+    return resolve_settings(contract, replace(params or NodeParams(), guard=False))
+
+
 def test_path_settings() -> None:
     contract = stub_contract()
-    s, warnings = resolve_settings(contract)
+    s, warnings = unguarded(contract)
     assert s.path_rule == LookaheadRule(1.0, 2.0) == LookaheadRule()
     assert "path_lookahead 1 m (default; the bundle has no path_following section)" in s.path_source
     assert "trained rule not stated" in s.path_source and not warnings
-    s, _ = resolve_settings(contract, NodeParams(path_lookahead=0.6, path_search_window=3))
+    s, _ = unguarded(contract, NodeParams(path_lookahead=0.6, path_search_window=3))
     assert s.path_rule == LookaheadRule(0.6, 3.0)
     assert s.path_source.startswith("path_lookahead 0.6 m (node parameter), path_search_window 3 m (node parameter)")
     assert CommandGate.from_settings(GoalRecorder(), s).path_rule == LookaheadRule(0.6, 3.0)
@@ -393,21 +400,21 @@ def test_path_settings() -> None:
 def test_path_parameters_of_zero_take_the_bundles_rule() -> None:
     """As goal_tolerance 0 takes the bundle's tolerance: 0 takes the trained rule, > 0 replaces it."""
     trained = TrainedPathFollowing(LookaheadRule(0.7, 2.5), 0.5)
-    s, warnings = resolve_settings(stub_contract(trained))
+    s, warnings = unguarded(stub_contract(trained))
     assert s.path_rule == LookaheadRule(0.7, 2.5) and not warnings
     assert s.path_source == (
         "path_lookahead 0.7 m (bundle contract; node parameter 0 = the bundle's), "
         "path_search_window 2.5 m (bundle contract; node parameter 0 = the bundle's); "
         "the policy followed planned paths in 50% of its training episodes"
     )
-    s, warnings = resolve_settings(stub_contract(trained), NodeParams(path_lookahead=1.2))
+    s, warnings = unguarded(stub_contract(trained), NodeParams(path_lookahead=1.2))
     assert s.path_rule == LookaheadRule(1.2, 2.5)
     assert "path_lookahead 1.2 m (node parameter; the bundle's 0.7 m)" in s.path_source
     assert warnings == ["path_lookahead=1.2 m differs from the 0.7 m the policy was trained to follow paths with"]
     # The same value as trained, or a policy that never followed a path in training: no warning.
-    assert not resolve_settings(stub_contract(trained), NodeParams(path_search_window=2.5))[1]
+    assert not unguarded(stub_contract(trained), NodeParams(path_search_window=2.5))[1]
     never = TrainedPathFollowing(LookaheadRule(0.7, 2.5), 0.0)
-    s, warnings = resolve_settings(stub_contract(never), NodeParams(path_lookahead=1.2))
+    s, warnings = unguarded(stub_contract(never), NodeParams(path_lookahead=1.2))
     assert s.path_rule == LookaheadRule(1.2, 2.5) and not warnings
     assert s.path_source.endswith("the policy was trained without path following (share 0)")
 

@@ -127,7 +127,7 @@ def test_contract_in_metadata_equals_contract_file_and_says_everything(bundle: P
     assert beside["path_following"]["lookahead"] == cfg.env.worlds.lookahead
     assert beside["path_following"]["trained_share"] == cfg.env.worlds.path_following
     # The collision guard it drove through, from the config's env.guard (on by default).
-    assert beside["guard"] == guard_rule(cfg.env).to_dict() and beside["guard"]["radius"] == 0.2
+    assert beside["guard"] == guard_rule(cfg).to_dict() and beside["guard"]["radius"] == 0.2
 
 
 def test_self_check_ran_on_recorded_observations_within_tolerance(bundle: Path) -> None:

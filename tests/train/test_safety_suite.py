@@ -67,7 +67,9 @@ def test_a_row_runs_behind_the_nodes_gate_with_the_lidars_field_of_view(fixture_
     for row in payload["rows"]:
         assert row["episodes"] == 2 and 0 <= row["passable"] <= 2
         assert row["collisions"] + round(row["success_rate"] * 2) + round(row["timeout_rate"] * 2) == 2
-        assert row["passable_clearance_m"] == pytest.approx(0.2)  # the fixture bundle has no guard: its radius
+        # The fixture bundle has no guard section: the node's default guard, whose passing clearance is
+        # (0.2 + 0.01) / (1 - sin(2.5 deg)) on 72 beams.
+        assert row["passable_clearance_m"] == pytest.approx(0.21 / (1 - math.sin(math.radians(2.5))))
         assert sum(row["gate_states"].values()) > 0
     json_path, md_path, png_path = write_outputs(payload, tmp_path / "safety")
     assert json.loads(json_path.read_text())["suite"] == "safety"
