@@ -228,14 +228,7 @@ def families_main(args: argparse.Namespace) -> int:
 
     if args.baseline is not None:
         raise CliError("--baseline goes with --suite robustness")
-    rows = None
-    if args.rows:
-        rows = [r.strip() for r in args.rows.split(",") if r.strip()]
-        unknown = [r for r in rows if r not in families_suite.row_names()]
-        if unknown:
-            raise CliError(
-                f"--rows: unknown row(s) {', '.join(unknown)} (known: {', '.join(families_suite.row_names())})"
-            )
+    rows = chosen_rows(args, families_suite.row_names())
     evaluator = suite_evaluator(args)
     payload = families_suite.run_suite(
         evaluator, episodes=args.episodes or 500, seed=args.seed, num_envs=args.num_envs, rows=rows, out=args.out
@@ -246,6 +239,17 @@ def families_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def chosen_rows(args: argparse.Namespace, names: list[str]) -> list[str] | None:
+    """The rows ``--rows`` names (None: every row); CliError naming the unknown ones."""
+    if not args.rows:
+        return None
+    rows = [r.strip() for r in args.rows.split(",") if r.strip()]
+    unknown = [r for r in rows if r not in names]
+    if unknown:
+        raise CliError(f"--rows: unknown row(s) {', '.join(unknown)} (known: {', '.join(names)})")
+    return rows
+
+
 def safety_main(args: argparse.Namespace) -> int:
     """``--suite safety`` (navtrain/safety_suite.py): a bundle behind the node's gate (``--node``)."""
     from navtrain import safety_suite
@@ -254,14 +258,7 @@ def safety_main(args: argparse.Namespace) -> int:
         raise CliError("--suite safety drives a bundle behind the node's gate: give --bundle DIR --node")
     if args.baseline is not None:
         raise CliError("--baseline goes with --suite robustness")
-    rows = None
-    if args.rows:
-        rows = [r.strip() for r in args.rows.split(",") if r.strip()]
-        unknown = [r for r in rows if r not in safety_suite.row_names()]
-        if unknown:
-            raise CliError(
-                f"--rows: unknown row(s) {', '.join(unknown)} (known: {', '.join(safety_suite.row_names())})"
-            )
+    rows = chosen_rows(args, safety_suite.row_names())
     evaluator = suite_evaluator(args)
     payload = safety_suite.run_suite(
         evaluator, episodes=args.episodes or 1000, seed=args.seed, num_envs=args.num_envs, rows=rows

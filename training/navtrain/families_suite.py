@@ -26,7 +26,6 @@ paths, failures first).
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -34,6 +33,7 @@ from typing import Any
 
 from navsim.config import WorldsCfg
 from navtrain.evaluation import Evaluator, format_metric, plot_trace, with_overrides
+from navtrain.suite_files import write_suite_files
 
 SUITE = "families"
 # Every policy is fed the same paths: the planner's, with the configured default clearance (a
@@ -47,6 +47,8 @@ NOMINAL = [
 
 @dataclass(frozen=True)
 class Row:
+    """A suite's row: its name, what it is, and the config overrides that make its worlds."""
+
     name: str
     description: str
     overrides: tuple[str, ...]
@@ -199,10 +201,5 @@ def plot(payload: dict[str, Any], path: str | Path) -> None:
 
 
 def write_outputs(payload: dict[str, Any], stem: str | Path) -> list[Path]:
-    stem = Path(stem)
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    paths = [stem.with_suffix(".json"), stem.with_suffix(".md"), stem.with_suffix(".png")]
-    paths[0].write_text(json.dumps(payload, indent=2) + "\n")
-    paths[1].write_text(markdown(payload))
-    plot(payload, paths[2])
-    return paths
+    """``STEM.json``, ``STEM.md`` and ``STEM.png`` of ``payload``."""
+    return write_suite_files(payload, stem, markdown, plot)

@@ -25,9 +25,7 @@ on the contract's beams) from every surface. The bars: no collision at all; time
 
 from __future__ import annotations
 
-import json
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +35,8 @@ import torch
 from navsim.grid_planner import Grid, plan_paths
 from navsim.outcomes import OUTCOMES, Outcome
 from navtrain.evaluation import Evaluator, NodeActor, eval_env, run_episodes, wilson_interval, with_overrides
+from navtrain.families_suite import Row
+from navtrain.suite_files import write_suite_files
 
 SUITE = "safety"
 POST_RADIUS = 0.075
@@ -52,13 +52,6 @@ WORLDS = (
 MAX_COLLISION_RATE = 0.0
 MAX_STUCK_RATE = 0.005
 """The bars: collisions over all episodes, timeouts over the episodes in worlds passable for the guard."""
-
-
-@dataclass(frozen=True)
-class Row:
-    name: str
-    description: str
-    overrides: tuple[str, ...]
 
 
 ROWS = (
@@ -228,10 +221,5 @@ def plot(payload: dict[str, Any], path: str | Path) -> None:
 
 
 def write_outputs(payload: dict[str, Any], stem: str | Path) -> list[Path]:
-    stem = Path(stem)
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    paths = [stem.with_suffix(".json"), stem.with_suffix(".md"), stem.with_suffix(".png")]
-    paths[0].write_text(json.dumps(payload, indent=2) + "\n")
-    paths[1].write_text(markdown(payload))
-    plot(payload, paths[2])
-    return paths
+    """``STEM.json``, ``STEM.md`` and ``STEM.png`` of ``payload``."""
+    return write_suite_files(payload, stem, markdown, plot)
