@@ -57,7 +57,7 @@ from typing import Any
 from navcontract.action import ActionScaling
 from navcontract.base import DEFAULT_BASE, HOLONOMIC, BaseError, BaseSpec, load_base
 from navcontract.base import SECTION as BASE_SECTION
-from navcontract.guard import GUARD_SECTION, GuardRule, reaction_time
+from navcontract.guard import GUARD_SECTION, GuardRule, response_reaction
 from navcontract.response import SECTION as RESPONSE_SECTION
 from navcontract.response import ResponseError, RobotResponse
 from navcontract.scan import BeamLayout
@@ -390,10 +390,7 @@ def implied_reaction(data: dict[str, Any], response: RobotResponse | None) -> fl
     period = data.get("control_period")
     if isinstance(period, bool) or not isinstance(period, int | float) or not math.isfinite(period) or period <= 0:
         raise BundleError(f"contract control_period must be a finite number > 0, got {period!r}")
-    if response is None:
-        return reaction_time(float(period), 0.0, None)
-    tau = None if response.actuator_tau is None else response.actuator_tau[1]
-    return reaction_time(float(period), response.latency_budget, tau)
+    return response_reaction(float(period), response)
 
 
 def _parse_guard(data: dict[str, Any], response: RobotResponse | None) -> GuardRule | None:

@@ -89,6 +89,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from navcontract.response import RobotResponse
 from navcontract.scan import TRAINING_ANGLE_MIN
 from navcontract.xp import ops_for
 
@@ -242,6 +243,15 @@ def reaction_time(control_period: float, latency_budget: float, actuator_tau: fl
     no lag was trained). The same sum in training (from the randomisation) and on the robot (from the
     contract)."""
     return float(control_period) + float(latency_budget) + (0.0 if actuator_tau is None else float(actuator_tau))
+
+
+def response_reaction(control_period: float, response: RobotResponse | None) -> float:
+    """[s] :func:`reaction_time` of a base that answers as ``response`` describes (None: a contract
+    without the section, no trained delay or lag)."""
+    if response is None:
+        return reaction_time(control_period, 0.0, None)
+    tau = None if response.actuator_tau is None else response.actuator_tau[1]
+    return reaction_time(control_period, response.latency_budget, tau)
 
 
 def braking_speed(free: Any, reaction: float, decel: float) -> Any:

@@ -19,7 +19,7 @@ from typing import Any
 from navcontract.action import ActionScaling
 from navcontract.base import DEFAULT_BASE, DIFF_DRIVE, BaseError, BaseSpec, load_base
 from navcontract.bundle import make_contract
-from navcontract.guard import GuardRule, reaction_time
+from navcontract.guard import GuardRule, response_reaction
 from navcontract.response import RobotResponse
 from navcontract.scan import ScanOptions
 from navcontract.spec import PolicySpec, policy_spec_from_terms
@@ -122,8 +122,6 @@ def guard_rule(cfg: NavConfig) -> GuardRule | None:
     g = env.guard
     if not g.enabled:
         return None
-    response = robot_response(cfg)
-    tau = None if response.actuator_tau is None else response.actuator_tau[1]
     return GuardRule(
         radius=env.robot.radius,
         margin=g.margin,
@@ -132,7 +130,7 @@ def guard_rule(cfg: NavConfig) -> GuardRule | None:
         slide=g.slide,
         unseen_clearance=g.unseen_clearance,
         after_smoother=env.smoother.enabled,
-        reaction=reaction_time(env.control_period, response.latency_budget, tau),
+        reaction=response_reaction(env.control_period, robot_response(cfg)),
     )
 
 

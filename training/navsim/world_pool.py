@@ -34,8 +34,9 @@ class InfeasibleWorlds(RuntimeError):
     """A family's configuration keeps producing worlds without a path for the robot."""
 
 
-def plan_worlds(batch: RoomBatch, cfg: EnvCfg, geom: RoomGeometry) -> PlanResult:
-    """The grid planner on a batch of one family's worlds (their half extents are the grid's)."""
+def plan_worlds(batch: RoomBatch, cfg: EnvCfg, geom: RoomGeometry, radius: float | None = None) -> PlanResult:
+    """The grid planner on a batch of one family's worlds (their half extents are the grid's), for
+    a robot of ``radius`` (default: ``cfg.robot.radius``)."""
     hx, hy = (float(v) for v in batch.half[0])
     grid = Grid(hx, hy, cfg.worlds.grid_resolution)
     with _one_thread():  # small tensor work: extra threads only contend (and stall on busy cores)
@@ -47,7 +48,7 @@ def plan_worlds(batch: RoomBatch, cfg: EnvCfg, geom: RoomGeometry) -> PlanResult
             batch.goal,
             geom.sizes,
             grid,
-            cfg.robot.radius,
+            cfg.robot.radius if radius is None else float(radius),
             cfg.worlds.path_points,
             cfg.worlds.path_clearance,
         )

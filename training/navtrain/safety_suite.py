@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from navsim.grid_planner import Grid, plan_paths
 from navsim.outcomes import OUTCOMES, Outcome
+from navsim.world_pool import plan_worlds
 from navtrain.evaluation import Evaluator, NodeActor, eval_env, run_episodes, wilson_interval, with_overrides
 from navtrain.families_suite import Row
 from navtrain.suite_files import write_suite_files
@@ -67,20 +67,7 @@ def row_names() -> list[str]:
 def passable(env: Any, rooms: Any, clearance: float) -> np.ndarray:
     """(n,) bool: the grid planner finds a path from start to goal keeping ``clearance`` from every
     surface in each world of ``rooms`` (one family, so one grid)."""
-    hx, hy = (float(v) for v in rooms.half[0])
-    grid = Grid(hx, hy, env.env_cfg.worlds.grid_resolution)
-    result = plan_paths(
-        rooms.slot_pos,
-        rooms.slot_yaw,
-        rooms.slot_active,
-        rooms.start,
-        rooms.goal,
-        env.geometry.sizes,
-        grid,
-        clearance,
-        env.env_cfg.worlds.path_points,
-    )
-    return np.asarray(result.feasible, dtype=bool)
+    return np.asarray(plan_worlds(rooms, env.env_cfg, env.geometry, clearance).feasible, dtype=bool)
 
 
 def run_row(evaluator: Evaluator, row: Row, episodes: int, seed: int, num_envs: int | None) -> dict[str, Any]:
