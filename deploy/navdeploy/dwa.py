@@ -19,26 +19,35 @@ One step:
    (the contract's ``action.drive``) the window has no lateral axis: ``vy`` is 0, ``vx`` lies in
    ``[-v_backward, v_max]``, and the samples are ``(v, w)`` pairs, whose trajectories are unicycle
    arcs. The centre is the previous
-   command; after :meth:`DwaPlanner.reset`, or when the measured twist is more than
-   ``resync_windows`` windows away from it (the base is not following), it is the measured body
-   twist. Hence consecutive commands differ by at most ``a * control_period`` per component
-   while the base follows its commands.
+   command: the planner's own, or behind the command gate the one that went out
+   (:meth:`DwaPlanner.command_sent`: after the gate's smoother and guard, so a command the guard cut
+   is not taken for one the base follows, and the window stays on it, as the gate's smoother does,
+   however far the lagging measured twist is); after :meth:`DwaPlanner.reset`, or, without a gate,
+   when the measured twist is more than ``resync_windows`` windows away from the previous command
+   (the base is not following), it is the measured body twist. Hence consecutive commands differ by at most ``a * control_period`` per
+   component while the base follows its commands. Behind the gate ``a`` is at most the smoother's
+   limit (:meth:`DwaPlanner.configure_accel`), so the smoother passes the pick unchanged.
 3. The window is sampled on an ``n_vx x n_vy x n_wz`` grid (``n_vy`` counts as 1, at ``vy = 0``,
    for a diff-drive base; plus the centre and the braking command). Each sample is held as a constant body-frame twist for ``horizon_s`` (an arc,
    closed form), evaluated every ``check_dt`` seconds.
-4. A trajectory is admissible when its centre stays at least ``robot_radius + safety_margin +
-   margin_per_speed * planar speed`` from every scan point at every evaluated time after the start
-   (or, when the robot is already closer than that, never gets closer than it is now). The
-   horizon must cover braking from full speed plus one period (``horizon_s >= v / a_lin +
-   control_period`` for the larger of the forward and backward limits, checked): a clear arc then leaves room to stop along it.
-   **Unseen is occupied**, as for the collision guard: a sample is admissible only when its planar
-   velocity is one the guard's rule allows toward the sectors the scan did not see (outside the
-   lidar's field of view, or filled for lack of a reading: the scan report's ``filled``), each
-   counted as a return at ``radius + margin + unseen_clearance``
-   (:func:`navcontract.guard.guard_scale` on those returns alone). The rule is the contract's
-   guard when it carries one (the gate then checks the command with the same rule), else
-   :func:`unseen_rule`'s, on the planner's own radius and safety margin. So the planner never
-   picks a motion into a blind sector.
+4. A trajectory is admissible when its centre stays at least ``safe_distance + margin_per_speed *
+   planar speed`` from every scan point at every evaluated time after the start (or, when the
+   robot is already closer than that, never gets closer than it is now). The horizon must cover
+   braking from full speed plus one period (``horizon_s >= v / a_lin + control_period`` for the
+   larger of the forward and backward limits, checked): a clear arc then leaves room to stop along it.
+   **One rule with the guard.** With a guard (:attr:`DwaPlanner.guard`: the contract's, or the one
+   the command gate applies, handed over by :meth:`DwaPlanner.configure_guard`) ``safe_distance`` is
+   the guard's passing clearance on the contract's beams
+   (:meth:`navcontract.guard.GuardRule.passing_clearance`), and a sample is admissible only when the
+   guard leaves its planar velocity as it is on this very scan (:func:`navcontract.guard.guard_scale`
+   is 1, unseen sectors occupied, rule step 0): the planner never asks for a gap or a speed the
+   guard refuses, nor refuses a gap the guard lets the robot through. Without a guard
+   ``safe_distance`` is ``robot_radius + safety_margin``, and **unseen is occupied** all the same: a
+   sample is admissible only when its planar velocity is one :func:`unseen_rule` (the planner's
+   radius and safety margin) allows toward the sectors the scan did not see (outside the lidar's
+   field of view, or filled for lack of a reading: the scan report's ``filled``), each counted as a
+   return at ``radius + margin + unseen_clearance``. So the planner never picks a motion into a
+   blind sector.
 5. Admissible trajectories are scored: ``w_progress * progress + w_heading * heading +
    w_clearance * clearance + w_speed * speed`` (each term in [-1, 1] or [0, 1], see
    :meth:`DwaPlanner.evaluate`). The best one's twist is the command.
@@ -219,8 +228,10 @@ class DwaPlanner(ContractScanReader):
         radius = contract_radius(contract)
         self.radius_source = "contract" if radius is not None else "params"
         self.robot_radius = radius if radius is not None else p.robot_radius
-        self.safe_distance = self.robot_radius + p.safety_margin
         self.unseen = unseen_rule(contract, self.robot_radius, p)
+        self.guard: GuardRule | None = None
+        self.safe_distance = self.robot_radius + p.safety_margin
+        self.configure_guard(getattr(contract, "guard", None))
         scaling = contract.scaling
         self.holonomic = scaling.drive != DIFF_DRIVE
         self.v_max = float(scaling.v_max)
@@ -245,9 +256,39 @@ class DwaPlanner(ContractScanReader):
         self._beam_cs = np.stack([np.cos(angles), np.sin(angles)], axis=-1)
         self._grid = self._unit_grid()
         self._prev: np.ndarray | None = None
+        self._told = False  # a gate reports the commands that went out (command_sent): no resync
         self.last_info: dict[str, Any] = {}
 
     # ------------------------------------------------------------------------------------------
+
+    def configure_guard(self, rule: GuardRule | None) -> None:
+        """Keep ``rule``, the guard the command will be checked by (the gate's; None: no guard, the
+        planner's own ``robot_radius + safety_margin`` and :func:`unseen_rule`), in every sample from now
+        on (module doc, step 4)."""
+        self.guard = rule
+        if rule is None:
+            self.unseen = unseen_rule(self.contract, self.robot_radius, self.params)
+            self.safe_distance = self.robot_radius + self.params.safety_margin
+        else:
+            self.unseen = rule
+            self.safe_distance = rule.passing_clearance(int(self.contract.num_beams))
+
+    def configure_accel(self, limits: Any) -> None:
+        """Keep the window within the command gate's velocity smoother (``limits``: its
+        :class:`~navdeploy.smoother.AccelLimits`; an axis it leaves unlimited keeps ``a_lin`` /
+        ``a_ang``): a window the smoother would cut picks commands that never go out as picked."""
+        p = self.params
+        lin = p.a_lin if limits.linear is None else min(p.a_lin, float(limits.linear))
+        ang = p.a_ang if limits.angular is None else min(p.a_ang, float(limits.angular))
+        self.half_window = np.array([lin, lin if self.holonomic else 0.0, ang]) * self.period
+
+    def command_sent(self, cmd: Any) -> None:
+        """The command that went out this tick (the gate's, after its smoother and guard; a zero when it
+        stopped the robot): the next window is centred on it, not on what the planner asked for."""
+        c = np.asarray(cmd, dtype=np.float64).reshape(-1)
+        if c.shape == (3,) and np.all(np.isfinite(c)):
+            self._prev = self.clamp(c)
+            self._told = True
 
     def reset(self) -> None:
         """Forget the previous command: the next window is centred on the measured twist."""
@@ -290,6 +331,8 @@ class DwaPlanner(ContractScanReader):
         meas = self.clamp(twist)
         if self._prev is None:
             return meas
+        if self._told:  # the gate's smoother starts from what went out too
+            return self._prev.copy()
         if np.any(np.abs(meas - self._prev) > self.params.resync_windows * self.half_window):
             return meas
         return self._prev.copy()
@@ -310,20 +353,33 @@ class DwaPlanner(ContractScanReader):
         """Each component toward zero by at most its window half-width."""
         return centre - np.clip(centre, -self.half_window, self.half_window)
 
-    def unseen_ok(self, samples: np.ndarray, seen: np.ndarray | None) -> np.ndarray:
-        """(S,) whether each sample's planar velocity is one the unseen rule allows (step 4 of the
-        module docstring): the guard's scale on the unseen sectors' returns alone is 1."""
+    def guard_ok(self, samples: np.ndarray, ranges: np.ndarray, seen: np.ndarray | None) -> np.ndarray:
+        """(S,) whether the guard leaves each sample's planar velocity as it is (step 4 of the module
+        docstring): with :attr:`guard`, its scale on ``ranges`` (the contract's beams, unseen sectors
+        occupied) is 1; without one, the scale of :func:`unseen_rule` on the unseen sectors' returns
+        alone is 1."""
+        max_range = float(self.contract.max_range)
+        if self.guard is not None:
+            scale = guard_scale(
+                np.broadcast_to(ranges, (samples.shape[0], ranges.shape[0])),
+                samples,
+                self.guard,
+                max_range,
+                None if seen is None else np.broadcast_to(seen, (samples.shape[0], seen.shape[0])),
+            )
+            return np.asarray(scale) >= 1.0 - 1e-6
         if seen is None or seen.all():
             return np.ones(samples.shape[0], dtype=bool)
-        ranges = np.full(seen.shape[0], float(self.contract.max_range))  # seen sectors: nothing here
-        scale = guard_scale(ranges, samples, self.unseen, float(self.contract.max_range), seen)
+        free = np.full(seen.shape[0], max_range)  # seen sectors: nothing here
+        scale = guard_scale(free, samples, self.unseen, max_range, seen)
         return np.asarray(scale) >= 1.0 - 1e-6
 
     def evaluate(
-        self, samples: np.ndarray, points: np.ndarray, goal_body: np.ndarray, seen: np.ndarray | None = None
+        self, samples: np.ndarray, ranges: np.ndarray, goal_body: np.ndarray, seen: np.ndarray | None = None
     ) -> dict[str, np.ndarray]:
-        """Admissibility and score terms of each sample (vectorised over samples x times x points);
-        ``seen``: the sectors the scan saw (None: every one), the others occupied (:meth:`unseen_ok`).
+        """Admissibility and score terms of each sample (vectorised over samples x times x points) on
+        the scan ``ranges`` (the contract's beams, metres); ``seen``: the sectors the scan saw (None:
+        every one), the others occupied (:meth:`guard_ok`).
 
         - progress: (d_goal_now - closest goal distance along the arc) / (v_max * horizon), in
           [-1, 1] (an arc through the goal earns it fully, whatever it does afterwards);
@@ -334,6 +390,7 @@ class DwaPlanner(ContractScanReader):
           instead of roaming.
         """
         p = self.params
+        points = self.scan_points(ranges)
         poses = arc_poses(samples, self.times)  # (S, T, 3)
         xy = poses[..., :2]
         s, t = xy.shape[:2]
@@ -358,7 +415,7 @@ class DwaPlanner(ContractScanReader):
         speed = np.hypot(samples[:, 0], samples[:, 1])
         safe = self.safe_distance + p.margin_per_speed * speed
         threshold = np.minimum(safe, d_now - 1e-9)
-        admissible = (dmin >= threshold) & self.unseen_ok(samples, seen)
+        admissible = (dmin >= threshold) & self.guard_ok(samples, ranges, seen)
         end = xy[:, -1, :]
         d_goal_now = float(np.hypot(goal_body[0], goal_body[1]))
         to_goal = goal_body[None, :] - end
@@ -402,7 +459,7 @@ class DwaPlanner(ContractScanReader):
             samples = self.candidates(centre)
             report = self.last_scan_report
             seen = None if report is None else ~np.asarray(report.filled, dtype=bool)
-            ev = self.evaluate(samples, self.scan_points(ranges), goal_body, seen)
+            ev = self.evaluate(samples, ranges, goal_body, seen)
             ok = ev["admissible"]
             if ok.any():
                 score = np.where(ok, ev["score"], -np.inf)

@@ -153,6 +153,12 @@ class CommandGate:
             configure(settings.scan_options)
         elif hasattr(driver, "scan_options"):
             driver.scan_options = settings.scan_options
+        keep_guard = getattr(driver, "configure_guard", None)
+        if keep_guard is not None and settings.guard is not None:
+            keep_guard(settings.guard)  # a planner plans with the rule its command is checked by
+        keep_accel = getattr(driver, "configure_accel", None)
+        if keep_accel is not None and settings.accel_limits.active:
+            keep_accel(settings.accel_limits)  # and within the smoother's limits
         return cls(
             driver=driver,
             limits=settings.limits,
@@ -446,6 +452,9 @@ class CommandGate:
             res.cmd = np.array([res.cmd[0], 0.0, res.cmd[2]], dtype=np.float64)  # never a lateral command
         if res.state not in MOVING_STATES:
             self.stopped(now)
+        told = getattr(self.driver, "command_sent", None)
+        if told is not None:
+            told(res.cmd)  # a planner's next window starts from what went out, not from what it asked
         self._paused(res.state)
         if res.state == State.DRIVING and self._note is not None:
             res.reason = self._note

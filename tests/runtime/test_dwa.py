@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from navcontract.bundle import read_contract
-from navcontract.guard import UNSEEN_CLEARANCE
+from navcontract.guard import UNSEEN_CLEARANCE, guard_scale
 from navcontract.scan import ScanInput, ScanUnusable
 from navdeploy.dwa import DEFAULT_PARAMS_FILE, DwaConfigError, DwaParams, DwaPlanner
 from support.bases import V_BACKWARD, diff_drive_contract
@@ -445,3 +445,89 @@ def test_diff_drive_never_backs_into_what_the_scan_does_not_see(diff_planner):
             break
     assert math.hypot(goal[0] - pose[0], goal[1] - pose[1]) < 0.5, pose
     assert fastest <= 1e-9, fastest
+
+
+# ----------------------------------------------------------------------------------------------
+# One rule with the guard: the planner keeps the guard its command is checked by.
+
+DEFAULT_BUNDLE = (
+    Path(__file__).resolve().parents[2] / "ros2_ws" / "src" / "nav_policy" / "nav_policy" / "default_bundle"
+)
+
+
+@pytest.fixture(scope="module")
+def guarded_contract():
+    contract = read_contract(DEFAULT_BUNDLE)
+    assert contract.guard is not None  # the shipped default was trained driving through the guard
+    return contract
+
+
+def post(cx: float, cy: float, r: float = 0.075) -> list[tuple[tuple[float, float], tuple[float, float]]]:
+    """A square post of half side ``r`` centred at (cx, cy)."""
+    c = [(cx - r, cy - r), (cx + r, cy - r), (cx + r, cy + r), (cx - r, cy + r)]
+    return [(c[i], c[(i + 1) % 4]) for i in range(4)]
+
+
+def test_with_a_guard_it_keeps_the_guards_passing_clearance(guarded_contract):
+    """The planner's clearance is the guard's passing clearance on the contract's beams, not its own
+    radius + safety margin (which asks more than the guard, and refuses gaps the guard lets through)."""
+    planner = DwaPlanner(guarded_contract, DwaParams.from_yaml())
+    rule = guarded_contract.guard
+    assert planner.guard is rule
+    assert planner.safe_distance == pytest.approx(rule.passing_clearance(guarded_contract.num_beams))
+    assert planner.safe_distance < planner.robot_radius + planner.params.safety_margin
+
+
+def test_with_a_guard_it_asks_only_for_what_the_guard_leaves(guarded_contract):
+    """Through a slalom of posts at full speed: every command the planner gives is one the guard, on
+    the very beams the planner read, leaves as it is, and the robot gets through without touching."""
+    planner = DwaPlanner(guarded_contract, DwaParams.from_yaml())
+    rule = guarded_contract.guard
+    segs = room_walls(4.0)
+    for k, x in enumerate(np.arange(-2.0, 2.6, 0.6)):
+        segs += post(float(x), 0.35 if k % 2 else -0.35)
+    pose, twist, goal = (-3.2, 0.0, 0.0), np.zeros(3), (3.2, 0.0)
+    planner.reset()
+    scales, clearances = [], []
+    for _ in range(300):
+        cmd = planner.step(cast(pose, segs, n=720), pose, twist, goal)
+        report = planner.last_scan_report
+        scales.append(float(guard_scale(report.ranges, cmd, rule, float(guarded_contract.max_range), ~report.filled)))
+        pose, twist = integrate(pose, cmd, planner.period), cmd
+        clearances.append(segment_distance(pose[:2], segs))
+        if math.hypot(goal[0] - pose[0], goal[1] - pose[1]) < guarded_contract.goal_tolerance:
+            break
+    assert math.hypot(goal[0] - pose[0], goal[1] - pose[1]) < guarded_contract.goal_tolerance, pose
+    assert min(scales) >= 1.0 - 1e-6, min(scales)
+    assert min(clearances) > planner.robot_radius
+
+
+def test_the_window_starts_from_the_command_that_went_out(planner):
+    """Behind the gate the command that left (after its smoother and guard) may differ from the
+    planner's: told that the guard cut it to zero, the next window is centred on zero, not on the
+    speed the planner asked for (a planner that kept braking from that speed stood still for ticks)."""
+    scan = cast((0, 0, 0), room_walls())
+    half = planner.half_window
+    planner.reset()
+    cmd = planner.step(scan, (0, 0, 0), np.array([1.2, 0.0, 0.0]), (3.0, 0.0))
+    assert cmd[0] > 1.0
+    planner.command_sent(np.zeros(3))
+    nxt = planner.step(scan, (0, 0, 0), np.array([1.1, 0.0, 0.0]), (3.0, 0.0))
+    assert np.all(np.abs(nxt) <= half + EPS), nxt
+
+
+def test_behind_the_gate_it_plans_with_the_gates_guard_and_smoother(guarded_contract):
+    """The command gate hands the planner the guard and the acceleration limits it applies: the window
+    never asks for a change the smoother would cut, the clearance is the gate's guard's."""
+    from navdeploy.gate import CommandGate
+    from navdeploy.node_params import NodeParams
+    from navdeploy.settings import resolve_settings
+
+    settings, _ = resolve_settings(guarded_contract, NodeParams())
+    planner = DwaPlanner(guarded_contract, DwaParams.from_yaml().replace(a_lin=9.0, a_ang=9.0))
+    CommandGate.from_settings(planner, settings)
+    assert planner.guard is settings.guard
+    limits = settings.accel_limits
+    assert limits.linear is not None and limits.linear < 9.0
+    assert planner.half_window[0] == pytest.approx(limits.linear * planner.period)
+    assert planner.half_window[2] == pytest.approx(limits.angular * planner.period)
