@@ -38,10 +38,11 @@ One step:
    **One rule with the guard.** With a guard (:attr:`DwaPlanner.guard`: the contract's, or the one
    the command gate applies, handed over by :meth:`DwaPlanner.configure_guard`) ``safe_distance`` is
    the guard's passing clearance on the contract's beams
-   (:meth:`navcontract.guard.GuardRule.passing_clearance`), and a sample is admissible only when the
-   guard leaves its planar velocity as it is on this very scan (:func:`navcontract.guard.guard_scale`
-   is 1, unseen sectors occupied, rule step 0): the planner never asks for a gap or a speed the
-   guard refuses, nor refuses a gap the guard lets the robot through. Without a guard
+   (:meth:`navcontract.guard.GuardRule.passing_clearance`), and each sample is first scaled as the
+   guard scales it on this very scan (:func:`navcontract.guard.guard_scale`, unseen sectors occupied,
+   rule step 0): the planner weighs the motions the guard lets out (a creep where the guard allows
+   only a creep), never asks for a gap or a speed the guard refuses, nor refuses a gap the guard
+   lets the robot through. Without a guard
    ``safe_distance`` is ``robot_radius + safety_margin``, and **unseen is occupied** all the same: a
    sample is admissible only when its planar velocity is one :func:`unseen_rule` (the planner's
    radius and safety margin) allows toward the sectors the scan did not see (outside the lidar's
@@ -353,23 +354,32 @@ class DwaPlanner(ContractScanReader):
         """Each component toward zero by at most its window half-width."""
         return centre - np.clip(centre, -self.half_window, self.half_window)
 
-    def guard_ok(self, samples: np.ndarray, ranges: np.ndarray, seen: np.ndarray | None) -> np.ndarray:
-        """(S,) whether the guard leaves each sample's planar velocity as it is (step 4 of the module
-        docstring): with :attr:`guard`, its scale on ``ranges`` (the contract's beams, unseen sectors
-        occupied) is 1; without one, the scale of :func:`unseen_rule` on the unseen sectors' returns
-        alone is 1."""
-        max_range = float(self.contract.max_range)
-        if self.guard is not None:
-            scale = guard_scale(
-                np.broadcast_to(ranges, (samples.shape[0], ranges.shape[0])),
-                samples,
-                self.guard,
-                max_range,
-                None if seen is None else np.broadcast_to(seen, (samples.shape[0], seen.shape[0])),
-            )
-            return np.asarray(scale) >= 1.0 - 1e-6
-        if seen is None or seen.all():
+    def guarded(self, samples: np.ndarray, ranges: np.ndarray, seen: np.ndarray | None) -> np.ndarray:
+        """(S, 3) each sample as the guard of :attr:`guard` lets it out on ``ranges`` (the contract's
+        beams, unseen sectors occupied): its planar part scaled by :func:`navcontract.guard.guard_scale`,
+        ``wz`` as it is (step 4 of the module docstring). A scaled sample is one the guard leaves as it
+        is: its cap is its speed, and a slower turning command sweeps no wider a fan."""
+        if self.guard is None:
+            return samples
+        n = samples.shape[0]
+        scale = guard_scale(
+            np.broadcast_to(ranges, (n, ranges.shape[0])),
+            samples,
+            self.guard,
+            float(self.contract.max_range),
+            None if seen is None else np.broadcast_to(seen, (n, seen.shape[0])),
+        )
+        out = samples.copy()
+        out[:, :2] *= np.asarray(scale, dtype=np.float64)[:, None]
+        return out
+
+    def unseen_ok(self, samples: np.ndarray, seen: np.ndarray | None) -> np.ndarray:
+        """(S,) without a guard: whether :func:`unseen_rule` leaves each sample's planar velocity as it
+        is toward the sectors the scan did not see (step 4 of the module docstring; with a guard the
+        samples are :meth:`guarded` instead, which covers them)."""
+        if self.guard is not None or seen is None or seen.all():
             return np.ones(samples.shape[0], dtype=bool)
+        max_range = float(self.contract.max_range)
         free = np.full(seen.shape[0], max_range)  # seen sectors: nothing here
         scale = guard_scale(free, samples, self.unseen, max_range, seen)
         return np.asarray(scale) >= 1.0 - 1e-6
@@ -379,7 +389,9 @@ class DwaPlanner(ContractScanReader):
     ) -> dict[str, np.ndarray]:
         """Admissibility and score terms of each sample (vectorised over samples x times x points) on
         the scan ``ranges`` (the contract's beams, metres); ``seen``: the sectors the scan saw (None:
-        every one), the others occupied (:meth:`guard_ok`).
+        every one), the others occupied. With a guard each sample is first the one the guard lets out
+        (:meth:`guarded`; ``samples`` of the result), else a sample toward unseen sectors is not
+        admissible (:meth:`unseen_ok`).
 
         - progress: (d_goal_now - closest goal distance along the arc) / (v_max * horizon), in
           [-1, 1] (an arc through the goal earns it fully, whatever it does afterwards);
@@ -390,6 +402,7 @@ class DwaPlanner(ContractScanReader):
           instead of roaming.
         """
         p = self.params
+        samples = self.guarded(samples, ranges, seen)
         points = self.scan_points(ranges)
         poses = arc_poses(samples, self.times)  # (S, T, 3)
         xy = poses[..., :2]
@@ -415,7 +428,7 @@ class DwaPlanner(ContractScanReader):
         speed = np.hypot(samples[:, 0], samples[:, 1])
         safe = self.safe_distance + p.margin_per_speed * speed
         threshold = np.minimum(safe, d_now - 1e-9)
-        admissible = (dmin >= threshold) & self.guard_ok(samples, ranges, seen)
+        admissible = (dmin >= threshold) & self.unseen_ok(samples, seen)
         end = xy[:, -1, :]
         d_goal_now = float(np.hypot(goal_body[0], goal_body[1]))
         to_goal = goal_body[None, :] - end
@@ -428,6 +441,7 @@ class DwaPlanner(ContractScanReader):
         speed = np.maximum(samples[:, 0] * g_dir[0] + samples[:, 1] * g_dir[1], 0.0) / self.v_max
         score = p.w_progress * progress + p.w_heading * heading + p.w_clearance * clearance + p.w_speed * speed
         return {
+            "samples": samples,
             "admissible": admissible,
             "score": score,
             "progress": progress,
@@ -464,7 +478,7 @@ class DwaPlanner(ContractScanReader):
             if ok.any():
                 score = np.where(ok, ev["score"], -np.inf)
                 best = int(np.argmax(score))
-                cmd = samples[best]
+                cmd = ev["samples"][best]
                 info = {"mode": "track", "score": float(score[best])}
             else:
                 cmd = self.brake(centre)
