@@ -181,6 +181,13 @@ def test_behind_the_node_gate_a_driver_charging_a_post_never_hits_it(scan_map: b
     assert (bare["outcome"] == collision).all(), bare["outcome"]
     assert (gated["outcome"] != collision).all(), gated["outcome"]
     assert actor.states.get("driving", 0) > 0
+    idle = actor.idle_seconds()
+    timeout = OUTCOMES.index(Outcome.TIMEOUT)
+    for i in range(2):  # a robot held in front of the post until the end came no closer for seconds
+        if gated["outcome"][i] == timeout:
+            assert idle[i] >= 2.0, (i, idle[i], gated["time_s"][i])
+        else:  # one that got round it was still closing in at its last tick
+            assert idle[i] < 1.0, (i, idle[i])
     with pytest.raises(ValueError, match="only guard"):
         cfg.env.guard.enabled = True
         NodeActor(eval_env(cfg, 1, 0, 1, "cpu")[0], make, NodeParams(), 720)

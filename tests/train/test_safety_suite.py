@@ -71,6 +71,7 @@ def test_a_row_runs_behind_the_nodes_gate_with_the_lidars_field_of_view(fixture_
         # (0.2 + 0.01) / (1 - sin(2.5 deg)) on 72 beams.
         assert row["passable_clearance_m"] == pytest.approx(0.21 / (1 - math.sin(math.radians(2.5))))
         assert sum(row["gate_states"].values()) > 0
+        assert row["stalled_in_passable"] + row["slow_in_passable"] == row["stuck_in_passable"]
     json_path, md_path, png_path = write_outputs(payload, tmp_path / "safety")
     assert json.loads(json_path.read_text())["suite"] == "safety"
     assert "| posts270 |" in md_path.read_text() and png_path.stat().st_size > 5000

@@ -258,6 +258,11 @@ class RobotSideActor:
         return 1e3 * self.seconds / self.calls if self.calls else None
 
 
+PROGRESS_STEP = 0.2
+"""[m] :class:`NodeActor`'s progress: the robot came this much closer to its goal than ever before
+(the node's ``progress_distance``)."""
+
+
 class NodeActor(RobotSideActor):
     """What the robot runs: each world's driver (the ONNX policy or the DWA) behind the node's own
     :class:`navdeploy.gate.CommandGate`, built as ``policy_node`` builds it
@@ -270,7 +275,9 @@ class NodeActor(RobotSideActor):
     beams over 360 degrees with the lidar's noise, or the policy's sector readings when 0), the
     observed odometry, the world's goal in the odometry frame and, in worlds that follow a path,
     that path (as a planner publishes it on ``/plan``). The gate's command becomes the action.
-    ``states`` counts the gate's states over all ticks.
+    ``states`` counts the gate's states over all ticks. :meth:`idle_seconds` says, per world, how
+    long ago the robot last came :data:`PROGRESS_STEP` closer to its goal than ever before (a timeout
+    with a long idle time is a robot stuck until the end, a short one a robot still on its way).
     """
 
     def __init__(self, env: NavEnv, make: Callable[[], Any], params: Any, map_beams: int = 720) -> None:
@@ -304,6 +311,14 @@ class NodeActor(RobotSideActor):
             gate.close()
         self.gates = [CommandGate.from_settings(c, self.settings) for c in self.controllers]
         self.started = np.zeros(self.env.num_envs, dtype=bool)
+        self.best = np.full(self.env.num_envs, np.inf)  # [m] the least distance to the goal so far
+        self.last_tick = np.zeros(self.env.num_envs, dtype=np.int64)  # the last tick each world was driven
+        self.improved = np.zeros(self.env.num_envs, dtype=np.int64)  # the tick it last dropped PROGRESS_STEP
+
+    def idle_seconds(self) -> np.ndarray:
+        """(n,) [s] since each world's robot last came :data:`PROGRESS_STEP` closer to its goal than
+        ever before, at the last tick it was driven."""
+        return (self.last_tick - self.improved) * float(self.env.env_cfg.control_period)
 
     def __call__(self, obs: TensorDict, live: torch.Tensor) -> torch.Tensor:
         env = self.env
@@ -337,6 +352,10 @@ class NodeActor(RobotSideActor):
             gate.set_odom((float(pose[i, 0]), float(pose[i, 1])), quat, tuple(float(v) for v in twist[i]), now, "odom")
             res = gate.tick(now)
             self.states[res.state.value] = self.states.get(res.state.value, 0) + 1
+            to_goal = math.hypot(float(final[i, 0] - pose[i, 0]), float(final[i, 1] - pose[i, 1]))
+            if to_goal <= self.best[i] - PROGRESS_STEP or not math.isfinite(self.best[i]):
+                self.best[i], self.improved[i] = to_goal, self.ticks - 1
+            self.last_tick[i] = self.ticks - 1
             action[i] = command_to_action(np.asarray(res.cmd, dtype=np.float64), self.scaling)
             self.calls += 1
         self.seconds += time.perf_counter() - t0

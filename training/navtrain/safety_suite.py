@@ -20,7 +20,9 @@ Per row: success, collision and timeout rates with Wilson intervals, and the tim
 worlds that are **passable for the guard**: the grid planner (:mod:`navsim.grid_planner`) finds a
 path that keeps the guard's passing clearance (:meth:`navcontract.guard.GuardRule.passing_clearance`
 on the contract's beams) from every surface. The bars: no collision at all; timeouts in at most
-0.5 % of the passable worlds. Writes ``STEM.json``, ``STEM.md`` and ``STEM.png``.
+0.5 % of the passable worlds. Those timeouts are split into *stalled* (no progress toward the goal
+for :data:`STALLED_S` before the end) and *slow* (still getting closer). Writes ``STEM.json``,
+``STEM.md`` and ``STEM.png``.
 """
 
 from __future__ import annotations
@@ -34,7 +36,15 @@ import torch
 
 from navsim.outcomes import OUTCOMES, Outcome
 from navsim.world_pool import plan_worlds
-from navtrain.evaluation import Evaluator, NodeActor, eval_env, run_episodes, wilson_interval, with_overrides
+from navtrain.evaluation import (
+    PROGRESS_STEP,
+    Evaluator,
+    NodeActor,
+    eval_env,
+    run_episodes,
+    wilson_interval,
+    with_overrides,
+)
 from navtrain.families_suite import Row
 from navtrain.suite_files import write_suite_files
 
@@ -49,6 +59,10 @@ WORLDS = (
     f"env.worlds.clutter.post_radius=[{POST_RADIUS},{POST_RADIUS}]",
     "env.worlds.clutter.piece_share=0.0",
 )
+STALLED_S = 10.0
+"""[s] A timeout whose robot came no closer to its goal (:data:`navtrain.evaluation.PROGRESS_STEP`) for
+this long before the end is *stalled*: stuck until the timeout; a shorter idle time, *slow*: still on
+its way when time ran out. Both count against the stuck bar; the split says which to fix."""
 MAX_COLLISION_RATE = 0.0
 MAX_STUCK_RATE = 0.005
 """The bars: collisions over all episodes, timeouts over the episodes in worlds passable for the guard."""
@@ -82,7 +96,7 @@ def run_row(evaluator: Evaluator, row: Row, episodes: int, seed: int, num_envs: 
         clearance = float(env.radius)
     gen = torch.Generator(device=env.device)
     gen.manual_seed(seed)
-    outcomes, certified = [], []
+    outcomes, certified, idle = [], [], []
     done = 0
     while done < episodes:
         rooms = env.new_rooms(env.num_envs, gen)
@@ -90,13 +104,16 @@ def run_row(evaluator: Evaluator, row: Row, episodes: int, seed: int, num_envs: 
         take = min(env.num_envs, episodes - done)
         outcomes.append(res["outcome"][:take])
         certified.append(passable(env, rooms, clearance)[:take])
+        idle.append(act.idle_seconds()[:take])
         done += take
         print(f"[safety] {row.name}: {done}/{episodes} episodes", flush=True)
-    oc, ok = np.concatenate(outcomes), np.concatenate(certified)
+    oc, ok, idle_s = np.concatenate(outcomes), np.concatenate(certified), np.concatenate(idle)
     code = {o: OUTCOMES.index(o) for o in (Outcome.SUCCESS, Outcome.COLLISION, Outcome.TIMEOUT)}
     n = len(oc)
     collisions = int((oc == code[Outcome.COLLISION]).sum())
-    stuck = int(((oc == code[Outcome.TIMEOUT]) & ok).sum())
+    stuck_mask = (oc == code[Outcome.TIMEOUT]) & ok
+    stuck = int(stuck_mask.sum())
+    stalled = int((stuck_mask & (idle_s >= STALLED_S)).sum())
     return {
         "name": row.name,
         "description": row.description,
@@ -112,6 +129,8 @@ def run_row(evaluator: Evaluator, row: Row, episodes: int, seed: int, num_envs: 
         "passable_clearance_m": clearance,
         "stuck_in_passable": stuck,
         "stuck_rate": stuck / max(1, int(ok.sum())),
+        "stalled_in_passable": stalled,  # of stuck_in_passable: no progress for STALLED_S before the end
+        "slow_in_passable": stuck - stalled,  # of stuck_in_passable: still getting closer
         "stuck_interval": wilson_interval(stuck, max(1, int(ok.sum()))),
         "gate_states": dict(sorted(act.states.items())),
         "meets_bar": collisions / n <= MAX_COLLISION_RATE and stuck / max(1, int(ok.sum())) <= MAX_STUCK_RATE,
@@ -134,7 +153,7 @@ def run_suite(
         entry = run_row(evaluator, row, episodes, used_seed, num_envs)
         print(
             f"[safety] {k}/{len(chosen)} {row.name}: collisions {entry['collisions']}/{entry['episodes']}, stuck "
-            f"{entry['stuck_in_passable']}/{entry['passable']} passable, success {100 * entry['success_rate']:.1f} % "
+            f"{entry['stuck_in_passable']}/{entry['passable']} passable ({entry['stalled_in_passable']} stalled), success {100 * entry['success_rate']:.1f} % "
             f"({time.perf_counter() - t0:.0f} s)",
             flush=True,
         )
@@ -161,19 +180,23 @@ def markdown(payload: dict[str, Any]) -> str:
         f"{payload['seed']}, training randomisation on. Bars: no collision; timeouts in at most "
         f"{100 * MAX_STUCK_RATE:.1f} % of the worlds passable for the guard.",
         "",
-        "| row | success | collisions | collision (95 %) | passable worlds | stuck in passable | stuck (95 %) | bar |",
+        "| row | success | collisions | collision (95 %) | passable worlds | stuck in passable (stalled / slow) "
+        "| stuck (95 %) | bar |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in payload["rows"]:
         lines.append(
             f"| {r['name']} | {pct(r['success_rate'])} | {r['collisions']}/{r['episodes']} | "
-            f"{span(r['collision_interval'])} | {r['passable']} | {r['stuck_in_passable']} | "
+            f"{span(r['collision_interval'])} | {r['passable']} | {r['stuck_in_passable']} "
+            f"({r['stalled_in_passable']} / {r['slow_in_passable']}) | "
             f"{span(r['stuck_interval'])} | {'met' if r['meets_bar'] else 'not met'} |"
         )
     lines += [
         "",
         "Passable: the grid planner's path keeps the guard's passing clearance "
-        f"({payload['rows'][0]['passable_clearance_m']:.3f} m) from every surface."
+        f"({payload['rows'][0]['passable_clearance_m']:.3f} m) from every surface. Stalled: no "
+        f"{PROGRESS_STEP:g} m of progress toward the goal in the last {STALLED_S:g} s; slow: still getting closer "
+        "when time ran out."
         if payload["rows"]
         else "",
     ]
