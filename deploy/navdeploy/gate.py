@@ -39,7 +39,10 @@ the limits, then acceleration-limited by the smoother) has its planar part scale
 as unseen, and the contract's max range, as training's command stages do with the scan its policy
 observed. A cut by the guard goes out as it is, even when it is a bigger change than the smoother
 allows, and the smoother remembers what was sent. ``wz`` is never touched; the node's ``guard``
-parameter turns it off. The order is the same for every driver.
+parameter turns it off. The order is the same for every driver. A driver that plans (the DWA) is
+handed the rule and the smoother's limits when the gate is built (``configure_guard``,
+``configure_accel``) and told after every tick the command that went out (``command_sent``), so that
+it plans the motions the guard lets out from where the base really is.
 
 Blocked, stuck and recovery (:mod:`navdeploy.progress`; ``progress`` None: off, as a gate built
 without settings has it): while the scan map has a path, a guard that keeps holding the command
