@@ -258,6 +258,11 @@ class RobotSideActor:
         return 1e3 * self.seconds / self.calls if self.calls else None
 
 
+NODE_LIDAR_BEAMS = 720
+"""The lidar a robot-side evaluation gives the node and its scan map by default (``map_beams``): this many
+evenly spaced beams over 360 degrees, as ``nav-evaluate --map-beams`` does (0: the policy's own sector
+readings)."""
+
 PROGRESS_STEP = 0.2
 """[m] :class:`NodeActor`'s progress: the robot came this much closer to its goal than ever before
 (the node's ``progress_distance``)."""
@@ -525,7 +530,7 @@ def evaluate_controller(
     plot_rooms: int = 6,
     dwa_params: str | Path | None = None,
     scan_map: ScanMapCfg | None = None,
-    map_beams: int = 0,
+    map_beams: int = NODE_LIDAR_BEAMS,
     node: Any | None = None,
 ) -> tuple[EvalResult, EpisodeTrace | None]:
     """A robot-side controller built from ``bundle`` (``policy``: its ONNX policy through the
@@ -544,7 +549,7 @@ def bundle_evaluator(
     overrides: Sequence[str] | None = None,
     dwa_params: str | Path | None = None,
     scan_map: ScanMapCfg | None = None,
-    map_beams: int = 0,
+    map_beams: int = NODE_LIDAR_BEAMS,
     node: Any | None = None,
 ) -> Evaluator:
     """A robot-side controller from ``bundle`` (see :func:`evaluate_controller`), on the CPU; with
