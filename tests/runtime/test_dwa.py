@@ -478,11 +478,16 @@ def test_with_a_guard_it_keeps_the_guards_passing_clearance(guarded_contract):
     assert planner.safe_distance < planner.robot_radius + planner.params.safety_margin
 
 
-def test_with_a_guard_it_asks_only_for_what_the_guard_leaves(guarded_contract):
-    """Through a slalom of posts at full speed: every command the planner gives is one the guard, on
-    the very beams the planner read, leaves as it is, and the robot gets through without touching."""
+@pytest.mark.parametrize("drive", ["holonomic", "diff_drive"])
+def test_with_a_guard_it_asks_only_for_what_the_guard_leaves(guarded_contract, drive):
+    """Through a slalom of posts at full speed, either drive: every command the planner gives is one
+    the guard, on the very beams the planner read, leaves as it is, and the robot gets through without
+    touching."""
+    if drive == "diff_drive":
+        guarded_contract = diff_drive_contract(guard=guarded_contract.guard)
     planner = DwaPlanner(guarded_contract, DwaParams.from_yaml())
     rule = guarded_contract.guard
+    assert rule is not None and planner.guard == rule
     segs = room_walls(4.0)
     for k, x in enumerate(np.arange(-2.0, 2.6, 0.6)):
         segs += post(float(x), 0.35 if k % 2 else -0.35)
