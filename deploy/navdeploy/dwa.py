@@ -24,9 +24,10 @@ One step:
    is not taken for one the base follows, and the window stays on it, as the gate's smoother does,
    however far the lagging measured twist is); after :meth:`DwaPlanner.reset`, or, without a gate,
    when the measured twist is more than ``resync_windows`` windows away from the previous command
-   (the base is not following), it is the measured body twist. Hence consecutive commands differ by at most ``a * control_period`` per
-   component while the base follows its commands. Behind the gate ``a`` is at most the smoother's
-   limit (:meth:`DwaPlanner.configure_accel`), so the smoother passes the pick unchanged.
+   (the base is not following), it is the measured body twist. Hence consecutive commands differ
+   by at most ``a * control_period`` per component while the base follows its commands. Behind the
+   gate ``a`` is at most the smoother's limit (:meth:`DwaPlanner.configure_accel`), so the smoother
+   passes the pick unchanged.
 3. The window is sampled on an ``n_vx x n_vy x n_wz`` grid (``n_vy`` counts as 1, at ``vy = 0``,
    for a diff-drive base; plus the centre and the braking command). Each sample is held as a constant body-frame twist for ``horizon_s`` (an arc,
    closed form), evaluated every ``check_dt`` seconds.
@@ -229,9 +230,7 @@ class DwaPlanner(ContractScanReader):
         radius = contract_radius(contract)
         self.radius_source = "contract" if radius is not None else "params"
         self.robot_radius = radius if radius is not None else p.robot_radius
-        self.unseen = unseen_rule(contract, self.robot_radius, p)
-        self.guard: GuardRule | None = None
-        self.safe_distance = self.robot_radius + p.safety_margin
+        self.guard: GuardRule | None = None  # set with unseen and safe_distance by configure_guard
         self.configure_guard(getattr(contract, "guard", None))
         scaling = contract.scaling
         self.holonomic = scaling.drive != DIFF_DRIVE

@@ -46,6 +46,7 @@ from navcontract.action import ActionScaling, action_to_command
 from navcontract.base import DIFF_DRIVE
 from navcontract.scan import BeamLayout
 from navcontract.subgoal import LookaheadRule
+from navdeploy.progress import ProgressRule
 from navdeploy.scan_map import ScanMapCfg, ScanPlanner
 from navdeploy.settings import plan_clearance
 from navsim.config import EnvCfg, NavConfig
@@ -263,9 +264,9 @@ NODE_LIDAR_BEAMS = 720
 evenly spaced beams over 360 degrees, as ``nav-evaluate --map-beams`` does (0: the policy's own sector
 readings)."""
 
-PROGRESS_STEP = 0.2
+PROGRESS_STEP: float = ProgressRule.progress_distance
 """[m] :class:`NodeActor`'s progress: the robot came this much closer to its goal than ever before
-(the node's ``progress_distance``)."""
+(the default of the node's ``progress_distance``, :class:`navdeploy.progress.ProgressRule`)."""
 
 
 class NodeActor(RobotSideActor):
@@ -285,7 +286,7 @@ class NodeActor(RobotSideActor):
     with a long idle time is a robot stuck until the end, a short one a robot still on its way).
     """
 
-    def __init__(self, env: NavEnv, make: Callable[[], Any], params: Any, map_beams: int = 720) -> None:
+    def __init__(self, env: NavEnv, make: Callable[[], Any], params: Any, map_beams: int = NODE_LIDAR_BEAMS) -> None:
         from navdeploy.settings import resolve_settings
 
         super().__init__(env, make)
@@ -358,7 +359,7 @@ class NodeActor(RobotSideActor):
             res = gate.tick(now)
             self.states[res.state.value] = self.states.get(res.state.value, 0) + 1
             to_goal = math.hypot(float(final[i, 0] - pose[i, 0]), float(final[i, 1] - pose[i, 1]))
-            if to_goal <= self.best[i] - PROGRESS_STEP or not math.isfinite(self.best[i]):
+            if to_goal <= self.best[i] - PROGRESS_STEP:  # the first tick too: best starts infinite
                 self.best[i], self.improved[i] = to_goal, self.ticks - 1
             self.last_tick[i] = self.ticks - 1
             action[i] = command_to_action(np.asarray(res.cmd, dtype=np.float64), self.scaling)

@@ -153,8 +153,8 @@ def run_suite(
         entry = run_row(evaluator, row, episodes, used_seed, num_envs)
         print(
             f"[safety] {k}/{len(chosen)} {row.name}: collisions {entry['collisions']}/{entry['episodes']}, stuck "
-            f"{entry['stuck_in_passable']}/{entry['passable']} passable ({entry['stalled_in_passable']} stalled), success {100 * entry['success_rate']:.1f} % "
-            f"({time.perf_counter() - t0:.0f} s)",
+            f"{entry['stuck_in_passable']}/{entry['passable']} passable ({entry['stalled_in_passable']} stalled), "
+            f"success {100 * entry['success_rate']:.1f} % ({time.perf_counter() - t0:.0f} s)",
             flush=True,
         )
         entries.append(entry)
