@@ -251,6 +251,8 @@ class _Recorder:
         self.ros, self.relay, self.faults, self.params = ros, relay, faults, params
         self.period, self.timeout = period, timeout
         self.resends = 0  # ticks' inputs published again for want of an answer (RESEND_PERIOD)
+        self.sim_resends = 0  # clocks of ticks already relayed, sent again by the simulator and skipped
+        self._relayed_ns: int | None = None  # the stamp of the last tick relayed
         self._tick_sent: list[tuple[str, bytes]] = []  # this tick's scan and odometry, as published
         self.rows: list[tuple[str, int, bytes]] = []
         self.fault_log: list[dict] = []
@@ -270,7 +272,8 @@ class _Recorder:
 
     def run(self, policy: NodeProc, sim: NodeProc, episodes: int) -> None:
         """Relay ticks until the simulator has no more (it reported ``episodes`` outcomes or exited); every
-        outcome must have arrived."""
+        outcome must have arrived. A clock stamped at or before the last tick relayed is the simulator
+        sending that tick again (lockstep resend) and is skipped: its scan may be the copy taken."""
         relay = self.relay
         while True:
             self.ros.watch = [policy]  # the simulator exits when done
@@ -282,7 +285,11 @@ class _Recorder:
             if not relay.clocks:
                 break
             self.ros.watch = [policy, sim]
-            self._relay_tick(relay.clocks.pop(0))
+            clock_raw = relay.clocks.pop(0)
+            if self._relayed_ns is not None and _clock_ns(clock_raw, relay.types["clock"]) <= self._relayed_ns:
+                self.sim_resends += 1  # the simulator sent a tick again that has been relayed already
+                continue
+            self._relay_tick(clock_raw)
         self._collect_outcomes()
         if len(self.outcomes) != episodes:
             raise RuntimeError(
@@ -292,11 +299,9 @@ class _Recorder:
     def _relay_tick(self, clock_raw: bytes) -> None:
         """One tick: its scan and odometry (stamped as the clock), episode outcomes and a new episode's
         goal first, the faults of this tick, the inputs, the clock last, then the node's answer."""
-        from rclpy.serialization import deserialize_message
-
-        c = deserialize_message(clock_raw, self.relay.types["clock"]).clock
-        t_ns = c.sec * 1_000_000_000 + c.nanosec
+        t_ns = _clock_ns(clock_raw, self.relay.types["clock"])
         scan_raw, odom_raw = self._take_inputs(t_ns)
+        self._relayed_ns = t_ns
         self._collect_outcomes()
         self._relay_new_goals()
         self._episode_tick += 1
@@ -462,6 +467,14 @@ class _Recorder:
 
 RESEND_PERIOD = 1.0
 """[s] A tick without the node's answer this long has its inputs published again."""
+
+
+def _clock_ns(clock_raw: bytes, typ) -> int:
+    """The time a serialised /clock message carries, in nanoseconds."""
+    from rclpy.serialization import deserialize_message
+
+    c = deserialize_message(clock_raw, typ).clock
+    return c.sec * 1_000_000_000 + c.nanosec
 
 
 def _stamp_ns(msg) -> int:
