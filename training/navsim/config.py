@@ -310,6 +310,10 @@ class ModelCfg:
     critic_hidden_dims: list[int] = field(default_factory=lambda: [256, 256])
     activation: str = "elu"
     init_noise_std: float = 1.0
+    # The action noise never falls below this (per action, in the [-1, 1] action units): a learned
+    # std that collapses makes every update's KL large, the adaptive learning rate falls to its floor
+    # and learning stops. 0: no floor (rsl_rl's 1e-6).
+    min_noise_std: float = 0.05
     obs_normalization: bool = True
 
 

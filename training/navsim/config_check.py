@@ -29,7 +29,8 @@ def validate(cfg: NavConfig) -> None:
 
 
 def _check_sizes(cfg: NavConfig) -> None:
-    """Sizes and the learning rate are > 0 (NaN is refused too), the presets' as well."""
+    """Sizes and the learning rate are > 0 (NaN is refused too), the presets' as well; the action
+    noise's floor lies in [0, init_noise_std)."""
     positive = {
         "algorithm.learning_rate": cfg.algorithm.learning_rate,
         "env.num_envs": cfg.env.num_envs,
@@ -44,6 +45,11 @@ def _check_sizes(cfg: NavConfig) -> None:
     for key, value in positive.items():
         if not value > 0:  # also refuses NaN
             raise ConfigError(f"{key} must be > 0, got {value}")
+    m = cfg.model
+    if not 0 <= m.min_noise_std < m.init_noise_std:  # also refuses NaN
+        raise ConfigError(
+            f"model.min_noise_std must be >= 0 and below model.init_noise_std ({m.init_noise_std}), got {m.min_noise_std}"
+        )
 
 
 def _check_env(e: EnvCfg) -> None:

@@ -11,9 +11,13 @@ from navsim.observations import POLICY_GROUP, check_actor_groups
 ACTOR_OBS_GROUPS = {"actor": [POLICY_GROUP]}
 """The actor's inputs: the policy group only (what the robot can build)."""
 
+MIN_STD, MAX_STD = 1e-6, 1e6
+"""The action noise's bounds without a floor from the config (rsl_rl's own)."""
+
 
 def actor_cfg(cfg: NavConfig) -> dict[str, Any]:
-    """rsl_rl's actor model config: MLP with empirical normalisation and a scalar-std Gaussian."""
+    """rsl_rl's actor model config: MLP with empirical normalisation and a scalar-std Gaussian whose std
+    never falls below ``model.min_noise_std``."""
     m = cfg.model
     return {
         "class_name": "MLPModel",
@@ -24,6 +28,7 @@ def actor_cfg(cfg: NavConfig) -> dict[str, Any]:
             "class_name": "GaussianDistribution",
             "init_std": m.init_noise_std,
             "std_type": "scalar",
+            "std_range": (max(m.min_noise_std, MIN_STD), MAX_STD),
         },
     }
 
