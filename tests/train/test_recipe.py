@@ -244,6 +244,31 @@ def test_a_work_folder_of_another_plan_is_refused(tmp_path: Path) -> None:
         Work(tmp_path / "work").open(make_plan(recipe, scale=0.1), recipe.path, recipe.sha256)
 
 
+def test_a_stage_that_has_not_started_may_change(tmp_path: Path) -> None:
+    """Once the first stage has run a part, the second (not started) may take other overrides and
+    iterations; the first may not change, and neither may the second once it has started."""
+    recipe = load_recipe(write(tmp_path, TINY))
+    work = Work(tmp_path / "work")
+    work.open(make_plan(recipe), recipe.path, recipe.sha256)
+    work.state["parts"].append({"stage": "first", "ended": "2026-01-01"})
+    work.save()
+    changed = load_recipe(write(tmp_path, edited(stages__1__iterations=40, stages__1__overrides=[]), "c.yaml"))
+    reopened = Work(tmp_path / "work")
+    reopened.open(make_plan(changed), changed.path, changed.sha256)
+    second = reopened.state["plan"]["stages"][1]
+    assert second["iterations"] == 40 and second["last"] == 69
+    assert "algorithm.desired_kl=0.005" not in second["overrides"]
+    (change,) = reopened.state["plan_changes"]
+    assert any("stage 'second' iterations 20 vs 40" in c for c in change["changes"])
+    assert json.loads((tmp_path / "work" / "state.json").read_text())["plan"] == make_plan(changed).to_dict()
+    with pytest.raises(RecipeError, match="stage 'first' iterations 30 vs 3"):
+        Work(tmp_path / "work").open(make_plan(changed, scale=0.1), changed.path, changed.sha256)
+    reopened.state["parts"].append({"stage": "second", "ended": None})
+    reopened.save()
+    with pytest.raises(RecipeError, match="stage 'second' iterations 40 vs 20"):
+        Work(tmp_path / "work").open(make_plan(recipe), recipe.path, recipe.sha256)
+
+
 def test_one_process_works_in_a_folder(tmp_path: Path) -> None:
     work = Work(tmp_path / "work")
     with work.locked():

@@ -384,6 +384,19 @@ def make_plan(recipe: Recipe, smoke: bool = False, scale: float = 1.0) -> Plan:
     return Plan(recipe.name, recipe.config, recipe.seed, every, smoke, scale, stages)
 
 
+def changes_before_start(a: dict[str, Any], b: dict[str, Any], started: set[str]) -> tuple[list[str], list[str]]:
+    """``(refused, allowed)``: how plan ``b`` (the recipe now) differs from plan ``a`` (the one a work
+    folder holds), given the names of the stages that have run a part. Stages after the last one
+    that has started may change, be added or be removed (``allowed``); the plan's own keys and every
+    stage up to that one may not (``refused``): what ran was trained by them."""
+    stages_a, stages_b = a.get("stages", []), b.get("stages", [])
+    ran = [i for i, st in enumerate(stages_a) if st.get("name") in started]
+    k = ran[-1] + 1 if ran else 0
+    refused = plan_differences({**a, "stages": stages_a[:k]}, {**b, "stages": stages_b[:k]})
+    allowed = plan_differences({"stages": stages_a[k:]}, {"stages": stages_b[k:]})
+    return refused, allowed
+
+
 def plan_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     """What differs between two plans (as dicts), named by key."""
     out = []

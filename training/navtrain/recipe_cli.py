@@ -29,7 +29,7 @@ from pathlib import Path
 
 from navsim.config_load import REPO_ROOT
 from navtrain.cli import EXIT_USAGE, CliError, OneLineParser, check_can_create, positive_float, report
-from navtrain.recipe import Plan, Recipe, RecipeError, load_recipe, make_plan, plan_differences, resolve
+from navtrain.recipe import Plan, Recipe, RecipeError, changes_before_start, load_recipe, make_plan, resolve
 
 TOOL = "nav-recipe"
 
@@ -96,10 +96,13 @@ def status(recipe: Recipe, plan: Plan, root: Path) -> int:
         print(f"not started: `{TOOL} run {recipe.path}` starts it")
         return 0
     work.state = state
-    diffs = plan_differences(state.get("plan", {}), plan.to_dict())
+    started = {part["stage"] for part in state.get("parts", [])}
+    diffs, later = changes_before_start(state.get("plan", {}), plan.to_dict(), started)
     if diffs:
         print(f"the work folder holds another plan: {'; '.join(diffs[:3])}")
         return 0
+    if later:
+        print(f"stages not started yet changed in the recipe (taken at the next run): {'; '.join(later)}")
     pid = work.running_pid()
     finished = state.get("finished")
     if pid is not None:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from navsim.config_load import REPO_ROOT
-from navtrain.recipe import Plan, PlannedStage, RecipeError, plan_differences
+from navtrain.recipe import Plan, PlannedStage, RecipeError, changes_before_start
 
 STATE_FORMAT = "nav_policy.recipe_state"
 LOG = "[recipe]"
@@ -124,18 +124,25 @@ class Work:
         return state
 
     def open(self, plan: Plan, recipe_path: str, recipe_sha256: str) -> None:
-        """Start or continue this folder for ``plan``; a folder of another plan is refused."""
+        """Start or continue this folder for ``plan``; a folder of another plan is refused, except for
+        stages that have not started (:func:`navtrain.recipe.changes_before_start`): those take
+        ``plan``'s, and the state keeps what changed (``plan_changes``)."""
         state = self.read_state()
         if state is None:
             self.root.mkdir(parents=True, exist_ok=True)
             state = {"format": STATE_FORMAT, "plan": plan.to_dict(), "started": now(), "parts": []}
         else:
-            diffs = plan_differences(state.get("plan", {}), plan.to_dict())
-            if diffs:
+            started = {part["stage"] for part in state.get("parts", [])}
+            refused, allowed = changes_before_start(state.get("plan", {}), plan.to_dict(), started)
+            if refused:
                 raise RecipeError(
-                    f"the work folder {self.root} holds another plan ({'; '.join(diffs[:3])}); "
+                    f"the work folder {self.root} holds another plan ({'; '.join(refused[:3])}); "
                     "give another --work or remove that folder"
                 )
+            if allowed:  # stages that have not started yet take the recipe as it is now
+                say(f"stages not started yet changed: {'; '.join(allowed)}")
+                state.setdefault("plan_changes", []).append({"at": now(), "changes": allowed})
+                state["plan"] = plan.to_dict()
             for part in state["parts"]:
                 if part.get("ended") is None:
                     part["ended"], part["exit"] = "unknown (the process was killed)", None
