@@ -4,7 +4,8 @@ Per stage (:func:`stage_records`), from the work folder's parts and checkpoints:
 each part kept (from its first iteration to the checkpoint the next part resumed from, or the
 stage's last), the env steps they are (iterations x worlds x ``runner.num_steps_per_env``), the
 training seconds (``train_elapsed_s`` of that checkpoint: rollouts and updates, no world building),
-each part's wall time (None for a part whose process was killed) and device.
+each part's wall time (None for a part whose process was killed) and device. ``plan_changes``: the
+stages the recipe changed before they started (the work folder's ``state.json``).
 """
 
 from __future__ import annotations
@@ -131,6 +132,7 @@ def provenance(
         "date": time.strftime("%Y-%m-%d"),
         "seed": plan.seed,
         "stages": stage_records(plan, work),
+        "plan_changes": list(work.state.get("plan_changes", [])),  # stages changed before they started
         "checkpoint": {
             "file": ckpt.name,
             "sha256": digest,
