@@ -8,7 +8,7 @@ import torch
 from navsim.config import ConfigError, RewardsCfg
 from navsim.config_load import build
 from navsim.rewards import REWARD_TERMS, RewardManager, RewardState
-from support.simenv import NO_RANDOMIZATION, empty_rooms, nav_config
+from support.simenv import NO_RANDOMIZATION, empty_rooms, nav_config, place_obstacle
 
 F, T = False, True
 
@@ -23,6 +23,7 @@ def hand_state(**changes) -> RewardState:
         action=torch.tensor([[1.0, 0.0, 0.0], [-0.5, -0.5, 0.2], [0.0, 0.0, 0.0]]),
         prev_action=torch.tensor([[0.0, 0.0, 0.0], [0.5, 0.5, 0.2], [0.0, 0.0, 0.0]]),
         surface_clearance=torch.tensor([0.3, 0.1, -0.05]),
+        guard_cut=torch.tensor([0.0, 0.5, 1.0]),
         displacement=torch.tensor([0.1, 0.5, 0.1]),
         window_full=torch.tensor([T, T, F]),
         success=torch.tensor([T, F, F]),
@@ -44,6 +45,7 @@ EXPECTED = {
     "time": [1.0, 1.0, 1.0],
     "near_obstacle": [0.0, 0.6, 1.0],  # clip((0.25-c)/0.25): -0.2->0, 0.15/0.25, 0.3/0.25->1
     "action_smooth": [1.0, 2.0, 0.0],  # |a-a'|^2: 1, (-1)^2+(-1)^2+0, 0
+    "guard_cut": [0.0, 0.5, 1.0],  # the share of v max the guard took off, as it is
     "backward": [0.0, 0.45, 0.05],  # max(0, -0.05 - a_x): a_x = 1, -0.5, (third set below: -0.1)
     "stuck": [1.0, 0.0, 0.0],  # displacement < 0.3 and window full: T, (0.5 moved), (window not full)
     "collision": [0.0, 1.0, 0.0],
@@ -185,3 +187,32 @@ def test_env_stuck_fires_after_the_window_when_not_moving(make_env):
         fired.append(env.reward_manager.last_values["stuck"].tolist())
     assert [f[0] for f in fired] == pytest.approx([0.0] * 4 + [-0.03] * 3)  # from step 5 = window on
     assert all(f[1] == 0.0 for f in fired)
+
+
+def test_env_guard_cut_charges_the_speed_the_guard_takes_off(make_env):
+    """A robot pushing at a post the guard holds it at is charged the planar speed the guard cuts
+    (over v max); one driving away from it is not; the sent command is what the base got."""
+    env = make_env(
+        2,
+        "env.init_at_random_ep_len=false",
+        "env.lidar.noise_std=0.0",
+        "rewards.guard_cut.weight=-1.0",
+        NO_RANDOMIZATION,
+    )
+    assert env.guard is not None
+    rooms = empty_rooms(env, start=(0.0, 0.0, 0.0), goal=(-3.0, 0.0))
+    post = env.radius + float(env.sizes.cylinder_radius[0]) + 0.05  # 5 cm from the robot's surface
+    for w in range(2):
+        place_obstacle(rooms, w, 0, (post, 0.0))
+    env.reset(rooms)
+    forward_back = torch.tensor([[1.0, 0.0, 0.0], [-1.0, 0.0, 0.0]])  # world 0 at the post, world 1 away
+    for _ in range(3):
+        prev = env.command.clone()
+        requested = env.stages.requested(forward_back, prev)
+        env.step(forward_back)
+        sent = env.command
+        cut = torch.linalg.norm(requested[:, :2] - sent[:, :2], dim=-1) / env.dims.v_max
+        assert torch.allclose(env.reward_manager.last_values["guard_cut"], -cut, atol=1e-6)
+    assert env.reward_manager.last_values["guard_cut"][0] < -0.05  # still asking, still cut
+    assert env.reward_manager.last_values["guard_cut"][1] == 0.0
+    assert not env.last_info.collision.any()

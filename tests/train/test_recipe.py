@@ -5,6 +5,7 @@ runs are in test_recipe_run.py."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -64,13 +65,15 @@ def test_the_shipped_recipes_load_with_disjoint_seed_streams(path: Path) -> None
     assert not stream(recipe.selection.validation_seed) & stream(evaluation)
     assert not stream(recipe.selection.validation_seed) & stream(recipe.seed)
     plan = make_plan(recipe)
-    assert plan.last_iteration + 1 == sum(s.iterations for s in recipe.stages) >= 1000
+    assert plan.last_iteration + 1 - plan.stages[0].first == sum(s.iterations for s in recipe.stages) >= 1000
     assert recipe.suites.robustness is not None and recipe.suites.families is not None
 
 
 def test_the_two_recipes_train_their_bases() -> None:
     bases = {p.stem: load_recipe(p).stage_config(load_recipe(p).stages[0]).env.robot.drive for p in SHIPPED}
-    assert bases == {"holonomic_default": "holonomic", "jackal_default": "diff_drive"}
+    assert bases == {"holonomic_default": "holonomic", "jackal_default": "diff_drive", "jackal_tuned": "diff_drive"}
+    tuned = load_recipe(REPO / "recipes/jackal_tuned.yaml")  # fine-tunes the kept Jackal policy
+    assert tuned.init is not None and tuned.init.path == REPO / "policies/jackal_default/checkpoint.pt"
 
 
 def test_a_recipe_reads_into_typed_stages(tmp_path: Path) -> None:
@@ -184,6 +187,48 @@ def test_score_weighs_rates_and_a_plan_numbers_iterations_across_stages(tmp_path
     )
     scaled = make_plan(recipe, scale=0.1)
     assert [s.iterations for s in scaled.stages] == [3, 2]
+
+
+def fine_tuning(tmp_path: Path, content: bytes = b"kept policy", **init) -> dict:
+    """TINY with an ``init`` naming a kept file of ``content`` (its real sha256 unless given)."""
+    kept = tmp_path / "kept.pt"
+    kept.write_bytes(content)
+    return {
+        **TINY,
+        "init": {"checkpoint": str(kept), "sha256": hashlib.sha256(content).hexdigest(), "iteration": 99, **init},
+    }
+
+
+def test_a_fine_tuning_recipe_numbers_its_stages_after_the_kept_checkpoint(tmp_path: Path) -> None:
+    recipe = load_recipe(write(tmp_path, fine_tuning(tmp_path)))
+    assert recipe.init is not None and recipe.init.iteration == 99
+    plan = make_plan(recipe)
+    assert [(s.first, s.last) for s in plan.stages] == [(100, 129), (130, 149)]
+    assert plan.init == {"checkpoint": str(tmp_path / "kept.pt"), "sha256": recipe.init.sha256, "iteration": 99}
+    work = Work(tmp_path / "work")
+    point = work.resume_point(plan, 0)  # the first stage goes on from the kept checkpoint
+    assert (point.remaining, point.resume_from, point.done_iterations) == (30, tmp_path / "kept.pt", 0)
+    touch(work, plan.stages[0], 1, "model_29.pt", "model_110.pt")  # 29: not of this plan's iterations
+    point = work.resume_point(plan, 0)
+    assert point.resume_from.name == "model_110.pt" and point.remaining == 19 and point.done_iterations == 11
+    assert make_plan(load_recipe(write(tmp_path, TINY))).init is None  # from scratch
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"sha256": "0" * 64}, "not the checkpoint this recipe fine-tunes"),
+        ({"sha256": "abc"}, "init.sha256 must be 64 lowercase hex digits"),
+        ({"iteration": -1}, "init.iteration must be >= 0"),
+        ({"checkpoint": "policies/none/checkpoint.pt"}, "init.checkpoint: no such file"),
+        ({"iter": 3}, "unknown key 'init.iter'"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_a_fine_tuning_recipe_refuses_another_checkpoint(tmp_path: Path, change: dict, message: str) -> None:
+    with pytest.raises(RecipeError) as err:
+        load_recipe(write(tmp_path, fine_tuning(tmp_path, **change)))
+    assert message in str(err.value) and "\n" not in str(err.value)
 
 
 # ------------------------------------------------------------------------------------------------

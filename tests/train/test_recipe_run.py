@@ -117,6 +117,25 @@ def test_a_finished_recipe_run_again_trains_nothing_and_writes_the_same_policy(s
     assert "finished" in text and "stage 1/2 first: 2/2 iterations" in text and "stage 2/2 second: 2/2" in text
 
 
+def test_a_fine_tuning_recipe_goes_on_from_the_kept_policy(smoke, tmp_path: Path) -> None:
+    """A recipe whose ``init`` names the smoke run's kept checkpoint trains on from it: its stages
+    number their iterations after it, and the provenance names it by hash."""
+    recipe, root, code = smoke
+    assert code == 0
+    kept = root / "out/checkpoint.pt"
+    start = load_checkpoint(kept)["iter"]
+    init = {"checkpoint": str(kept), "sha256": sha256(kept), "iteration": start}
+    tuned = write_recipe(tmp_path, name="tiny_tuned", init=init)
+    assert run(tuned, tmp_path) == 0
+    prov = json.loads((tmp_path / "out/PROVENANCE.json").read_text())
+    assert prov["init"] == init
+    assert [s["first_iteration"] for s in prov["stages"]] == [start + 1, start + 1 + SMOKE_ITERATIONS[0]]
+    state = json.loads((tmp_path / "work/state.json").read_text())
+    assert state["parts"][0]["resume_from"] == str(kept) and state["parts"][0]["start_iteration"] == start + 1
+    assert load_checkpoint(tmp_path / "out/checkpoint.pt")["iter"] > start
+    assert f"Fine-tuned from `{kept}`" in (tmp_path / "out/README.md").read_text()
+
+
 def test_an_interrupted_run_resumes_from_its_checkpoint(smoke, tmp_path: Path, monkeypatch, capsys) -> None:
     """SIGTERM while the first stage's first checkpoint is written: nav-train finishes the write,
     the run exits 130, and the next run trains only what is left of each stage."""

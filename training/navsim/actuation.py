@@ -239,10 +239,21 @@ class CommandStages:
         """(N, A) raw actions (the scaling's ``dim``), the (N, 3) command sent on the previous step (zero after a reset), the
         (N, B) scan the policy saw and the (N, B) beams it saw (None: every one) -> (the (N, 3)
         command, the guard's (N,) scale or None without a guard)."""
+        return self.guarded(self.requested(actions, prev), scan, seen)
+
+    def requested(self, actions: torch.Tensor, prev: torch.Tensor) -> torch.Tensor:
+        """The (N, 3) command the guard is asked to pass: the clamp, then the smoother from ``prev``
+        (the command sent on the previous step) when ``accel`` is active."""
         command = action_to_command(actions, self.scaling)
         if self.accel.active:
-            smoothed = limit_change(prev, command, self.accel.linear, self.accel.angular, self.dt)
-            command = self.clamp(smoothed)
+            command = self.clamp(limit_change(prev, command, self.accel.linear, self.accel.angular, self.dt))
+        return command
+
+    def guarded(
+        self, command: torch.Tensor, scan: torch.Tensor, seen: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The last stage: ``command`` through the guard on the scan the policy saw -> (the command
+        sent, the guard's (N,) scale or None without a guard)."""
         if self.guard is None:
             return command, None
         return apply_guard(scan, command, self.guard, self.max_range, seen)

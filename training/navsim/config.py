@@ -277,6 +277,7 @@ class RewardsCfg(Table):
     time: RewardTermCfg = _reward(-0.02)
     near_obstacle: RewardTermCfg = _reward(-0.08, NearObstacleParams)
     action_smooth: RewardTermCfg = _reward(-0.02)
+    guard_cut: RewardTermCfg = _reward(0.0)
     backward: RewardTermCfg = _reward(-0.05, BackwardParams)
     stuck: RewardTermCfg = _reward(-0.03, StuckParams)
     collision: RewardTermCfg = _reward(-12.0)

@@ -190,6 +190,7 @@ class NavEnv(VecEnv):
         self._graph = None
         self.command = torch.zeros(self.num_envs, 3, device=self.device)  # body-frame [vx, vy, wz]
         self.guard_scale = torch.ones(self.num_envs, device=self.device)  # the guard's last factor
+        self.guard_cut = torch.zeros(self.num_envs, device=self.device)  # planar speed it took off / v_max
         self._command_wp = wp.from_torch(self.command)
 
     def _build_lidar(self) -> None:
@@ -289,9 +290,11 @@ class NavEnv(VecEnv):
         saw, as the node does) to the base, for one control period of physics."""
         if self.base is not None:
             self._prepare_base()
-        command, scale = self.stages(actions.to(self.device).float(), self.command, self.scan, self.scan_seen)
+        requested = self.stages.requested(actions.to(self.device).float(), self.command)
+        command, scale = self.stages.guarded(requested, self.scan, self.scan_seen)
         if scale is not None:
             self.guard_scale = scale
+        self.guard_cut = torch.linalg.norm(requested[:, :2] - command[:, :2], dim=-1) / self.dims.v_max
         self.command.copy_(command)
         self._simulate()
 
@@ -323,6 +326,7 @@ class NavEnv(VecEnv):
             action=action,
             prev_action=self.prev_action,
             surface_clearance=clearance[:, 0] - self.radius,
+            guard_cut=self.guard_cut,
             displacement=displacement,
             window_full=self.episode_length_buf >= self.stuck_window,
             success=flags["success"],

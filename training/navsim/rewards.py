@@ -29,6 +29,7 @@ class RewardState:
     action: torch.Tensor  # (N, A) clipped action of this step (A = 3 holonomic, 2 diff drive; [:, 0] forward)
     prev_action: torch.Tensor  # (N, A) clipped action of the previous step
     surface_clearance: torch.Tensor  # (N,) robot surface to nearest obstacle/wall [m]
+    guard_cut: torch.Tensor  # (N,) planar speed the guard took off the requested command, over v_max
     displacement: torch.Tensor  # (N,) net displacement over the stuck window [m]
     window_full: torch.Tensor  # (N,) bool: episode step >= window
     success: torch.Tensor  # (N,) bool, already excludes collisions
@@ -67,6 +68,13 @@ def r_action_smooth(s: RewardState, p: dict[str, Any]) -> torch.Tensor:
     return ((s.action - s.prev_action) ** 2).sum(dim=-1)
 
 
+def r_guard_cut(s: RewardState, p: dict[str, Any]) -> torch.Tensor:
+    """The share of the top speed the guard cut from the command this step (0 without a guard): a
+    policy charged for it learns to ask for what the guard lets out, so the robot never pushes
+    against a return the guard holds it at."""
+    return s.guard_cut
+
+
 def r_backward(s: RewardState, p: dict[str, Any]) -> torch.Tensor:
     """max(0, thresh - commanded forward action), the action being dimensionless in [-1, 1]."""
     return (float(p["thresh"]) - s.action[:, 0]).clamp(min=0.0)
@@ -103,6 +111,7 @@ REWARD_TERMS: dict[str, RewardTermDef] = {
         RewardTermDef("time", r_time),
         RewardTermDef("near_obstacle", r_near_obstacle),
         RewardTermDef("action_smooth", r_action_smooth),
+        RewardTermDef("guard_cut", r_guard_cut),
         RewardTermDef("backward", r_backward),
         RewardTermDef("stuck", r_stuck),
         RewardTermDef("collision", r_collision),

@@ -128,6 +128,21 @@ class Suites:
 
 
 @dataclass
+class Init:
+    """A kept checkpoint the first stage goes on from (fine-tuning a policy; a recipe without one
+    trains from scratch): its path (relative to the repository root), its sha256 and the iteration
+    it holds. The run refuses a file of another hash, so the policy is rebuilt from what was kept."""
+
+    checkpoint: str
+    sha256: str
+    iteration: int
+
+    @property
+    def path(self) -> Path:
+        return resolve(self.checkpoint)
+
+
+@dataclass
 class Recipe:
     name: str
     config: str
@@ -140,6 +155,8 @@ class Recipe:
     overrides: list[str] = field(default_factory=list)
     """Dotted config overrides of every stage (before the stage's own)."""
     description: str = ""
+    init: Init | None = None
+    """The checkpoint the first stage fine-tunes (None: from scratch)."""
     suites: Suites = field(default_factory=Suites)
     path: str = field(default="", metadata={"loaded": True})
     """The file it was read from (set by :func:`load_recipe`, not a key of the file)."""
@@ -238,6 +255,12 @@ def check_fields(recipe: Recipe) -> None:
             raise RecipeError(f"selection.score: unknown metric '{name}' (known: {', '.join(SCORE_METRICS)})")
         if not math.isfinite(weight):
             raise RecipeError(f"selection.score.{name}: must be a finite number, got {weight}")
+    if recipe.init is not None:
+        if recipe.init.iteration < 0:
+            raise RecipeError(f"init.iteration must be >= 0, got {recipe.init.iteration}")
+        digest = recipe.init.sha256
+        if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+            raise RecipeError(f"init.sha256 must be 64 lowercase hex digits, got {digest!r}")
     positive("evaluation.episodes", recipe.evaluation.episodes)
     for name in ("robustness", "families"):
         suite = getattr(recipe.suites, name)
@@ -273,8 +296,24 @@ def check_configs(recipe: Recipe) -> None:
         except ConfigError as err:
             raise RecipeError(f"stages[{i}] ({stage.name}): {err}") from None
     assert cfg is not None
+    check_init(recipe)
     check_rows(recipe, cfg)
     check_seeds(recipe, cfg)
+
+
+def check_init(recipe: Recipe) -> None:
+    """The checkpoint a fine-tuning recipe starts from exists and is the one the recipe names."""
+    init = recipe.init
+    if init is None:
+        return
+    if not init.path.is_file():
+        raise RecipeError(f"init.checkpoint: no such file {init.path}")
+    digest = hashlib.sha256(init.path.read_bytes()).hexdigest()
+    if digest != init.sha256:
+        raise RecipeError(
+            f"init.checkpoint {init.checkpoint} has sha256 {digest[:12]}..., the recipe names "
+            f"{init.sha256[:12]}...: not the checkpoint this recipe fine-tunes"
+        )
 
 
 def check_rows(recipe: Recipe, cfg: NavConfig) -> None:
@@ -357,6 +396,8 @@ class Plan:
     smoke: bool
     scale: float
     stages: list[PlannedStage]
+    init: dict[str, Any] | None = None
+    """The recipe's ``init`` (checkpoint path, sha256, iteration): the first stage resumes from it."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -370,7 +411,7 @@ def make_plan(recipe: Recipe, smoke: bool = False, scale: float = 1.0) -> Plan:
     """The stages of ``recipe``; ``smoke``: :data:`SMOKE_ITERATIONS` iterations on
     :data:`SMOKE_WORLDS` worlds each, a checkpoint every iteration; ``scale``: every stage's
     iterations times ``scale`` (rounded up)."""
-    stages, first = [], 0
+    stages, first = [], 0 if recipe.init is None else recipe.init.iteration + 1
     for i, stage in enumerate(recipe.stages):
         its = max(1, math.ceil(stage.iterations * scale))
         worlds = {"cpu": stage.num_envs.cpu, "cuda": stage.num_envs.cuda}
@@ -381,7 +422,8 @@ def make_plan(recipe: Recipe, smoke: bool = False, scale: float = 1.0) -> Plan:
         stages.append(PlannedStage(i, stage.name, its, worlds, overrides, first, first + its - 1))
         first += its
     every = 1 if smoke else recipe.selection.every
-    return Plan(recipe.name, recipe.config, recipe.seed, every, smoke, scale, stages)
+    init = None if recipe.init is None else {**dataclasses.asdict(recipe.init), "checkpoint": str(recipe.init.path)}
+    return Plan(recipe.name, recipe.config, recipe.seed, every, smoke, scale, stages, init)
 
 
 def changes_before_start(a: dict[str, Any], b: dict[str, Any], started: set[str]) -> tuple[list[str], list[str]]:

@@ -131,6 +131,13 @@ def provenance(
         "git": git_commit(),
         "date": time.strftime("%Y-%m-%d"),
         "seed": plan.seed,
+        "init": None
+        if recipe.init is None
+        else {
+            "checkpoint": recipe.init.checkpoint,
+            "sha256": recipe.init.sha256,
+            "iteration": recipe.init.iteration,
+        },  # fmt: skip
         "stages": stage_records(plan, work),
         "plan_changes": list(work.state.get("plan_changes", [])),  # stages changed before they started
         "checkpoint": {
@@ -198,6 +205,15 @@ def readme(p: dict[str, Any]) -> str:
         f"(sha256 {p['checkpoint']['sha256'][:12]}, iteration {p['checkpoint']['iteration']}) fine-tunes with "
         "`nav-train --resume`. Every number is in `PROVENANCE.json`.",
         "",
+        *(
+            [
+                f"Fine-tuned from `{p['init']['checkpoint']}` (sha256 {p['init']['sha256'][:12]}, iteration "
+                f"{p['init']['iteration']}).",
+                "",
+            ]
+            if p.get("init")
+            else []
+        ),
         "| stage | iterations | env steps | training time | device |",
         "|---|---|---|---|---|",
     ]

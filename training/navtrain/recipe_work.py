@@ -229,8 +229,8 @@ class Work:
         if latest is not None:
             done = latest.iteration - stage.first + 1
             return ResumePoint(stage.last - latest.iteration, latest.path, done)
-        if index == 0:
-            return ResumePoint(stage.iterations, None, 0)
+        if index == 0:  # from scratch, or from the checkpoint a fine-tuning recipe names
+            return ResumePoint(stage.iterations, None if plan.init is None else Path(plan.init["checkpoint"]), 0)
         before = self.final(plan.stages[index - 1])
         if before is None:
             raise RecipeError(f"stage '{stage.name}' cannot start: stage '{plan.stages[index - 1].name}' has not ended")
