@@ -76,22 +76,37 @@ def test_dwa_controller_from_the_bundle_contract(fixture_bundle: Path) -> None:
         evaluate_controller(fixture_bundle, "mpc", episodes=2)
 
 
-def test_compare_writes_the_side_by_side_table(fixture_bundle: Path, tmp_path: Path) -> None:
-    from navtrain.compare import CONTROLLERS, ROWS, main
+def test_compare_puts_both_drivers_behind_the_gate_on_the_same_worlds(fixture_bundle: Path, tmp_path: Path) -> None:
+    """nav-compare: each row's worlds through the node's gate for both drivers, the paired times on
+    the worlds both reach recomputed from the per-episode outcomes it writes, a verdict per row."""
+    from navtrain.compare import BAR, CONTROLLERS, main
+    from navtrain.evaluation import SUCCESS
 
-    out = tmp_path / "baseline"
+    out = tmp_path / "compare"
     short = "env.episode_length_s=6.0"  # every row, after its own overrides
-    assert main(["--bundle", str(fixture_bundle), "--episodes", "6", "--out", str(out), short]) == 0
+    argv = ["--bundle", str(fixture_bundle), "--episodes", "4", "--rows", "rooms,clutter", "--out", str(out), short]
+    assert main(argv) == 0
     data = json.loads(out.with_suffix(".json").read_text())
-    assert list(data["results"]) == list(ROWS) and data["overrides"] == [short]
-    for row in data["results"].values():
-        assert set(row) == set(CONTROLLERS)
-        for r in row.values():
-            assert r["episodes"] == 6 and r["seed"] == data["results"][next(iter(ROWS))]["policy"]["seed"]
-            assert math.isnan(r["mean_time_to_goal_s"]) or 0 < r["mean_time_to_goal_s"] <= 6.0
+    assert list(data["rows"]) == ["rooms", "clutter"] and data["overrides"] == [short] and data["node_gate"]
+    assert data["bar"]["max_collision"] == BAR.max_collision
+    for name, row in data["rows"].items():
+        assert row["overrides"][-1] == short and "env.worlds.curriculum.enabled=false" in row["overrides"]
+        results, episodes = row["results"], row["episodes"]
+        assert set(results) == set(episodes) == set(CONTROLLERS)
+        for r in results.values():
+            assert r["episodes"] == 4 and r["seed"] == results["policy"]["seed"]
+            assert "behind the node's gate" in r["controller"] and sum(r["gate_states"].values()) > 0
+        both = [i for i in range(4) if all(episodes[c]["outcome"][i] == SUCCESS for c in CONTROLLERS)]
+        assert row["summary"]["both_reached"] == len(both)
+        for c in CONTROLLERS:
+            t = row["summary"]["paired"][c]["time_s"]
+            if both:
+                assert t == pytest.approx(float(np.mean([episodes[c]["time_s"][i] for i in both])))
+            else:
+                assert math.isnan(t)
+        assert row["verdict"].startswith(f"{name}: the policy ")
     md = out.with_suffix(".md").read_text()
-    assert md.count("| policy |") == len(ROWS) and md.count("| dwa |") == len(ROWS)
-    assert len(data["verdicts"]) == len(ROWS)
+    assert md.count("| policy |") == md.count("| dwa |") == 2 and "meet the bar" in md
     assert out.with_suffix(".png").stat().st_size > 1000
 
 

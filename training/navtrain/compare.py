@@ -1,133 +1,259 @@
-"""The learned policy and the dynamic-window baseline, side by side on the same unseen rooms.
+"""What the robot runs: the learned policy against the dynamic-window baseline, family by family.
 
-    nav-compare --bundle DIR [--episodes 500] [--seed S] [--out docs/results/baseline] [KEY=VALUE ...]
+    nav-compare --bundle DIR [--episodes 500] [--seed S] [--rows rooms,rooms16,clutter,corridors+path,arenas]
+                [--bare] [--num-envs N] [--dwa-params YAML] [--out docs/results/compare] [KEY=VALUE ...]
 
-Both controllers are robot-side code built from the same bundle (the policy through its ONNX
-runtime, the DWA planner from its contract), called world by world with the node's inputs (see
-:func:`navtrain.evaluation.evaluate_controller`). Every row is a set of unseen rooms from the
-evaluation seed stream; both controllers see the same rooms, starts and goals in each row.
-Writes ``OUT.json`` (every metric of every run), ``OUT.md`` (the table of docs/results.md) and
-``OUT.png`` (success and collision per row), and prints the table. Dotted overrides after the
-options apply to every row, after the row's own (e.g. ``env.episode_length_s=20``).
+Each row is a world family at its top level, as the families suite makes it
+(:data:`navtrain.families_suite.ROWS`; by default :data:`DEFAULT_ROWS`: rooms, 16-obstacle rooms,
+clutter fields in goal mode, corridors following the planned path, arenas), with the bundle's
+training randomisation. Both drivers are robot-side code built from the same bundle (the policy
+through its ONNX runtime, the DWA from its contract) and run behind the node's own command gate
+with ``policy_node``'s default parameters (:class:`navtrain.evaluation.NodeActor`: the scan rules on
+a 720-beam lidar, the scan map in goal mode, blocked and stuck handling, the smoother, the guard
+last), on the same worlds, starts and goals (one seed stream). ``--bare`` drives them without the
+gate (the runtime alone, the simulator's guard).
+
+Per row and driver: success, collision and timeout with 95 % Wilson intervals; mean time to goal
+and mean path length on the worlds **both** drivers reach (a driver that solves only the easy worlds
+is not faster for it); mean |change of w| and of |(vx, vy)| per control tick. Each row's verdict
+checks issue 30's bar (:data:`BAR`): the policy's success at least the DWA's, its collision at most
+0.5 %, its time on the worlds both reach at most 0.9 x the DWA's, its |change of w| at most
+0.8 rad/s. Writes ``OUT.json`` (every number, and each episode's outcome, time and path length),
+``OUT.md`` (the table) and ``OUT.png`` (success with its interval, collision, time on the worlds
+both reach), and prints the table. Dotted overrides after the options apply to every row, after
+the row's own (e.g. ``env.episode_length_s=20``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
-# Rows: a name and the dotted overrides that make its rooms (on top of the bundle's training config).
-ROWS: dict[str, list[str]] = {
-    "training rooms (4-12 obstacles)": [],
-    "dense rooms (16 obstacles)": ["env.room.num_obstacles=[16,16]"],
-}
+import numpy as np
+
 CONTROLLERS = ("policy", "dwa")
+DEFAULT_ROWS = ("rooms", "rooms16", "clutter", "corridors+path", "arenas")
+TOP_LEVEL = ("env.worlds.curriculum.enabled=false",)
 
 
-def table(results: dict[str, dict[str, dict]]) -> str:
-    lines = [
-        "| rooms | controller | success | collision | timeout | mean time to goal | SPL | compute per step |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+@dataclass(frozen=True)
+class Bar:
+    """Issue 30's bar for the policy against the DWA in one row."""
+
+    max_collision: float = 0.005
+    max_time_ratio: float = 0.9  # mean time to goal on the worlds both reach, policy / DWA
+    max_turn_change: float = 0.8  # [rad/s] mean |change of w| per control tick
+
+
+BAR = Bar()
+
+
+def both_reached(outcomes: dict[str, np.ndarray], success_code: int) -> np.ndarray:
+    """(n,) bool: the worlds every driver reached (``outcomes``: driver -> (n,) outcome codes, the
+    same worlds in the same order)."""
+    flags = [np.asarray(o) == success_code for o in outcomes.values()]
+    return np.logical_and.reduce(flags) if flags else np.zeros(0, dtype=bool)
+
+
+def on_worlds(values: np.ndarray, mask: np.ndarray) -> float:
+    """Mean of ``values`` over ``mask`` (NaN when it selects nothing)."""
+    return float(np.asarray(values)[mask].mean()) if mask.any() else math.nan
+
+
+def row_summary(results: dict[str, dict[str, Any]], episodes: dict[str, dict[str, np.ndarray]]) -> dict[str, Any]:
+    """A row's paired numbers: the worlds both drivers reached, each driver's mean time and path
+    length on them, and the verdicts against :data:`BAR`."""
+    from navtrain.evaluation import SUCCESS
+
+    mask = both_reached({k: v["outcome"] for k, v in episodes.items()}, SUCCESS)
+    paired = {
+        name: {
+            "time_s": on_worlds(episodes[name]["time_s"], mask),
+            "path_m": on_worlds(episodes[name]["path_len"], mask),
+        }
+        for name in episodes
+    }
+    p, d = results["policy"], results["dwa"]
+    ratio = paired["policy"]["time_s"] / paired["dwa"]["time_s"] if mask.any() else math.nan
+    checks = {
+        "success_at_least_dwa": p["success_rate"] >= d["success_rate"],
+        "collision_at_most": p["collision_rate"] <= BAR.max_collision,
+        "time_ratio_at_most": bool(ratio <= BAR.max_time_ratio),  # NaN (no world both reach) fails
+        "turn_change_at_most": p["command_change_angular"] <= BAR.max_turn_change,
+    }
+    return {"both_reached": int(mask.sum()), "paired": paired, "time_ratio": ratio, "checks": checks}
+
+
+def verdict(row: str, s: dict[str, Any], results: dict[str, dict[str, Any]]) -> str:
+    p, d = results["policy"], results["dwa"]
+    c = s["checks"]
+    parts = [
+        f"success {100 * p['success_rate']:.1f} % vs {100 * d['success_rate']:.1f} % "
+        f"({'ok' if c['success_at_least_dwa'] else 'below the DWA'})",
+        f"collision {100 * p['collision_rate']:.1f} % ({'ok' if c['collision_at_most'] else 'over 0.5 %'})",
+        f"time on the {s['both_reached']} worlds both reach {s['time_ratio']:.2f}x the DWA's "
+        f"({'ok' if c['time_ratio_at_most'] else f'over {BAR.max_time_ratio}x'})",
+        f"|dw| {p['command_change_angular']:.2f} rad/s per tick "
+        f"({'ok' if c['turn_change_at_most'] else f'over {BAR.max_turn_change}'})",
     ]
-    for row, by_ctrl in results.items():
-        for name, r in by_ctrl.items():
+    met = "meets" if all(c.values()) else "does NOT meet"
+    return f"{row}: the policy {met} the bar: " + "; ".join(parts)
+
+
+def pct(v: float) -> str:
+    return "—" if v is None or math.isnan(v) else f"{100 * v:.1f} %"
+
+
+def span(iv: list[float]) -> str:
+    return f"{100 * iv[0]:.1f}–{100 * iv[1]:.1f}" if iv else "—"
+
+
+def num(v: float, fmt: str) -> str:
+    return "—" if v is None or math.isnan(v) else fmt.format(v)
+
+
+def table(payload: dict[str, Any]) -> str:
+    lines = [
+        "| row | driver | success [95 % CI] | collision [95 % CI] | timeout | worlds both reach | "
+        "time to goal on them | path on them | \\|Δw\\| per tick | \\|Δv\\| per tick |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row, data in payload["rows"].items():
+        for name in CONTROLLERS:
+            r, pr = data["results"][name], data["summary"]["paired"][name]
             lines.append(
-                f"| {row} | {name} | {100 * r['success_rate']:.1f} % | {100 * r['collision_rate']:.1f} % | "
-                f"{100 * r['timeout_rate']:.1f} % | {r['mean_time_to_goal_s']:.2f} s | {r['spl']:.3f} | "
-                f"{r['compute_ms_per_step']:.2f} ms |"
+                f"| {row} | {name} | {pct(r['success_rate'])} [{span(r['success_interval'])}] | "
+                f"{pct(r['collision_rate'])} [{span(r['collision_interval'])}] | {pct(r['timeout_rate'])} | "
+                f"{data['summary']['both_reached']} | {num(pr['time_s'], '{:.2f} s')} | "
+                f"{num(pr['path_m'], '{:.2f} m')} | {num(r['command_change_angular'], '{:.2f} rad/s')} | "
+                f"{num(r['command_change_linear'], '{:.2f} m/s')} |"
             )
     return "\n".join(lines) + "\n"
 
 
-def verdicts(results: dict[str, dict[str, dict]]) -> list[str]:
-    """Per row: does the policy beat the baseline on success and on mean time to goal?"""
-    out = []
-    for row, by_ctrl in results.items():
-        p, d = by_ctrl["policy"], by_ctrl["dwa"]
-        succ = p["success_rate"] > d["success_rate"]
-        fast = p["mean_time_to_goal_s"] < d["mean_time_to_goal_s"]
-        out.append(
-            f"{row}: policy {'beats' if succ else 'does NOT beat'} dwa on success "
-            f"({100 * p['success_rate']:.1f} % vs {100 * d['success_rate']:.1f} %) and "
-            f"{'beats' if fast else 'does NOT beat'} it on time to goal "
-            f"({p['mean_time_to_goal_s']:.2f} s vs {d['mean_time_to_goal_s']:.2f} s)"
-        )
-    return out
-
-
-def plot(results: dict[str, dict[str, dict]], path: Path) -> None:
+def plot(payload: dict[str, Any], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy as np
 
-    rows = list(results)
+    rows = list(payload["rows"])
     x = np.arange(len(rows))
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    for ax, key, title in ((axes[0], "success_rate", "success"), (axes[1], "collision_rate", "collision")):
-        for k, name in enumerate(CONTROLLERS):
-            vals = [100 * results[r][name][key] for r in rows]
-            bars = ax.bar(x + (k - 0.5) * 0.38, vals, 0.38, label=name)
-            ax.bar_label(bars, fmt="%.1f", fontsize=8)
-        ax.set_xticks(x, [r.replace(" (", "\n(") for r in rows], fontsize=8)
-        ax.set_ylabel("%")
-        ax.set_title(title)
-    axes[0].legend(loc="lower left")
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    for k, name in enumerate(CONTROLLERS):
+        off = (k - 0.5) * 0.38
+        res = [payload["rows"][r]["results"][name] for r in rows]
+        succ = np.array([100 * r["success_rate"] for r in res])
+        lo = np.array([100 * r["success_interval"][0] for r in res])
+        hi = np.array([100 * r["success_interval"][1] for r in res])
+        bars = axes[0].bar(x + off, succ, 0.38, yerr=[succ - lo, hi - succ], capsize=3, label=name)
+        axes[0].bar_label(bars, fmt="%.1f", fontsize=7, padding=6)
+        bars = axes[1].bar(x + off, [100 * r["collision_rate"] for r in res], 0.38, label=name)
+        axes[1].bar_label(bars, fmt="%.1f", fontsize=7)
+        times = [payload["rows"][r]["summary"]["paired"][name]["time_s"] for r in rows]
+        bars = axes[2].bar(x + off, np.nan_to_num(times), 0.38, label=name)
+        axes[2].bar_label(bars, fmt="%.1f", fontsize=7)
+    labels = [f"{r}\n({payload['rows'][r]['summary']['both_reached']} both)" for r in rows]
+    for ax, title, unit in (
+        (axes[0], "success (95 % interval)", "%"),
+        (axes[1], "collision", "%"),
+        (axes[2], "time to goal on worlds both reach", "s"),
+    ):
+        ax.set_xticks(x, labels if ax is axes[2] else rows, fontsize=7)
+        ax.set_ylabel(unit)
+        ax.set_title(title, fontsize=9)
+    axes[1].axhline(100 * BAR.max_collision, color="k", lw=0.8, ls="--")
+    axes[0].legend(loc="lower left", fontsize=8)
+    fig.suptitle(payload["title"], fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
 
 
+def parse_rows(text: str | None) -> list[Any]:
+    from navtrain.families_suite import ROWS
+
+    by_name = {r.name: r for r in ROWS}
+    names = list(DEFAULT_ROWS) if not text else [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in by_name]
+    if unknown or not names:
+        raise ValueError(f"--rows: unknown row '{unknown[0] if unknown else text}' (known: {', '.join(by_name)})")
+    return [by_name[n] for n in names]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--bundle", required=True, help="exported bundle folder (policy.onnx + contract.json)")
-    p.add_argument("--episodes", type=int, default=500, help="rooms per row")
-    p.add_argument("--seed", type=int, default=None, help="room seed (default: runner.eval_seed of the bundle)")
+    p.add_argument("--episodes", type=int, default=500, help="worlds per row")
+    p.add_argument("--seed", type=int, default=None, help="world seed (default: runner.eval_seed of the bundle)")
+    p.add_argument("--rows", default=None, help=f"comma-separated family rows (default: {','.join(DEFAULT_ROWS)})")
+    p.add_argument("--bare", action="store_true", help="without the node's gate: the runtime alone, the sim's guard")
+    p.add_argument("--num-envs", type=int, default=None, help="worlds stepped at once (default: up to 500)")
     p.add_argument("--dwa-params", default=None, help="DWA parameters YAML (default: navdeploy/dwa.yaml)")
-    p.add_argument("--out", default="baseline", help="output stem: OUT.json, OUT.md, OUT.png")
+    p.add_argument("--out", default="compare", help="output stem: OUT.json, OUT.md, OUT.png")
     p.add_argument("overrides", nargs="*", help="dotted config overrides for every row, after the row's own")
     args = p.parse_args(argv)
     if not (Path(args.bundle) / "policy.onnx").is_file():
-        print(f"no bundle (policy.onnx + contract.json) in {args.bundle}", file=sys.stderr)
+        print(f"nav-compare: no bundle (policy.onnx + contract.json) in {args.bundle}", file=sys.stderr)
+        return 2
+    if args.episodes < 1:
+        print(f"nav-compare: --episodes must be >= 1, got {args.episodes}", file=sys.stderr)
+        return 2
+    try:
+        rows = parse_rows(args.rows)
+    except ValueError as err:
+        print(f"nav-compare: {err}", file=sys.stderr)
         return 2
 
-    from navtrain.evaluation import evaluate_controller
+    from navdeploy.node_params import NodeParams
+    from navtrain.evaluation import bundle_evaluator
 
-    results: dict[str, dict[str, dict]] = {}
-    for row, overrides in ROWS.items():
-        results[row] = {}
-        for name in CONTROLLERS:
-            res, _ = evaluate_controller(
-                args.bundle,
-                name,
-                episodes=args.episodes,
-                seed=args.seed,
-                overrides=[*overrides, *args.overrides],
-                plot_rooms=0,
-                dwa_params=args.dwa_params,
-            )
-            results[row][name] = asdict(res)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    text = table(results)
-    notes = verdicts(results)
-    payload = {
+    node = None if args.bare else NodeParams()
+    where = "bare (runtime alone, the simulator's guard)" if args.bare else "behind the node's gate"
+    payload: dict[str, Any] = {
         "bundle": str(args.bundle),
         "episodes_per_row": args.episodes,
-        "rows": ROWS,
+        "node_gate": not args.bare,
         "overrides": args.overrides,
-        "results": results,
+        "bar": asdict(BAR),
+        "title": f"{args.bundle}: policy vs DWA, {where}, {args.episodes} worlds per row",
+        "rows": {},
     }
-    payload["verdicts"] = notes
-    out.with_suffix(".json").write_text(json.dumps(payload, indent=2) + "\n")
-    out.with_suffix(".md").write_text(text + "\n" + "\n".join(f"- {n}" for n in notes) + "\n")
-    plot(results, out.with_suffix(".png"))
+    for row in rows:
+        overrides = [*row.overrides, *TOP_LEVEL, *args.overrides]
+        results, episodes = {}, {}
+        for name in CONTROLLERS:
+            evaluator = bundle_evaluator(args.bundle, name, overrides, args.dwa_params, node=node)
+            res, _ = evaluator.run(episodes=args.episodes, seed=args.seed, num_envs=args.num_envs, plot_rooms=0)
+            results[name], episodes[name] = asdict(res), evaluator.episodes
+        summary = row_summary(results, episodes)
+        payload["rows"][row.name] = {
+            "description": row.description,
+            "overrides": overrides,
+            "results": results,
+            "summary": summary,
+            "verdict": verdict(row.name, summary, results),
+            "episodes": {
+                name: {k: np.asarray(episodes[name][k]).tolist() for k in ("outcome", "time_s", "path_len")}
+                for name in CONTROLLERS
+            },
+        }
+        print(payload["rows"][row.name]["verdict"], flush=True)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    text = table(payload)
+    notes = [data["verdict"] for data in payload["rows"].values()]
+    out.with_suffix(".json").write_text(json.dumps(payload, indent=1, allow_nan=True) + "\n")
+    out.with_suffix(".md").write_text(
+        f"{payload['title']}.\n\n" + text + "\n" + "\n".join(f"- {n}" for n in notes) + "\n"
+    )
+    plot(payload, out.with_suffix(".png"))
     print(text)
-    print("\n".join(notes))
     print(f"wrote {out.with_suffix('.json')}, {out.with_suffix('.md')}, {out.with_suffix('.png')}")
     return 0
 

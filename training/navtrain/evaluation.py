@@ -447,6 +447,8 @@ class Evaluator:
     label: str
     device: str
     make_act: Callable[[NavEnv], ActFn]
+    episodes: dict[str, np.ndarray] | None = field(default=None, repr=False)
+    """The last run's per-episode arrays, in world order (:func:`run_episodes`' keys)."""
 
     def run(
         self,
@@ -463,7 +465,7 @@ class Evaluator:
         env, seed = eval_env(cfg, episodes, seed, num_envs, self.device)
         env.randomization.set_severity(severity)
         act = self.make_act(env)
-        result, trace = run_rooms(env, act, cfg, episodes, seed, plot_rooms, self.label)
+        result, trace, self.episodes = run_rooms(env, act, cfg, episodes, seed, plot_rooms, self.label)
         if isinstance(act, RobotSideActor):
             result.compute_ms_per_step = act.ms_per_call
         if isinstance(act, NodeActor):
@@ -610,8 +612,9 @@ def eval_env(cfg: NavConfig, episodes: int, seed: int | None, num_envs: int | No
 
 def run_rooms(
     env: NavEnv, act: ActFn, cfg: NavConfig, episodes: int, seed: int, plot_rooms: int, label: str
-) -> tuple[EvalResult, EpisodeTrace | None]:
-    """``episodes`` rooms of the seed's stream, one batch of ``env.num_envs`` at a time, summarised."""
+) -> tuple[EvalResult, EpisodeTrace | None, dict[str, np.ndarray]]:
+    """``episodes`` rooms of the seed's stream, one batch of ``env.num_envs`` at a time: the summary,
+    the trace of the first batch, and the per-episode arrays (:func:`run_episodes`' keys)."""
     gen = torch.Generator(device=env.device)
     gen.manual_seed(seed)
     parts: list[dict[str, np.ndarray]] = []
@@ -653,7 +656,7 @@ def run_rooms(
         success_interval=wilson_interval(int(succ.sum()), len(oc)),
         collision_interval=wilson_interval(int((oc == COLLISION).sum()), len(oc)),
     )
-    return result, trace
+    return result, trace, allr
 
 
 def write_json(result: EvalResult, path: str | Path) -> None:
