@@ -67,10 +67,11 @@ RUN apt-get update \
     && source "/opt/ros/${ROS_DISTRO}/setup.bash" \
     && cd ros2_ws && colcon build --packages-select nav_policy --event-handlers console_direct+ \
     && python3 -c "import navdeploy.runtime, onnxruntime; import importlib.util as u; assert u.find_spec('torch') is None" \
-    && test -f install/nav_policy/share/nav_policy/default_bundle/policy.onnx
+    && test -f install/nav_policy/share/nav_policy/default_bundle/policy.onnx \
+    && test -f install/nav_policy/share/nav_policy/jackal_bundle/policy.onnx
 
 # The bundle: bundle:=/path, else $NAV_POLICY_BUNDLE (e.g. -e NAV_POLICY_BUNDLE=/bundle with your
-# bundle mounted there), else the trained default installed with the package.
+# bundle mounted there), else the one installed for robot_base:=jackal, else the trained default.
 CMD ["ros2", "launch", "nav_policy", "robot.launch.py"]
 
 # ------------------------------------------------------------------------------------------------

@@ -143,7 +143,8 @@ PARAMS: tuple[Param, ...] = (
         "bundle_path",
         str,
         "",
-        'folder with policy.onnx + contract.json; "": $NAV_POLICY_BUNDLE, else the installed default bundle',
+        'folder with policy.onnx + contract.json; "": $NAV_POLICY_BUNDLE, else the bundle installed for '
+        "robot_base (jackal), else the installed default bundle",
         details="A folder that is not there (or holds no bundle) stops the node at startup (exit code 2, with a "
         "message that says why).",
     ),

@@ -6,6 +6,7 @@ same base as a file, and names it."""
 from __future__ import annotations
 
 import math
+import os
 import time
 from pathlib import Path
 
@@ -84,3 +85,53 @@ def test_a_diff_drive_bundle_never_publishes_a_lateral_command(tmp_path: Path) -
     assert max(c[2] for c in cmds) > 0.5 and min(c[2] for c in cmds) < -0.5  # turning both ways
     assert {"driving", "goal_reached"} <= states and min(scales) < 1.0  # the guard slowed it
     assert "base test_diff_drive (diff_drive, radius 0.2 m" in log and "matches node parameter robot_base" in log
+
+
+def test_robot_base_jackal_alone_runs_the_installed_jackal_bundle_without_lateral_commands(tmp_path: Path) -> None:
+    """``robot_base:=jackal`` and no bundle: the node loads the Jackal bundle installed with the
+    package, says so, checks its base, and drives it (scan map on, as shipped) with ``linear.y``
+    exactly 0 in every command."""
+    h.require_ros()
+    from geometry_msgs.msg import PoseStamped, Twist
+    from nav_msgs.msg import Odometry
+    from sensor_msgs.msg import LaserScan
+
+    from nav_policy.paths import BUNDLE_ENV, installed_bundles
+
+    assert not os.environ.get(BUNDLE_ENV), f"${BUNDLE_ENV} is set: the node would load it"
+    cmd = [str(h.entry_point_script("policy_node")), *h.ros_args({"robot_base": "jackal"})]
+    rig = h.PolicyNodeRig(tmp_path, cmd, "jackal_test", status_depth=200)
+    try:
+        cmds: list[tuple[float, float, float]] = []
+        rig.tn.node.create_subscription(
+            Twist, "/cmd_vel", lambda m: cmds.append((m.linear.x, m.linear.y, m.angular.z)), 200
+        )
+        pubs = (rig.scan_pub, rig.odom_pub, rig.goal_pub)
+        rig.tn.spin_until(lambda: all(p.get_subscription_count() > 0 for p in pubs), 30, "subscriptions", [rig.proc])
+        for gx, gy in ((3.0, 2.0), (-2.0, -1.0)):
+            g = PoseStamped()
+            g.header.frame_id, g.pose.position.x, g.pose.position.y = "odom", gx, gy
+            g.pose.orientation.w = 1.0
+            rig.goal_pub.publish(g)
+            end = time.monotonic() + 1.5
+            while time.monotonic() < end:
+                s = LaserScan(angle_min=-math.pi, angle_increment=2 * math.pi / 720, range_min=0.05, range_max=12.0)
+                s.header.frame_id = "base_link"
+                s.ranges = [4.0 + math.sin(3 * i * 2 * math.pi / 720) for i in range(720)]
+                o = Odometry()
+                o.header.frame_id, o.child_frame_id = "odom", "base_link"
+                o.pose.pose.orientation.w = 1.0
+                rig.stamp(s)
+                rig.stamp(o)
+                rig.scan_pub.publish(s)
+                rig.odom_pub.publish(o)
+                rig.tn.spin_for(0.05)
+        states = {st["state"] for st in rig.status}
+    finally:
+        rig.close()
+    log = rig.proc.output()
+    assert f"{installed_bundles()['jackal']} (the installed bundle of base jackal" in log, log[-3000:]
+    assert "base jackal (diff_drive, radius 0.333 m" in log and "matches node parameter robot_base jackal" in log
+    assert "driving" in states and len(cmds) > 20, log[-3000:]
+    assert all(c[1] == 0.0 for c in cmds)  # exactly, in every state
+    assert max(abs(c[0]) for c in cmds) > 0.05 and max(abs(c[2]) for c in cmds) > 0.05  # it drove

@@ -4,14 +4,14 @@
     ros2 launch nav_policy robot.launch.py bundle:=/opt/bundle scan:=/lidar/scan odom:=/wheel/odom
     ros2 launch nav_policy robot.launch.py params_file:=/my/policy.yaml cmd_vel:=/base/cmd_vel
     ros2 launch nav_policy robot.launch.py controller:=dwa plan:=/planner/plan enable_stamped_cmd_vel:=true
-    ros2 launch nav_policy robot.launch.py bundle:=/opt/jackal_bundle robot_base:=jackal
+    ros2 launch nav_policy robot.launch.py robot_base:=jackal       # a Jackal-class base: its installed bundle
 
 Remapping arguments rename the node's topics (/scan, /odom, /goal_pose, /cmd_vel, /plan); params_file
 replaces the installed config/policy.yaml (limits, stale timeout, frames, ...). Without ``bundle`` the
-node takes its params file's bundle_path, else $NAV_POLICY_BUNDLE, else the trained bundle installed
-with the package, and its startup line says which. ``robot_base`` (a preset name or a base YAML file,
-docs/bases.md) declares the base the robot is: the node refuses a bundle trained for another drive or
-footprint.
+node takes its params file's bundle_path, else $NAV_POLICY_BUNDLE, else the bundle installed with the
+package for the preset ``robot_base`` names (jackal), else the installed default, and its startup line
+says which. ``robot_base`` (a preset name or a base YAML file, docs/bases.md) declares the base the
+robot is: the node refuses a bundle trained for another drive or footprint.
 
 Every argument is checked before the node starts (``nav_policy.launch_args``): a wrong one stops the
 launch with one line naming it and what it accepts, and ``ros2 launch`` exits 1. A node that exits

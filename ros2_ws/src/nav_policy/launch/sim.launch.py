@@ -4,12 +4,12 @@
     ros2 launch nav_policy sim.launch.py bundle:=/path/to/bundle seed:=3
     ros2 launch nav_policy sim.launch.py bundle:=... lockstep:=true num_episodes:=5   # fast evaluation
     ros2 launch nav_policy sim.launch.py bundle:=/path/to/jackal_bundle            # simulates the bundle's base
-    ros2 launch nav_policy sim.launch.py bundle:=... robot_base:=jackal            # the base, checked by the node
+    ros2 launch nav_policy sim.launch.py robot_base:=jackal                        # a Jackal-class base and its installed bundle
 
 ``robot_base`` (a preset name or a base YAML file) is the simulated robot's base; without it the sim
 simulates the base the given bundle's contract states, and without a bundle the sim config's (the
 holonomic disc). Given, it is the policy node's ``robot_base`` too, so the node refuses a bundle
-trained for another drive or footprint.
+trained for another drive or footprint, and without a bundle loads the one installed for that preset.
 
 The sim node comes from the ``nav_policy_sim`` package (the training side: torch, mujoco), which a
 robot image does not install; without it this launch file stops with one line saying so.

@@ -28,7 +28,8 @@ POLICY_ARGUMENTS = {
     "bundle": (
         "",
         "policy bundle folder (policy.onnx + contract.json); default: the params file's bundle_path, "
-        "else $NAV_POLICY_BUNDLE, else the trained bundle installed with nav_policy",
+        "else $NAV_POLICY_BUNDLE, else the bundle installed with nav_policy for robot_base (jackal), "
+        "else the installed default",
     ),
     "controller": ("policy", "policy | dwa (dynamic-window baseline)"),
 }

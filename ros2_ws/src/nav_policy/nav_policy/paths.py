@@ -6,9 +6,12 @@ A colcon build or a regular pip install puts config/ and launch/ under <prefix>/
 does not copy data files; the source package folder has the same layout (package.xml, config/,
 launch/).
 
-The default bundle is package data, ``nav_policy/default_bundle/`` next to this module, so it is
-found the same way in an editable install, a wheel and a colcon install; ``setup.py`` also installs
-a copy to <prefix>/share/nav_policy/default_bundle, which the launch files name as their default.
+The trained bundles are package data next to this module, so they are found the same way in an
+editable install, a wheel and a colcon install: ``nav_policy/default_bundle/`` (the holonomic disc,
+the default) and one ``nav_policy/<preset>_bundle/`` per other base preset a bundle is shipped for
+(``jackal_bundle/``). ``setup.py`` also installs copies to <prefix>/share/nav_policy/. A node whose
+``robot_base`` names such a preset loads that base's bundle when no bundle is named, so one launch
+argument (``robot_base:=jackal``) selects both the base and its policy.
 """
 
 from __future__ import annotations
@@ -23,6 +26,10 @@ BUNDLE_ENV = "NAV_POLICY_BUNDLE"
 """Environment variable naming a bundle folder; it overrides the installed default."""
 DEFAULT_BUNDLE = "default_bundle"
 """The folder name of the trained default bundle (package data and share/nav_policy)."""
+DEFAULT_BASE = "holonomic_disc"
+"""The base preset the default bundle was trained for."""
+BASE_BUNDLE_SUFFIX = "_bundle"
+"""A base preset's installed bundle folder is ``<preset>_bundle`` beside the default bundle."""
 
 
 def share_dir() -> Path:
@@ -50,13 +57,36 @@ def default_bundle_dir() -> Path:
     return Path(__file__).resolve().parent / DEFAULT_BUNDLE
 
 
-def resolve_bundle(bundle_path: str, environ: Mapping[str, str] | None = None) -> tuple[Path, str]:
+def installed_bundles() -> dict[str, Path]:
+    """The trained bundles installed with the package, by the base preset they were trained for."""
+    here = Path(__file__).resolve().parent
+    found = {DEFAULT_BASE: default_bundle_dir()}
+    for folder in sorted(here.glob("*" + BASE_BUNDLE_SUFFIX)):
+        if folder.is_dir() and folder.name != DEFAULT_BUNDLE:
+            found[folder.name[: -len(BASE_BUNDLE_SUFFIX)]] = folder
+    return found
+
+
+def resolve_bundle(
+    bundle_path: str, environ: Mapping[str, str] | None = None, robot_base: str = ""
+) -> tuple[Path, str]:
     """The bundle folder to load and where its name came from: ``bundle_path`` when not empty, else
-    ``$NAV_POLICY_BUNDLE`` when set and not empty, else the installed default. ``~`` is expanded."""
+    ``$NAV_POLICY_BUNDLE`` when set and not empty, else the bundle installed for the preset
+    ``robot_base`` names, else the installed default. ``~`` is expanded."""
     env = os.environ if environ is None else environ
     if bundle_path:
         return Path(os.path.expanduser(bundle_path)), "parameter bundle_path"
     named = env.get(BUNDLE_ENV, "")
     if named:
         return Path(os.path.expanduser(named)), f"${BUNDLE_ENV}"
+    installed = installed_bundles()
+    if robot_base and robot_base != DEFAULT_BASE:
+        if robot_base in installed:
+            return installed[robot_base], f"the installed bundle of base {robot_base}"
+        if "/" not in robot_base and not robot_base.endswith((".yaml", ".yml")):
+            shipped = ", ".join(sorted(installed))
+            return (
+                default_bundle_dir(),
+                f"the installed default bundle: none is installed for base {robot_base} ({shipped} are)",
+            )
     return default_bundle_dir(), "the installed default bundle"

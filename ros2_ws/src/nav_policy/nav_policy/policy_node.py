@@ -13,8 +13,9 @@ Parameters: the table of ``navdeploy.node_params`` (names, types, defaults, rang
 in one loop (``nav_policy.ros_common.declare_node_params``) and read into its typed ``NodeParams``;
 ``config/policy.yaml`` and the table in docs/ros2.md are renderings of it.
 
-The bundle: the ``bundle_path`` parameter, else ``$NAV_POLICY_BUNDLE``, else the trained default
-installed with this package (``nav_policy/default_bundle``); the log names which one was loaded.
+The bundle: the ``bundle_path`` parameter, else ``$NAV_POLICY_BUNDLE``, else the bundle installed
+with this package for the base preset ``robot_base`` names (``nav_policy/<preset>_bundle``), else
+the trained default (``nav_policy/default_bundle``); the log names which one was loaded.
 The velocity smoother (``navdeploy.smoother``, parameters ``velocity_smoother``,
 ``max_accel_linear``, ``max_accel_angular``) limits the acceleration of driving commands to what the
 bundle's policy was trained with; it never delays a stop. After it, as the last stage, the collision
@@ -94,9 +95,9 @@ class PolicyNode(Node):
         self.odom_frame, self.base_frame = params.odom_frame, params.base_frame
         self.stamped_cmd = params.enable_stamped_cmd_vel
         check_driver(params.controller)
-        self.runtime, bundle, bundle_from = self._load_bundle(params.bundle_path)
+        self.runtime, bundle, bundle_from = self._load_bundle(params.bundle_path, params.robot_base)
         driver = self._driver(params)
-        settings = self._resolve(params)
+        settings = self._resolve(params, f"bundle {bundle} ({bundle_from})")
         self.control_period = settings.control_period
         # The one command gate (navdeploy.gate), shared with the bag replay's reference.
         self.gate = CommandGate.from_settings(driver, settings)
@@ -120,10 +121,10 @@ class PolicyNode(Node):
         )
 
     # ------------------------------------------------------------------ startup
-    def _load_bundle(self, bundle_path: str) -> tuple[PolicyRuntime, str, str]:
-        """The bundle named by ``bundle_path`` (else $NAV_POLICY_BUNDLE, else the installed default),
-        loaded; StartupError saying why when it cannot be."""
-        bundle_dir, bundle_from = resolve_bundle(bundle_path)
+    def _load_bundle(self, bundle_path: str, robot_base: str) -> tuple[PolicyRuntime, str, str]:
+        """The bundle named by ``bundle_path`` (else $NAV_POLICY_BUNDLE, else the one installed for
+        ``robot_base``, else the installed default), loaded; StartupError saying why when it cannot be."""
+        bundle_dir, bundle_from = resolve_bundle(bundle_path, robot_base=robot_base)
         bundle = str(bundle_dir)
         if not os.path.isdir(bundle):
             raise StartupError(
@@ -147,14 +148,14 @@ class PolicyNode(Node):
         except (OSError, ValueError) as exc:
             raise StartupError(f"cannot build the dwa controller: {exc}") from exc
 
-    def _resolve(self, params: NodeParams) -> GateSettings:
+    def _resolve(self, params: NodeParams, origin: str) -> GateSettings:
         """The gate's settings from the parameters and the contract; warnings and where each limit
-        came from go to the log."""
+        came from go to the log. A refusal names the bundle and where it came from (``origin``)."""
         c = self.runtime.contract
         try:
             settings, warnings = resolve_settings(c, params)
         except ValueError as exc:
-            raise StartupError(str(exc)) from exc
+            raise StartupError(f"{exc}; {origin}") from exc
         for text in warnings:
             self.get_logger().warn(text)
         self.get_logger().info("limits: " + "; ".join(settings.limit_sources))
