@@ -16,8 +16,8 @@ def tiny_recipe(
     episodes: int,
     suite_episodes: int | None = None,
 ) -> dict[str, Any]:
-    """The recipe as its YAML data (key order as written); ``suite_episodes`` adds the robustness and
-    families suites of that many episodes each."""
+    """The recipe as its YAML data (key order as written); ``suite_episodes`` adds the robustness,
+    families and compare suites of that many episodes each."""
     recipe: dict[str, Any] = {
         "name": "tiny",
         "config": "conf/nav.yaml",
@@ -35,6 +35,10 @@ def tiny_recipe(
         "evaluation": {"episodes": episodes},
     }
     if suite_episodes is not None:
-        recipe["suites"] = {"robustness": {"episodes": suite_episodes}, "families": {"episodes": suite_episodes}}
+        recipe["suites"] = {
+            "robustness": {"episodes": suite_episodes},
+            "families": {"episodes": suite_episodes},
+            "compare": {"episodes": suite_episodes},
+        }
     recipe["out"] = "out/tiny"
     return recipe

@@ -75,8 +75,12 @@ def test_a_smoke_run_writes_the_policy_with_its_provenance(smoke) -> None:
     out = root / "out"
     for name in ("checkpoint.pt", "bundle/policy.onnx", "bundle/contract.json", "evaluation.json", "README.md"):
         assert (out / name).is_file(), name
-    for suite in ("robustness", "families"):
+    for suite in ("robustness", "families", "compare"):
         assert {p.name for p in out.glob(f"{suite}.*")} == {f"{suite}.json", f"{suite}.md", f"{suite}.png"}
+    compared = json.loads((out / "compare.json").read_text())  # the bundle's drivers behind the node's gate
+    assert list(compared["rows"]) == ["rooms"] and compared["node_gate"]
+    assert compared["bundle"] == str(root / "work/final/bundle") and compared["seed"] == 1000003
+    assert {r["episodes"] for r in compared["rows"]["rooms"]["results"].values()} == {2}
     prov = json.loads((out / "PROVENANCE.json").read_text())
     assert prov["recipe"]["sha256"] == sha256(recipe) and prov["recipe"]["path"] == str(recipe)
     assert len(prov["git"]["commit"]) == 40 and prov["smoke"] is True

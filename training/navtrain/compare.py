@@ -175,15 +175,83 @@ def plot(payload: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def parse_rows(text: str | None) -> list[Any]:
+def parse_rows(text: str | list[str] | None) -> list[Any]:
+    """The families suite's rows named in ``text`` (comma-separated, or a list; None: :data:`DEFAULT_ROWS`)."""
     from navtrain.families_suite import ROWS
 
     by_name = {r.name: r for r in ROWS}
-    names = list(DEFAULT_ROWS) if not text else [n.strip() for n in text.split(",") if n.strip()]
+    if isinstance(text, list):
+        names = list(text)
+    else:
+        names = list(DEFAULT_ROWS) if not text else [n.strip() for n in text.split(",") if n.strip()]
     unknown = [n for n in names if n not in by_name]
     if unknown or not names:
         raise ValueError(f"--rows: unknown row '{unknown[0] if unknown else text}' (known: {', '.join(by_name)})")
     return [by_name[n] for n in names]
+
+
+def run_compare(
+    bundle: str | Path,
+    rows: list[Any],
+    episodes: int,
+    seed: int | None = None,
+    node: bool = True,
+    num_envs: int | None = None,
+    dwa_params: str | Path | None = None,
+    overrides: list[str] | None = None,
+) -> dict[str, Any]:
+    """Both drivers of ``bundle`` on ``episodes`` worlds of each row (:func:`parse_rows`), behind the
+    node's gate unless ``node`` is false: the payload :func:`write_outputs` writes."""
+    from navdeploy.node_params import NodeParams
+    from navtrain.evaluation import bundle_evaluator
+
+    params = NodeParams() if node else None
+    extra = list(overrides or [])
+    where = "behind the node's gate" if node else "bare (runtime alone, the simulator's guard)"
+    payload: dict[str, Any] = {
+        "bundle": str(bundle),
+        "episodes_per_row": episodes,
+        "node_gate": node,
+        "overrides": extra,
+        "bar": asdict(BAR),
+        "title": f"{bundle}: policy vs DWA, {where}, {episodes} worlds per row",
+        "seed": None,
+        "rows": {},
+    }
+    for row in rows:
+        row_overrides = [*row.overrides, *TOP_LEVEL, *extra]
+        results, runs = {}, {}
+        for name in CONTROLLERS:
+            evaluator = bundle_evaluator(bundle, name, row_overrides, dwa_params, node=params)
+            res, _ = evaluator.run(episodes=episodes, seed=seed, num_envs=num_envs, plot_rooms=0)
+            results[name], runs[name] = asdict(res), evaluator.episodes
+        payload["seed"] = results["policy"]["seed"]
+        summary = row_summary(results, runs)
+        payload["rows"][row.name] = {
+            "description": row.description,
+            "overrides": row_overrides,
+            "results": results,
+            "summary": summary,
+            "verdict": verdict(row.name, summary, results),
+            "episodes": {
+                name: {k: np.asarray(runs[name][k]).tolist() for k in ("outcome", "time_s", "path_len")}
+                for name in CONTROLLERS
+            },
+        }
+        print(f"[compare] {payload['rows'][row.name]['verdict']}", flush=True)
+    return payload
+
+
+def write_outputs(payload: dict[str, Any], stem: str | Path) -> list[Path]:
+    """``STEM.json`` (everything), ``STEM.md`` (the table and verdicts), ``STEM.png``."""
+    out = Path(stem)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    notes = [data["verdict"] for data in payload["rows"].values()]
+    paths = [out.with_suffix(".json"), out.with_suffix(".md"), out.with_suffix(".png")]
+    paths[0].write_text(json.dumps(payload, indent=1) + "\n")
+    paths[1].write_text(f"{payload['title']}.\n\n" + table(payload) + "\n" + "\n".join(f"- {n}" for n in notes) + "\n")
+    plot(payload, paths[2])
+    return paths
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -209,52 +277,12 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"nav-compare: {err}", file=sys.stderr)
         return 2
-
-    from navdeploy.node_params import NodeParams
-    from navtrain.evaluation import bundle_evaluator
-
-    node = None if args.bare else NodeParams()
-    where = "bare (runtime alone, the simulator's guard)" if args.bare else "behind the node's gate"
-    payload: dict[str, Any] = {
-        "bundle": str(args.bundle),
-        "episodes_per_row": args.episodes,
-        "node_gate": not args.bare,
-        "overrides": args.overrides,
-        "bar": asdict(BAR),
-        "title": f"{args.bundle}: policy vs DWA, {where}, {args.episodes} worlds per row",
-        "rows": {},
-    }
-    for row in rows:
-        overrides = [*row.overrides, *TOP_LEVEL, *args.overrides]
-        results, episodes = {}, {}
-        for name in CONTROLLERS:
-            evaluator = bundle_evaluator(args.bundle, name, overrides, args.dwa_params, node=node)
-            res, _ = evaluator.run(episodes=args.episodes, seed=args.seed, num_envs=args.num_envs, plot_rooms=0)
-            results[name], episodes[name] = asdict(res), evaluator.episodes
-        summary = row_summary(results, episodes)
-        payload["rows"][row.name] = {
-            "description": row.description,
-            "overrides": overrides,
-            "results": results,
-            "summary": summary,
-            "verdict": verdict(row.name, summary, results),
-            "episodes": {
-                name: {k: np.asarray(episodes[name][k]).tolist() for k in ("outcome", "time_s", "path_len")}
-                for name in CONTROLLERS
-            },
-        }
-        print(payload["rows"][row.name]["verdict"], flush=True)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    text = table(payload)
-    notes = [data["verdict"] for data in payload["rows"].values()]
-    out.with_suffix(".json").write_text(json.dumps(payload, indent=1, allow_nan=True) + "\n")
-    out.with_suffix(".md").write_text(
-        f"{payload['title']}.\n\n" + text + "\n" + "\n".join(f"- {n}" for n in notes) + "\n"
+    payload = run_compare(
+        args.bundle, rows, args.episodes, args.seed, not args.bare, args.num_envs, args.dwa_params, args.overrides
     )
-    plot(payload, out.with_suffix(".png"))
-    print(text)
-    print(f"wrote {out.with_suffix('.json')}, {out.with_suffix('.md')}, {out.with_suffix('.png')}")
+    paths = write_outputs(payload, args.out)
+    print(table(payload))
+    print(f"wrote {', '.join(str(p) for p in paths)}")
     return 0
 
 

@@ -115,7 +115,8 @@ class Evaluation:
 
 @dataclass
 class Suite:
-    """A suite run on the chosen policy: ``episodes`` worlds per row, its rows (None: all)."""
+    """A suite run on the chosen policy: ``episodes`` worlds per row, its rows (None: all of the
+    suite's; for ``compare``, :data:`navtrain.compare.DEFAULT_ROWS`)."""
 
     episodes: int
     rows: list[str] | None = None
@@ -125,6 +126,8 @@ class Suite:
 class Suites:
     robustness: Suite | None = None
     families: Suite | None = None
+    compare: Suite | None = None
+    """nav-compare on the exported bundle: policy and DWA behind the node's gate, family rows."""
 
 
 @dataclass
@@ -262,7 +265,7 @@ def check_fields(recipe: Recipe) -> None:
         if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
             raise RecipeError(f"init.sha256 must be 64 lowercase hex digits, got {digest!r}")
     positive("evaluation.episodes", recipe.evaluation.episodes)
-    for name in ("robustness", "families"):
+    for name in ("robustness", "families", "compare"):
         suite = getattr(recipe.suites, name)
         if suite is not None:
             positive(f"suites.{name}.episodes", suite.episodes)
@@ -322,6 +325,7 @@ def check_rows(recipe: Recipe, cfg: NavConfig) -> None:
     known = {
         "robustness": [r.name for r in robustness.suite_rows(cfg)],
         "families": families_suite.row_names(),
+        "compare": families_suite.row_names(),
     }
     for name, rows in known.items():
         suite = getattr(recipe.suites, name)

@@ -9,7 +9,8 @@
    (``navtrain.export.export_bundle``; the contract names ``checkpoint.pt`` by its sha256).
 3. **Evaluate** it on ``evaluation.episodes`` worlds of the evaluation stream, with 95 % Wilson
    intervals (``evaluation.json``, ``evaluation.png``), and run the listed suites on the same
-   stream (``robustness.*``, ``families.*``).
+   stream (``robustness.*``, ``families.*``; ``compare.*``: what the robot runs, the exported
+   bundle's policy and the DWA behind the node's gate, :mod:`navtrain.compare`).
 4. **Write** ``PROVENANCE.json`` (the recipe file and its sha256, the git commit, each stage's
    iterations, env steps, time and device, the checkpoint by sha256, the validation table, the
    evaluation and suite numbers) and ``README.md`` (the same in words), then copy the result into
@@ -47,7 +48,7 @@ from navtrain.recipe import (
 from navtrain.recipe_provenance import provenance, readme
 from navtrain.recipe_work import Checkpoint, Work, atomic_write_text, git_commit, now, rel, say, sha256
 
-SUITES = ("robustness", "families")
+SUITES = ("robustness", "families", "compare")
 PRODUCTS = ("checkpoint.pt", "bundle", "evaluation.json", "evaluation.png", "PROVENANCE.json", "README.md") + tuple(
     f"{s}.{ext}" for s in SUITES for ext in ("json", "md", "png")
 )
@@ -57,7 +58,7 @@ PRODUCTS = ("checkpoint.pt", "bundle", "evaluation.json", "evaluation.png", "PRO
 def sizes(recipe: Recipe, plan: Plan) -> dict[str, Any]:
     """Episodes (and suite rows) of validation, evaluation and suites; ``--smoke`` shrinks them to a
     few worlds and each suite to its first row."""
-    first_row = {"robustness": ["nominal"], "families": ["rooms"]}
+    first_row = {"robustness": ["nominal"], "families": ["rooms"], "compare": ["rooms"]}
     out: dict[str, Any] = {
         "validation": recipe.selection.validation_episodes,
         "evaluation": recipe.evaluation.episodes,
@@ -215,7 +216,13 @@ def export_and_evaluate(recipe: Recipe, plan: Plan, folder: Path, digest: str, d
 
 
 def run_suite(name: str, evaluator: Any, suite: dict[str, Any], seed: int, folder: Path) -> None:
-    if name == "robustness":
+    if name == "compare":
+        from navtrain import compare
+
+        rows = compare.parse_rows(suite["rows"])
+        payload = compare.run_compare(folder / "bundle", rows, suite["episodes"], seed)
+        compare.write_outputs(payload, folder / "compare")
+    elif name == "robustness":
         from navtrain import robustness
 
         payload = robustness.run_suite(evaluator, episodes=suite["episodes"], seed=seed, rows=suite["rows"])

@@ -113,7 +113,8 @@ def provenance(
     for name, size in done["sizes"]["suites"].items():
         payload = json.loads((folder / f"{name}.json").read_text())
         suites[name] = {**size, "seed": payload["seed"], "files": [f"{name}.{e}" for e in ("json", "md", "png")]}
-        suites[name]["rows_run"] = [r["name"] for r in payload["rows"]]
+        rows = payload["rows"]  # a list of rows (robustness, families) or rows by name (compare)
+        suites[name]["rows_run"] = list(rows) if isinstance(rows, dict) else [r["name"] for r in rows]
     bundle = folder / "bundle"
     command = f"nav-recipe run {rel(recipe_path, REPO_ROOT)}" + (" --smoke" if plan.smoke else "")
     if plan.scale != 1.0:
