@@ -22,12 +22,47 @@ pytestmark = pytest.mark.ros
 GUARD = GuardRule(radius=0.2, margin=0.05, headway=0.5, decel=2.5, slide=True)
 
 
-def test_a_diff_drive_bundle_never_publishes_a_lateral_command(tmp_path: Path) -> None:
-    h.require_ros()
-    from geometry_msgs.msg import PoseStamped, Twist
+def commands_once_connected(rig: h.PolicyNodeRig) -> list[tuple[float, float, float]]:
+    """The (linear.x, linear.y, angular.z) of every /cmd_vel the node sends, filled as the rig spins;
+    returns once the node subscribes to every input."""
+    from geometry_msgs.msg import Twist
+
+    cmds: list[tuple[float, float, float]] = []
+    rig.tn.node.create_subscription(
+        Twist, "/cmd_vel", lambda m: cmds.append((m.linear.x, m.linear.y, m.angular.z)), 200
+    )
+    pubs = (rig.scan_pub, rig.odom_pub, rig.goal_pub)
+    rig.tn.spin_until(lambda: all(p.get_subscription_count() > 0 for p in pubs), 30, "subscriptions", [rig.proc])
+    return cmds
+
+
+def publish_inputs(rig: h.PolicyNodeRig, ranges: list[float], range_max: float) -> None:
+    """One scan of ``ranges`` over the full circle (from -pi) and odometry at the origin, stamped now."""
     from nav_msgs.msg import Odometry
     from sensor_msgs.msg import LaserScan
 
+    s = LaserScan(angle_min=-math.pi, angle_increment=2 * math.pi / len(ranges), range_min=0.05, range_max=range_max)
+    s.header.frame_id, s.ranges = "base_link", ranges
+    o = Odometry()
+    o.header.frame_id, o.child_frame_id = "odom", "base_link"
+    o.pose.pose.orientation.w = 1.0
+    rig.stamp(s)
+    rig.stamp(o)
+    rig.scan_pub.publish(s)
+    rig.odom_pub.publish(o)
+
+
+def publish_goal(rig: h.PolicyNodeRig, x: float, y: float) -> None:
+    from geometry_msgs.msg import PoseStamped
+
+    g = PoseStamped()
+    g.header.frame_id, g.pose.position.x, g.pose.position.y = "odom", x, y
+    g.pose.orientation.w = 1.0
+    rig.goal_pub.publish(g)
+
+
+def test_a_diff_drive_bundle_never_publishes_a_lateral_command(tmp_path: Path) -> None:
+    h.require_ros()
     bundle = write_diff_drive_bundle(tmp_path / "bundle", guard=GUARD)
     declared = tmp_path / "rover.yaml"
     declared.write_text(yaml.safe_dump({k: v for k, v in diff_drive_base().to_dict().items() if k != "name"}))
@@ -41,31 +76,14 @@ def test_a_diff_drive_bundle_never_publishes_a_lateral_command(tmp_path: Path) -
     cmd = [str(h.entry_point_script("policy_node")), *h.ros_args(params)]
     rig = h.PolicyNodeRig(tmp_path, cmd, "diff_drive_test", status_depth=200)
     try:
-        cmds: list[tuple[float, float, float]] = []
-        rig.tn.node.create_subscription(
-            Twist, "/cmd_vel", lambda m: cmds.append((m.linear.x, m.linear.y, m.angular.z)), 200
-        )
-        pubs = (rig.scan_pub, rig.odom_pub, rig.goal_pub)
-        rig.tn.spin_until(lambda: all(p.get_subscription_count() > 0 for p in pubs), 30, "subscriptions", [rig.proc])
+        cmds = commands_once_connected(rig)
 
         def inputs(behind: float) -> None:
             """Scan (a wall ``behind`` metres behind the robot, open ahead) and odometry at the origin."""
-            s = LaserScan(angle_min=-math.pi, angle_increment=2 * math.pi / 72, range_min=0.05, range_max=6.0)
-            s.header.frame_id = "base_link"
-            s.ranges = [behind if abs(-math.pi + i * 2 * math.pi / 72) > 2.6 else 5.0 for i in range(72)]
-            o = Odometry()
-            o.header.frame_id, o.child_frame_id = "odom", "base_link"
-            o.pose.pose.orientation.w = 1.0
-            rig.stamp(s)
-            rig.stamp(o)
-            rig.scan_pub.publish(s)
-            rig.odom_pub.publish(o)
+            publish_inputs(rig, [behind if abs(-math.pi + i * 2 * math.pi / 72) > 2.6 else 5.0 for i in range(72)], 6.0)
 
         def goal(x: float, y: float) -> None:
-            g = PoseStamped()
-            g.header.frame_id, g.pose.position.x, g.pose.position.y = "odom", x, y
-            g.pose.orientation.w = 1.0
-            rig.goal_pub.publish(g)
+            publish_goal(rig, x, y)
 
         for gx, gy, behind in ((-2.0, 1.5, 5.0), (-2.0, 1.5, 0.4), (2.0, -1.0, 5.0), (0.05, 0.0, 5.0)):
             goal(gx, gy)
@@ -92,39 +110,18 @@ def test_robot_base_jackal_alone_runs_the_installed_jackal_bundle_without_latera
     package, says so, checks its base, and drives it (scan map on, as shipped) with ``linear.y``
     exactly 0 in every command."""
     h.require_ros()
-    from geometry_msgs.msg import PoseStamped, Twist
-    from nav_msgs.msg import Odometry
-    from sensor_msgs.msg import LaserScan
-
     from nav_policy.paths import BUNDLE_ENV, installed_bundles
 
     assert not os.environ.get(BUNDLE_ENV), f"${BUNDLE_ENV} is set: the node would load it"
     cmd = [str(h.entry_point_script("policy_node")), *h.ros_args({"robot_base": "jackal"})]
     rig = h.PolicyNodeRig(tmp_path, cmd, "jackal_test", status_depth=200)
     try:
-        cmds: list[tuple[float, float, float]] = []
-        rig.tn.node.create_subscription(
-            Twist, "/cmd_vel", lambda m: cmds.append((m.linear.x, m.linear.y, m.angular.z)), 200
-        )
-        pubs = (rig.scan_pub, rig.odom_pub, rig.goal_pub)
-        rig.tn.spin_until(lambda: all(p.get_subscription_count() > 0 for p in pubs), 30, "subscriptions", [rig.proc])
+        cmds = commands_once_connected(rig)
         for gx, gy in ((3.0, 2.0), (-2.0, -1.0)):
-            g = PoseStamped()
-            g.header.frame_id, g.pose.position.x, g.pose.position.y = "odom", gx, gy
-            g.pose.orientation.w = 1.0
-            rig.goal_pub.publish(g)
+            publish_goal(rig, gx, gy)
             end = time.monotonic() + 1.5
             while time.monotonic() < end:
-                s = LaserScan(angle_min=-math.pi, angle_increment=2 * math.pi / 720, range_min=0.05, range_max=12.0)
-                s.header.frame_id = "base_link"
-                s.ranges = [4.0 + math.sin(3 * i * 2 * math.pi / 720) for i in range(720)]
-                o = Odometry()
-                o.header.frame_id, o.child_frame_id = "odom", "base_link"
-                o.pose.pose.orientation.w = 1.0
-                rig.stamp(s)
-                rig.stamp(o)
-                rig.scan_pub.publish(s)
-                rig.odom_pub.publish(o)
+                publish_inputs(rig, [4.0 + math.sin(3 * i * 2 * math.pi / 720) for i in range(720)], 12.0)
                 rig.tn.spin_for(0.05)
         states = {st["state"] for st in rig.status}
     finally:
