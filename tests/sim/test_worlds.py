@@ -19,7 +19,7 @@ from navsim.families import FAMILIES, FAMILY_INDEX, extent_half, family_half_ext
 from navsim.families.generate import generate_family, place_bounds
 from navsim.families.rooms import RoomBatch, RoomGeometry
 from navsim.robot import build_mjcf, slot_sizes
-from navsim.world_pool import Curriculum, plan_worlds, planned_worlds
+from navsim.world_pool import Curriculum, certified_clearance, plan_worlds, planned_worlds
 from navtrain.checkpoint import load_checkpoint
 
 ALL = "env.worlds.families={rooms: 1.0, clutter: 1.0, corridors: 1.0, arenas: 1.0}"
@@ -102,10 +102,11 @@ def setup():
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_generated_world_is_feasible_for_the_robot(setup, family, sample):
     """50 (fast) or 125 (sweep) worlds per family over all levels: the recorded path keeps more than
-    the robot's radius from every surface (sampled every 1 cm) and an independent grid planner joins
-    start and goal."""
+    the certified clearance (the guard's passing clearance, more than the robot's radius) from every
+    surface (sampled every 1 cm) and an independent grid planner joins start and goal at it."""
     cfg, sizes, geom = setup
-    radius = cfg.env.robot.radius
+    radius = certified_clearance(cfg.env)
+    assert cfg.env.worlds.certify == "guard" and radius > cfg.env.robot.radius
     levels = cfg.env.worlds.curriculum.levels
     gen = torch.Generator()
     gen.manual_seed(1234 + FAMILY_INDEX[family] + 100 * (sample == "sweep"))
@@ -149,11 +150,16 @@ def test_independent_check_and_planner_refuse_a_blocked_world(setup):
     assert not plan.feasible[0]
     world = _world(batch, sizes, 0)
     assert not _connected(world, batch.start[0, :2].numpy(), batch.goal[0].numpy(), cfg.env.robot.radius)
-    batch.slot_active[0, piece[k // 2]] = False  # open one gap of 0.5 m: feasible again
-    plan = plan_worlds(batch, cfg.env, geom)
+    batch.slot_active[0, piece[k // 2]] = False  # open one gap of 0.5 m: feasible for the radius alone
+    radius_only = copy.deepcopy(cfg.env)
+    radius_only.worlds.certify = "radius"
+    assert plan_worlds(batch, radius_only, geom).feasible[0]
     world = _world(batch, sizes, 0)
-    assert plan.feasible[0]
     assert _connected(world, batch.start[0, :2].numpy(), batch.goal[0].numpy(), cfg.env.robot.radius)
+    # not for the guard: the grid certifies a passage of 2 x its passing clearance + 0.1 m (0.54 m)
+    assert not plan_worlds(batch, cfg.env, geom).feasible[0]
+    batch.slot_active[0, piece[k // 2 + 1]] = False  # 1 m wide: feasible for both
+    assert plan_worlds(batch, cfg.env, geom).feasible[0] and plan_worlds(batch, radius_only, geom).feasible[0]
 
 
 def test_the_followed_path_keeps_clear_of_a_narrow_gap_when_a_wide_one_is_near(setup):
@@ -182,6 +188,7 @@ def test_the_followed_path_keeps_clear_of_a_narrow_gap_when_a_wide_one_is_near(s
     place_bounds(batch, sizes, cfg.env.room.wall_thickness)
     world = _world(batch, sizes, 0)
     env_cfg = copy.deepcopy(cfg.env)
+    env_cfg.worlds.certify = "radius"  # the 0.5 m gap is certified for the radius, not for the guard
     env_cfg.worlds.path_clearance = 0.0
     short = plan_worlds(batch, env_cfg, geom)
     env_cfg.worlds.path_clearance = 0.25
@@ -380,6 +387,22 @@ def test_unknown_family_is_refused_by_name():
         load_config(overrides=["env.worlds.families={caves: 1.0}"])
     with pytest.raises(ConfigError, match="at least one family"):
         load_config(overrides=["env.worlds.families={rooms: 0.0}"])
+    with pytest.raises(ConfigError, match=r"env.worlds.certify must be one of guard \| radius, got 'shell'"):
+        load_config(overrides=["env.worlds.certify=shell"])
+
+
+def test_the_certified_clearance_is_the_guards_passing_clearance():
+    """Worlds are certified at the clearance the guard lets the robot pass at (its rule on the
+    policy's beams), or at the radius alone when asked; a wider robot or margin certifies wider."""
+    from navcontract.guard import GuardRule
+
+    cfg = load_config()
+    g = cfg.env.guard
+    rule = GuardRule(radius=cfg.env.robot.radius, margin=g.margin, headway=g.headway, decel=g.decel, slide=g.slide)
+    assert certified_clearance(cfg.env) == pytest.approx(rule.passing_clearance(cfg.env.lidar.num_beams))
+    assert certified_clearance(load_config(overrides=["env.worlds.certify=radius"]).env) == cfg.env.robot.radius
+    jackal = load_config(overrides=["env.robot.base=jackal", "env.guard.margin=0.03"]).env
+    assert certified_clearance(jackal) == pytest.approx((0.333 + 0.03) / (1 - math.sin(math.pi / 72)))
 
 
 def test_tensorboard_gets_success_and_collision_per_family():

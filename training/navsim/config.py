@@ -188,7 +188,12 @@ class WorldsCfg:
     refresh_size: int = 8  # worlds re-drawn per refresh
     grid_resolution: float = 0.05  # [m] planner cell
     path_points: int = 48  # waypoints kept per planned path
-    path_clearance: float = 0.25  # [m] the path keeps this beyond the radius where it can (0: the shortest path)
+    path_clearance: float = (
+        0.25  # [m] the path keeps this beyond the certified clearance where it can (0: the shortest path)
+    )
+    certify: str = (
+        "guard"  # a world is feasible for: guard (the robot passing at env.guard's passing clearance) | radius
+    )
     clutter: ClutterCfg = field(default_factory=ClutterCfg)
     corridors: CorridorsCfg = field(default_factory=CorridorsCfg)
     arenas: ArenaCfg = field(default_factory=ArenaCfg)

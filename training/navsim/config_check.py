@@ -14,6 +14,7 @@ from navsim.grid_planner import CAP_MARGIN
 from navsim.observations import validate_observation_cfg
 from navsim.randomization import validate_randomization_cfg
 from navsim.sectors import SectorRays
+from navsim.world_pool import CERTIFY
 
 
 def validate(cfg: NavConfig) -> None:
@@ -123,6 +124,8 @@ def validate_worlds_cfg(cfg: EnvCfg) -> None:
             raise ConfigError(f"env.worlds.{key} is too small: {getattr(w, key)}")
     if not 0.0 <= w.path_clearance <= CAP_MARGIN:
         raise ConfigError(f"env.worlds.path_clearance must be in [0, {CAP_MARGIN}] m, got {w.path_clearance}")
+    if w.certify not in CERTIFY:
+        raise ConfigError(f"env.worlds.certify must be one of {' | '.join(CERTIFY)}, got {w.certify!r}")
     if w.refresh_size < 0 or w.refresh_size > w.pool_size:
         raise ConfigError(f"env.worlds.refresh_size must be in [0, pool_size], got {w.refresh_size}")
     _check_family_sizes(cfg)

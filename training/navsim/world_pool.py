@@ -2,7 +2,9 @@
 
 :func:`planned_worlds` draws worlds of one family and level (:mod:`navsim.families`), plans each
 (:mod:`navsim.grid_planner`) and redraws the ones the planner refuses until every world is
-feasible for the robot; the result carries its path and the path's length.
+feasible for the robot; the result carries its path and the path's length. Feasible means
+passable at :func:`certified_clearance`: by default the clearance the collision guard lets the
+robot pass at, so that no world asks for a gap the guard refuses.
 
 :class:`WorldPool` holds ``env.worlds.pool_size`` planned worlds per family and level on the
 simulation device. A world that resets takes a random one of its family and level with one
@@ -20,6 +22,7 @@ from contextlib import contextmanager
 
 import torch
 
+from navcontract.guard import GuardRule
 from navsim.config import EnvCfg
 from navsim.families import FAMILIES, FAMILY_INDEX, active_families
 from navsim.families.generate import generate_family
@@ -28,15 +31,30 @@ from navsim.grid_planner import Grid, PlanResult, plan_paths
 
 MAX_ROUNDS = 50
 MIN_DRAW = 16
+CERTIFY = ("guard", "radius")
+"""``env.worlds.certify``: the clearance a world must leave the robot to count as feasible."""
 
 
 class InfeasibleWorlds(RuntimeError):
     """A family's configuration keeps producing worlds without a path for the robot."""
 
 
+def certified_clearance(cfg: EnvCfg) -> float:
+    """[m] How far from every surface a world must let the robot's centre pass to be feasible, and
+    what its recorded path keeps (``env.worlds.certify``): ``guard``, the passing clearance of
+    ``env.guard`` on the policy's beams (:meth:`navcontract.guard.GuardRule.passing_clearance`: the
+    robot drives past a return no closer without the guard stopping it; the node applies the same
+    rule, so this holds whether or not the simulator's guard is on); ``radius``, the robot's radius."""
+    if cfg.worlds.certify == "radius":
+        return float(cfg.robot.radius)
+    g = cfg.guard
+    rule = GuardRule(radius=cfg.robot.radius, margin=g.margin, headway=g.headway, decel=g.decel, slide=g.slide)
+    return rule.passing_clearance(int(cfg.lidar.num_beams))
+
+
 def plan_worlds(batch: RoomBatch, cfg: EnvCfg, geom: RoomGeometry, radius: float | None = None) -> PlanResult:
     """The grid planner on a batch of one family's worlds (their half extents are the grid's), for
-    a robot of ``radius`` (default: ``cfg.robot.radius``)."""
+    a robot that needs ``radius`` from every surface (default: :func:`certified_clearance`)."""
     hx, hy = (float(v) for v in batch.half[0])
     grid = Grid(hx, hy, cfg.worlds.grid_resolution)
     with _one_thread():  # small tensor work: extra threads only contend (and stall on busy cores)
@@ -48,7 +66,7 @@ def plan_worlds(batch: RoomBatch, cfg: EnvCfg, geom: RoomGeometry, radius: float
             batch.goal,
             geom.sizes,
             grid,
-            cfg.robot.radius if radius is None else float(radius),
+            certified_clearance(cfg) if radius is None else float(radius),
             cfg.worlds.path_points,
             cfg.worlds.path_clearance,
         )
@@ -227,4 +245,13 @@ class WorldPool:
         self.worlds.assign(idx, fresh)
 
 
-__all__ = ["FAMILIES", "Curriculum", "InfeasibleWorlds", "WorldPool", "plan_worlds", "planned_worlds"]
+__all__ = [
+    "CERTIFY",
+    "FAMILIES",
+    "Curriculum",
+    "InfeasibleWorlds",
+    "WorldPool",
+    "certified_clearance",
+    "plan_worlds",
+    "planned_worlds",
+]

@@ -644,7 +644,7 @@ def run_rooms(
         mean_time_to_goal_s=float(allr["time_s"][succ].mean()) if succ.any() else math.nan,
         spl=float(spl.mean()),
         spl_reference=(
-            "shortest feasible path for the robot's radius (navsim.grid_planner)"
+            "shortest feasible path at the certified clearance (navsim.grid_planner, env.worlds.certify)"
             if planned
             else "straight-line start-goal distance (ignores obstacles: conservative)"
         ),

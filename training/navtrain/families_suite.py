@@ -17,7 +17,7 @@ the followed paths keep the default ``env.worlds.path_clearance`` whatever the p
   rooms (a path needs the planner), so its worlds are the same kind, not the same ones.
 
 Per row: success, collision, timeout, mean time to goal and SPL. For planned worlds SPL's
-reference is the shortest feasible path for the robot's radius (``navsim.grid_planner``); for
+reference is the shortest feasible path at the certified clearance (``navsim.grid_planner``); for
 the two unplanned rooms rows it is the straight start-goal line (today's rooms are not planned). Every row
 uses the same seed stream (``runner.eval_seed``). Writes ``STEM.json``, ``STEM.md``, ``STEM.png``
 (success and collision per row) and ``STEM_<row>.png`` (a few worlds per row with the driven
