@@ -44,6 +44,8 @@ def test_families_option_writes_every_row(tmp_path: Path, capsys: pytest.Capture
     assert rows["mix"]["obstacle_slots"] > max(rows[f]["obstacle_slots"] for f in FAMILIES)
     assert set(fam["planner"]) == set(FAMILIES)
     for cost in fam["planner"].values():
-        assert cost["plan_ms_per_draw"] > 0 and 0.0 <= cost["refused_share"] < 1.0 and cost["refresh_ms"] > 0
+        assert (
+            cost["plan_ms_per_draw"] > 0 and 0.0 <= cost["refused_share"] <= 1.0 and cost["refresh_ms"] > 0
+        )  # 2 draws of a dense family may all be refused
     printed = capsys.readouterr().out
     assert "world families: NavEnv.step" in printed and "grid planner" in printed
