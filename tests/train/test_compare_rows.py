@@ -11,8 +11,8 @@ from navtrain.compare import BAR, both_reached, main, parse_rows, row_summary, v
 from navtrain.evaluation import COLLISION, SUCCESS, TIMEOUT
 
 
-def result(success: float, collision: float, turn: float) -> dict:
-    return {"success_rate": success, "collision_rate": collision, "command_change_angular": turn}
+def result(success: float, collision: float, turn: float, episodes: int = 4) -> dict:
+    return {"success_rate": success, "collision_rate": collision, "command_change_angular": turn, "episodes": episodes}
 
 
 def test_times_are_compared_on_the_worlds_both_drivers_reach() -> None:
@@ -30,7 +30,9 @@ def test_times_are_compared_on_the_worlds_both_drivers_reach() -> None:
     assert s["time_ratio"] == pytest.approx(4.5 / 8.0)
     assert all(s["checks"].values())
     text = verdict("rooms", s, {"policy": result(0.75, 0.0, 0.5), "dwa": result(0.75, 0.25, 0.1)})
-    assert text.startswith("rooms: the policy meets the bar") and "0.56x" in text
+    assert (
+        text.startswith("rooms: the policy meets the bar on 4 worlds (the bar is judged on 500): ") and "0.56x" in text
+    )
 
 
 def test_each_part_of_the_bar_can_fail() -> None:
@@ -49,7 +51,8 @@ def test_each_part_of_the_bar_can_fail() -> None:
     none = {k: {**v, "outcome": np.array([T, T])} for k, v in episodes.items()}
     s = row_summary({"policy": result(0.0, 0.0, 0.1), "dwa": result(0.0, 0.0, 0.1)}, none)
     assert s["both_reached"] == 0 and math.isnan(s["time_ratio"]) and not s["checks"]["time_ratio_at_most"]
-    assert "does NOT meet" in verdict("arenas", s, {"policy": result(0.0, 0.0, 0.1), "dwa": result(0.0, 0.0, 0.1)})
+    text = verdict("arenas", s, {"policy": result(0.0, 0.0, 0.1, 500), "dwa": result(0.0, 0.0, 0.1, 500)})
+    assert text.startswith("arenas: the policy does NOT meet the bar: ")
 
 
 def test_rows_are_the_families_suites_and_a_bad_one_is_one_line(capsys: pytest.CaptureFixture) -> None:

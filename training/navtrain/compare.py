@@ -48,6 +48,7 @@ class Bar:
     max_collision: float = 0.005
     max_time_ratio: float = 0.9  # mean time to goal on the worlds both reach, policy / DWA
     max_turn_change: float = 0.8  # [rad/s] mean |change of w| per control tick
+    min_worlds: int = 500  # worlds per row the bar is judged on
 
 
 BAR = Bar()
@@ -102,7 +103,9 @@ def verdict(row: str, s: dict[str, Any], results: dict[str, dict[str, Any]]) -> 
         f"({'ok' if c['turn_change_at_most'] else f'over {BAR.max_turn_change}'})",
     ]
     met = "meets" if all(c.values()) else "does NOT meet"
-    return f"{row}: the policy {met} the bar: " + "; ".join(parts)
+    n = int(p.get("episodes", BAR.min_worlds))
+    size = "" if n >= BAR.min_worlds else f" on {n} worlds (the bar is judged on {BAR.min_worlds})"
+    return f"{row}: the policy {met} the bar{size}: " + "; ".join(parts)
 
 
 def pct(v: float) -> str:
