@@ -178,6 +178,7 @@ def test_behind_the_node_gate_a_driver_charging_a_post_never_hits_it(scan_map: b
 
     cfg = bundle_config(fixture_bundle)
     cfg.env.guard.enabled = False
+    cfg.env.smoother.enabled = False
     cfg.randomization.enabled = False
     cfg.env.lidar.noise_std = 0.0
     cfg.env.episode_length_s = 6.0
@@ -206,6 +207,11 @@ def test_behind_the_node_gate_a_driver_charging_a_post_never_hits_it(scan_map: b
     with pytest.raises(ValueError, match="only guard"):
         cfg.env.guard.enabled = True
         NodeActor(eval_env(cfg, 1, 0, 1, "cpu")[0], make, NodeParams(), 720)
+    cfg.env.guard.enabled = False
+    cfg.randomization.enabled = True  # trained acceleration limits: the env's smoother would run
+    cfg.env.smoother.enabled = True
+    with pytest.raises(ValueError, match="only velocity smoother"):
+        NodeActor(eval_env(cfg, 1, 0, 1, "cpu")[0], make, NodeParams(), 720)
 
 
 def test_an_evaluation_behind_the_node_gate_reports_its_gate_states() -> None:
@@ -223,7 +229,7 @@ def test_an_evaluation_behind_the_node_gate_reports_its_gate_states() -> None:
         node=NodeParams(),
         overrides=["env.episode_length_s=4.0"],
     )
-    assert result.controller.endswith("behind the node's gate")
+    assert result.controller.endswith("behind the node's gate")  # the env's guard and smoother were off
     assert result.gate_states and set(result.gate_states) <= {s.value for s in State}
     assert sum(result.gate_states.values()) <= 2 * 40 and result.gate_states.get("driving", 0) > 0
     with pytest.raises(ValueError, match="scan map is the node's"):

@@ -275,7 +275,8 @@ class NodeActor(RobotSideActor):
     (:func:`navdeploy.settings.resolve_settings` of ``params`` over the bundle's contract): scan
     rules, scan map with its sub-goals (inline, not on a worker, so that runs repeat), blocked and
     stuck handling, clamp, velocity smoother, and the guard as the last stage. The env's own guard
-    must be off (:func:`bundle_evaluator` turns it off): the node's is the robot's only one.
+    and smoother must be off (:func:`bundle_evaluator` turns them off): the node's are the robot's
+    only ones (a second smoother in the simulator would ramp down the node's guard stops).
 
     Each tick the gate gets what the node would receive: the lidar (``map_beams`` evenly spaced
     beams over 360 degrees with the lidar's noise, or the policy's sector readings when 0), the
@@ -292,6 +293,10 @@ class NodeActor(RobotSideActor):
         super().__init__(env, make)
         if env.guard is not None:
             raise ValueError("the node's gate is the robot's only guard: evaluate with env.guard.enabled=false")
+        if env.stages.accel.active:
+            raise ValueError(
+                "the node's gate is the robot's only velocity smoother: evaluate with env.smoother.enabled=false"
+            )
         period = float(env.env_cfg.control_period)
         settings, _ = resolve_settings(self.controllers[0].contract, replace(params, scan_map_worker=False))
         if abs(settings.control_period - period) > 1e-9:
@@ -583,7 +588,8 @@ def bundle_evaluator(
     if node is not None:
         if scan_map is not None:
             raise ValueError("behind the node's gate the scan map is the node's (its scan_map parameter)")
-        cfg.env.guard.enabled = False  # the node's guard is the robot's only one
+        cfg.env.guard.enabled = False  # the node's guard and smoother are the robot's only ones
+        cfg.env.smoother.enabled = False
         return Evaluator(
             cfg, label + " behind the node's gate", "cpu", lambda env: NodeActor(env, make, node, map_beams)
         )
