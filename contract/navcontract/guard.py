@@ -278,12 +278,20 @@ def guarded_ranges(ranges: Any, seen: Any, rule: GuardRule) -> Any:
     return xp.where(seen, ranges, xp.minimum(ranges, rule.unseen_range))
 
 
-def turn_fan(command: Any, rule: GuardRule) -> list[Any]:
+def fan_size(speed: float, omega: float, rule: GuardRule) -> int:
+    """The most angles beyond the first a command of planar speed at most ``speed`` and yaw rate at
+    most ``omega`` (the base's limits) can need (rule step 2b): ``ceil(|end| / TURN_STEP)``."""
+    return math.ceil(abs(0.5 * omega * (rule.reaction + speed / rule.decel)) / TURN_STEP)
+
+
+def turn_fan(command: Any, rule: GuardRule, most: int | None = None) -> list[Any]:
     """Rule step 2b: the angles ``(...,)`` [rad] the command's direction is turned by, one array per
     direction of the fan, the first None (the command's own direction, turned by 0). Each world's
     fan is its own: ``k = 1 + ceil(|end| / TURN_STEP)`` evenly spaced angles from 0 to ``end = wz
     (reaction + s / decel) / 2``; a batch holds as many arrays as its widest fan needs, a world with
-    fewer angles repeating its last, so a world's guard is the same alone as in any batch."""
+    fewer angles repeating its last, so a world's guard is the same alone as in any batch. ``most``
+    (at least any world's count, :func:`fan_size` of the base's limits) fixes the number of arrays
+    instead of reading the widest fan from the batch: no host sync on a GPU, the same result."""
     xp = ops_for(command)
     command = xp.as_float(command)
     vx, vy, wz = command[..., 0], command[..., 1], command[..., 2]
@@ -291,8 +299,9 @@ def turn_fan(command: Any, rule: GuardRule) -> list[Any]:
     end = 0.5 * wz * (rule.reaction + speed / rule.decel)
     width = xp.maximum(end, -end)
     steps = -((-width / TURN_STEP) // 1.0)  # ceil(|end| / TURN_STEP): the world's fan has steps + 1 angles
-    flat = steps.reshape(-1)
-    most = int(float(xp.amax(flat, axis=-1))) if flat.shape[0] else 0
+    if most is None:
+        flat = steps.reshape(-1)
+        most = int(float(xp.amax(flat, axis=-1))) if flat.shape[0] else 0
     safe = xp.maximum(steps, steps * 0.0 + 1.0)
     return [None, *(end * xp.minimum(i / safe, steps * 0.0 + 1.0) for i in range(1, most + 1))]
 
@@ -338,7 +347,9 @@ def free_distances(
     return free, blocks
 
 
-def guard_scale(ranges: Any, command: Any, rule: GuardRule, max_range: float, seen: Any = None) -> Any:
+def guard_scale(
+    ranges: Any, command: Any, rule: GuardRule, max_range: float, seen: Any = None, fan: int | None = None
+) -> Any:
     """Per-world factor in [0, 1] for the planar command.
 
     ``ranges``: ``(..., num_beams)`` metres on the training beam layout; ``command``: ``(..., 3)``
@@ -348,7 +359,7 @@ def guard_scale(ranges: Any, command: Any, rule: GuardRule, max_range: float, se
     xp = ops_for(ranges)
     dist = None
     big = 1e6
-    for turn in turn_fan(command, rule):
+    for turn in turn_fan(command, rule, fan):
         free, blocks = free_distances(ranges, command, rule, max_range, seen, turn)
         least = xp.amin(xp.where(blocks, free, free * 0.0 + big), axis=-1)
         if seen is not None:  # rule step 0: an unseen return in the band stops the motion
@@ -384,11 +395,13 @@ def blocking_beam(ranges: Any, command: Any, rule: GuardRule, max_range: float, 
     return None if best is None else best[1]
 
 
-def apply_guard(ranges: Any, command: Any, rule: GuardRule, max_range: float, seen: Any = None) -> tuple[Any, Any]:
+def apply_guard(
+    ranges: Any, command: Any, rule: GuardRule, max_range: float, seen: Any = None, fan: int | None = None
+) -> tuple[Any, Any]:
     """``(guarded command, scale)``: the planar part of ``command`` scaled by :func:`guard_scale`
-    (``seen``: the beams the scan saw, rule step 0; None: all of them)."""
+    (``seen``: the beams the scan saw, rule step 0; None: all of them; ``fan``: see :func:`turn_fan`)."""
     xp = ops_for(command)
-    scale = guard_scale(ranges, command, rule, max_range, seen)
+    scale = guard_scale(ranges, command, rule, max_range, seen, fan)
     # In the command's own precision: wz and an unslowed command pass through unchanged.
     out = xp.stack([command[..., 0] * scale, command[..., 1] * scale, command[..., 2]], axis=-1)
     return out, scale

@@ -13,7 +13,16 @@ import pytest
 import torch
 
 from navcontract.action import ActionScaling, action_to_command
-from navcontract.guard import STAGE, UNSEEN_CLEARANCE, GuardRule, apply_guard, braking_speed, guard_scale
+from navcontract.guard import (
+    STAGE,
+    UNSEEN_CLEARANCE,
+    GuardRule,
+    apply_guard,
+    braking_speed,
+    fan_size,
+    guard_scale,
+    turn_fan,
+)
 from navdeploy.gate import clamp_command
 from navdeploy.settings import Limits
 from navdeploy.smoother import AccelLimits, VelocitySmoother
@@ -468,3 +477,23 @@ def test_a_turning_command_is_checked_along_its_arc():
     spinning = float(guard_scale(post, np.array([0.0, 1.0, -2.0]), rule, R_MAX))
     assert 0.3 < spinning < 0.6
     assert float(guard_scale(post, np.array([0.0, 1.0, 2.0]), rule, R_MAX)) == 1.0
+
+
+def test_a_fixed_fan_size_gives_the_batchs_own_guard():
+    """``fan`` (the widest fan the base's limits allow) in place of the batch's widest: the same
+    scales in numpy and torch, for still, straight, slow-turning and fast-spinning commands; the
+    fan size bounds every command the clamp lets out."""
+    rule = replace(RULE, reaction=0.32, slide=True)
+    rng = np.random.default_rng(3)
+    scans = rng.uniform(0.25, 3.0, (64, 72))
+    commands = np.column_stack([rng.uniform(-1.5, 1.5, 64), rng.uniform(-1.5, 1.5, 64), rng.uniform(-2.0, 2.0, 64)])
+    commands[:4] = [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.5, 0.5, 0.05], [1.5, 1.5, 2.0]]
+    most = fan_size(math.hypot(1.5, 1.5), 2.0, rule)
+    assert len(turn_fan(commands, rule)) - 1 <= most  # the batch's widest is within the bound
+    for xp in (np.asarray, torch.from_numpy):
+        ranges, cmds = xp(scans), xp(commands)
+        own = np.asarray(guard_scale(ranges, cmds, rule, R_MAX))
+        fixed = np.asarray(guard_scale(ranges, cmds, rule, R_MAX, fan=most))
+        assert np.array_equal(own, fixed) and (own < 1.0).any() and (own == 1.0).any()
+    stages = CommandStages(SCALING, rule, R_MAX, ACCEL, 0.1)
+    assert stages.fan == fan_size(math.hypot(SCALING.v_max, SCALING.v_max), SCALING.omega_max, rule)

@@ -37,6 +37,7 @@ after substep ``i`` (0 = the start of the control step).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -44,7 +45,7 @@ import warp as wp
 
 from navcontract.action import ActionScaling, action_to_command
 from navcontract.base import DIFF_DRIVE
-from navcontract.guard import GuardRule, apply_guard
+from navcontract.guard import GuardRule, apply_guard, fan_size
 from navdeploy.smoother import AccelLimits, limit_change
 
 NO_LIMIT = 1.0e30
@@ -232,6 +233,11 @@ class CommandStages:
     ) -> None:
         self.scaling, self.guard, self.max_range = scaling, guard, float(max_range)
         self.accel, self.dt = accel, float(dt)
+        # The widest turning fan a clamped command can need (its planar speed is at most
+        # sqrt(2) x the larger axis limit): a fixed count, so the guard reads no batch maximum (a host
+        # sync per step on a GPU).
+        top = max(scaling.v_max, scaling.backward)
+        self.fan = None if guard is None else fan_size(math.hypot(top, top), scaling.omega_max, guard)
 
     def __call__(
         self, actions: torch.Tensor, prev: torch.Tensor, scan: torch.Tensor, seen: torch.Tensor | None
@@ -256,7 +262,7 @@ class CommandStages:
         sent, the guard's (N,) scale or None without a guard)."""
         if self.guard is None:
             return command, None
-        return apply_guard(scan, command, self.guard, self.max_range, seen)
+        return apply_guard(scan, command, self.guard, self.max_range, seen, self.fan)
 
     def clamp(self, command: torch.Tensor) -> torch.Tensor:
         """The limits of the action rule on (N, 3) SI commands (``navdeploy.gate.clamp_command``):
