@@ -58,6 +58,24 @@ def test_a_row_switches_on_its_terms_only_at_its_severity():
     assert not row_config(cfg, nominal).randomization.enabled
 
 
+def test_a_row_changes_the_base_never_the_robots_guard_and_smoother():
+    """Every row, nominal included, runs the guard and velocity smoother the policy was trained with
+    (as the node keeps them whatever the base does): an evaluator passes its trained config as the
+    controller; the row's own config alone would drop the smoother (no trained acceleration limit)
+    and shorten the guard's reaction time (no lag)."""
+    cfg = nav_config()
+    trained, _ = eval_env(cfg, 4, None, None, "cpu")
+    assert trained.stages.accel.active and trained.guard is not None
+    for row in suite_rows(cfg):
+        if row.name not in ("nominal", "lidar_bias@2x", "actuator_lag@high"):
+            continue
+        env, _ = eval_env(row_config(cfg, row), 4, None, None, "cpu", controller=cfg)
+        assert env.stages.accel == trained.stages.accel and env.guard == trained.guard, row.name
+        assert env.stages.fan == trained.stages.fan
+    alone, _ = eval_env(row_config(cfg, suite_rows(cfg)[0]), 4, None, None, "cpu")
+    assert not alone.stages.accel.active and alone.guard.reaction < trained.guard.reaction
+
+
 def _payload(label: str, success: float) -> dict:
     result = {"success_rate": success, "collision_rate": 1 - success, "timeout_rate": 0.0, "spl": 0.5}
     result.update({"mean_time_to_goal_s": math.nan, "command_change_linear": 0.1, "command_change_angular": 0.2})

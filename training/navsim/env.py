@@ -108,9 +108,14 @@ class NavEnv(VecEnv):
         device: str | None = None,
         seed: int | None = None,
         world_pool: bool = True,
+        controller: NavConfig | None = None,
     ) -> None:
         """``world_pool=False`` (evaluation, which hands its own worlds to :meth:`reset`): planned
-        families start from unplanned placeholder worlds and draw no pool; auto-reset needs one."""
+        families start from unplanned placeholder worlds and draw no pool; auto-reset needs one.
+        ``controller``: the config whose command stages the env applies (the guard and the velocity
+        smoother, which run on the robot; default ``cfg``). Evaluation passes the policy's trained
+        config, so a condition that changes only what the base does (a robustness row, randomisation
+        off) leaves the robot's guard and smoother as they were trained, as the node keeps them."""
         wp.config.quiet = True
         wp.init()
         self.nav_cfg = cfg
@@ -129,9 +134,10 @@ class NavEnv(VecEnv):
         self.dims = sensor_dims(cfg)
         self.scaling = action_scaling(cfg)
         self.num_actions = self.scaling.dim
-        self.guard = guard_rule(cfg)
+        robot = cfg if controller is None else controller
+        self.guard = guard_rule(robot)
         self.stages = CommandStages(
-            self.scaling, self.guard, self.dims.max_range, smoother_limits(cfg), ecfg.control_period
+            self.scaling, self.guard, self.dims.max_range, smoother_limits(robot), ecfg.control_period
         )
         self.lookahead = LookaheadRule(lookahead=ecfg.worlds.lookahead, search_window=ecfg.worlds.search_window)
         self.log_episodes = True  # extras["log"] with the statistics of the episodes ending each step

@@ -465,9 +465,11 @@ class Evaluator:
         severity: float | None = None,
     ) -> tuple[EvalResult, EpisodeTrace | None]:
         """``episodes`` unseen rooms with ``cfg`` (default: the evaluator's), its randomisation at
-        ``severity`` of its ranges when given (``RandomizationManager.set_severity``)."""
+        ``severity`` of its ranges when given (``RandomizationManager.set_severity``). The robot's
+        guard and smoother are always the evaluator's (its trained config): ``cfg`` changes the worlds
+        and what the base does, never the controller the robot runs."""
         cfg = copy.deepcopy(cfg if cfg is not None else self.cfg)
-        env, seed = eval_env(cfg, episodes, seed, num_envs, self.device)
+        env, seed = eval_env(cfg, episodes, seed, num_envs, self.device, controller=self.cfg)
         env.randomization.set_severity(severity)
         act = self.make_act(env)
         result, trace, self.episodes = run_rooms(env, act, cfg, episodes, seed, plot_rooms, self.label)
@@ -607,11 +609,21 @@ def with_overrides(cfg: NavConfig, overrides: Sequence[str] | None) -> NavConfig
     return config_from_data(data, where="evaluation overrides")
 
 
-def eval_env(cfg: NavConfig, episodes: int, seed: int | None, num_envs: int | None, device: str) -> tuple[NavEnv, int]:
-    """The evaluation env: auto-reset off, the training sensor model, rooms from the eval seed."""
+def eval_env(
+    cfg: NavConfig,
+    episodes: int,
+    seed: int | None,
+    num_envs: int | None,
+    device: str,
+    controller: NavConfig | None = None,
+) -> tuple[NavEnv, int]:
+    """The evaluation env: auto-reset off, the training sensor model, rooms from the eval seed; the
+    guard and smoother of ``controller`` (default: ``cfg``'s; see :class:`navsim.env.NavEnv`)."""
     seed = cfg.runner.eval_seed if seed is None else seed
     cfg.env.auto_reset = False  # the sensor model (lidar noise) stays the training one
-    env = NavEnv(cfg, num_envs=min(episodes, num_envs or 500), device=device, seed=seed, world_pool=False)
+    env = NavEnv(
+        cfg, num_envs=min(episodes, num_envs or 500), device=device, seed=seed, world_pool=False, controller=controller
+    )
     env.log_episodes = False
     return env, seed
 
