@@ -91,6 +91,8 @@ def row_summary(results: dict[str, dict[str, Any]], episodes: dict[str, dict[str
 
 
 def verdict(row: str, s: dict[str, Any], results: dict[str, dict[str, Any]]) -> str:
+    """One line: whether the policy meets :data:`BAR` in ``row`` and each check's numbers; a row of
+    fewer than ``BAR.min_worlds`` worlds says so."""
     p, d = results["policy"], results["dwa"]
     c = s["checks"]
     parts = [
