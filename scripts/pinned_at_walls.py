@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Where a checkpoint's timeouts end: pinned by the guard at a surface, or elsewhere.
 
-    .venv/bin/python scripts/pinned_at_walls.py policies/jackal_default/checkpoint.pt \\
-        --families rooms clutter corridors --worlds 48 [--json out.json] [section.key=value ...]
+    .venv/bin/python scripts/pinned_at_walls.py policies/jackal_default/checkpoint.pt [section.key=value ...] \\
+        --families rooms clutter corridors --worlds 48 [--json out.json]
+
+(overrides before ``--families``, which takes the rest of the names)
 
 Drives the checkpoint's mean action (torch, batched, the training env with its guard and smoother)
 on ``--worlds`` top-level worlds of each family from the evaluation seed's stream, randomisation
