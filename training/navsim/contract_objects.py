@@ -12,7 +12,7 @@ trained with, the scan rule for unseen sectors, and the whole contract of a bund
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from navcontract.spec import PolicySpec, policy_spec_from_terms
 from navcontract.subgoal import TrainedPathFollowing
 from navcontract.terms import SensorDims
 from navdeploy.smoother import AccelLimits
-from navsim.config import LidarCfg, NavConfig, ObservationsCfg
+from navsim.config import EnvCfg, LidarCfg, NavConfig, ObservationsCfg
 
 RANDOMIZATION = "randomization.terms"
 """Where the trained ranges sit in the config (the errors of :func:`robot_response` name them)."""
@@ -114,14 +114,11 @@ def policy_spec(cfg: NavConfig) -> PolicySpec:
     return policy_spec_from_terms(policy_terms(cfg.observations), sensor_dims(cfg))
 
 
-def guard_rule(cfg: NavConfig) -> GuardRule | None:
-    """The guard the policy drives through (``env.guard`` with the robot's radius, after the command
-    smoother when ``env.smoother`` is on, reacting in :func:`navcontract.guard.reaction_time` of the
-    control period and the trained base response), or None when off."""
-    env = cfg.env
+def guard_geometry(env: EnvCfg) -> GuardRule:
+    """The guard's rule as ``env.guard`` and the robot's radius state it, on or off, without what
+    the base response adds (its reaction time): what decides where the robot may pass
+    (:meth:`navcontract.guard.GuardRule.passing_clearance`)."""
     g = env.guard
-    if not g.enabled:
-        return None
     return GuardRule(
         radius=env.robot.radius,
         margin=g.margin,
@@ -129,6 +126,18 @@ def guard_rule(cfg: NavConfig) -> GuardRule | None:
         decel=g.decel,
         slide=g.slide,
         unseen_clearance=g.unseen_clearance,
+    )
+
+
+def guard_rule(cfg: NavConfig) -> GuardRule | None:
+    """The guard the policy drives through (:func:`guard_geometry`, after the command smoother when
+    ``env.smoother`` is on, reacting in :func:`navcontract.guard.reaction_time` of the control
+    period and the trained base response), or None when off."""
+    env = cfg.env
+    if not env.guard.enabled:
+        return None
+    return replace(
+        guard_geometry(env),
         after_smoother=env.smoother.enabled,
         reaction=response_reaction(env.control_period, robot_response(cfg)),
     )

@@ -22,8 +22,8 @@ from contextlib import contextmanager
 
 import torch
 
-from navcontract.guard import GuardRule
 from navsim.config import EnvCfg
+from navsim.contract_objects import guard_geometry
 from navsim.families import FAMILIES, FAMILY_INDEX, active_families
 from navsim.families.generate import generate_family
 from navsim.families.rooms import RoomBatch, RoomGeometry
@@ -47,9 +47,7 @@ def certified_clearance(cfg: EnvCfg) -> float:
     rule, so this holds whether or not the simulator's guard is on); ``radius``, the robot's radius."""
     if cfg.worlds.certify == "radius":
         return float(cfg.robot.radius)
-    g = cfg.guard
-    rule = GuardRule(radius=cfg.robot.radius, margin=g.margin, headway=g.headway, decel=g.decel, slide=g.slide)
-    return rule.passing_clearance(int(cfg.lidar.num_beams))
+    return guard_geometry(cfg).passing_clearance(int(cfg.lidar.num_beams))
 
 
 def plan_worlds(batch: RoomBatch, cfg: EnvCfg, geom: RoomGeometry, radius: float | None = None) -> PlanResult:

@@ -21,13 +21,13 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from navcontract.base import DEFAULT_BASE, preset_names
+
 PACKAGE = "nav_policy"
 BUNDLE_ENV = "NAV_POLICY_BUNDLE"
 """Environment variable naming a bundle folder; it overrides the installed default."""
 DEFAULT_BUNDLE = "default_bundle"
 """The folder name of the trained default bundle (package data and share/nav_policy)."""
-DEFAULT_BASE = "holonomic_disc"
-"""The base preset the default bundle was trained for."""
 BASE_BUNDLE_SUFFIX = "_bundle"
 """A base preset's installed bundle folder is ``<preset>_bundle`` beside the default bundle."""
 
@@ -83,7 +83,7 @@ def resolve_bundle(
     if robot_base and robot_base != DEFAULT_BASE:
         if robot_base in installed:
             return installed[robot_base], f"the installed bundle of base {robot_base}"
-        if "/" not in robot_base and not robot_base.endswith((".yaml", ".yml")):
+        if robot_base in preset_names():  # a preset without a bundle (a base file never has one)
             shipped = ", ".join(sorted(installed))
             return (
                 default_bundle_dir(),
