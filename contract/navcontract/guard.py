@@ -310,8 +310,8 @@ def free_distances(
     ranges: Any, command: Any, rule: GuardRule, max_range: float, seen: Any = None, turn: Any = None
 ) -> tuple[Any, Any]:
     """Rule steps 0-2 per beam: ``(free, blocks)``, both ``(..., num_beams)``: the free distance
-    ``d_j`` the planar command's direction (turned by ``turn`` [rad], ``(...,)``, rule step 2b; None:
-    as it is) leaves to beam ``j``, and whether that beam blocks the motion at all (ahead, in the
+    ``d_j`` the planar command's direction (turned by ``turn`` [rad], ``(...,)`` or with a fan axis
+    ``(..., k)`` against ``ranges`` ``(..., 1, num_beams)``, rule step 2b; None: as it is) leaves to beam ``j``, and whether that beam blocks the motion at all (ahead, in the
     swept band, a return). Arguments as :func:`guard_scale`; a command without planar speed sweeps
     along +x (its result is not used: such a command is never scaled)."""
     xp = ops_for(ranges)
@@ -347,6 +347,21 @@ def free_distances(
     return free, blocks
 
 
+FAN_AT_ONCE_MAX = 16
+"""A numpy batch of more commands than this checks its fan one direction at a time (same result)."""
+
+
+def _least_free(xp: Any, ranges: Any, command: Any, rule: GuardRule, max_range: float, seen: Any, turn: Any) -> Any:
+    """The least free distance over the beams that block the command's direction turned by ``turn``
+    (rule steps 0-2b); -1 when an unseen beam blocks it (rule step 0), 1e6 when none does."""
+    free, blocks = free_distances(ranges, command, rule, max_range, seen, turn)
+    least = xp.amin(xp.where(blocks, free, free * 0.0 + 1e6), axis=-1)
+    if seen is not None:  # rule step 0: an unseen return in the band stops the motion
+        blind = xp.amax(xp.where(blocks & ~seen, free * 0.0 + 1.0, free * 0.0), axis=-1)
+        least = xp.where(blind > 0.0, least * 0.0 - 1.0, least)
+    return least
+
+
 def guard_scale(
     ranges: Any, command: Any, rule: GuardRule, max_range: float, seen: Any = None, fan: int | None = None
 ) -> Any:
@@ -357,16 +372,22 @@ def guard_scale(
     the scan saw (rule step 0; None: all of them). Returns ``(...,)``.
     """
     xp = ops_for(ranges)
-    dist = None
-    big = 1e6
-    for turn in turn_fan(command, rule, fan):
-        free, blocks = free_distances(ranges, command, rule, max_range, seen, turn)
-        least = xp.amin(xp.where(blocks, free, free * 0.0 + big), axis=-1)
-        if seen is not None:  # rule step 0: an unseen return in the band stops the motion
-            blind = xp.amax(xp.where(blocks & ~seen, free * 0.0 + 1.0, free * 0.0), axis=-1)
-            least = xp.where(blind > 0.0, least * 0.0 - 1.0, least)
-        dist = least if dist is None else xp.minimum(dist, least)
-    command = xp.as_float(command)
+    ranges, command = xp.as_float(ranges), xp.as_float(command)
+    if seen is not None and not hasattr(seen, "shape"):
+        seen = np.asarray(seen, dtype=bool)
+    turns = turn_fan(command, rule, fan)
+    if xp.name == "numpy" and command[..., 0].size > FAN_AT_ONCE_MAX:
+        # A large numpy batch (the DWA's samples): one direction at a time stays in the cache.
+        dist = None
+        for turn in turns:
+            least = _least_free(xp, ranges, command, rule, max_range, seen, turn)
+            dist = least if dist is None else xp.minimum(dist, least)
+    else:
+        # Every direction of the fan at once, a fan axis before the beams: (..., k, num_beams).
+        angles = xp.stack([command[..., 2] * 0.0 if t is None else t for t in turns], axis=-1)
+        seen_k = None if seen is None else seen[..., None, :]
+        least = _least_free(xp, ranges[..., None, :], command[..., None, :], rule, max_range, seen_k, angles)
+        dist = xp.amin(least, axis=-1)
     vx, vy = command[..., 0], command[..., 1]
     speed = xp.sqrt(vx * vx + vy * vy)
     moving = speed > 1e-6

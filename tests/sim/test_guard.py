@@ -20,6 +20,7 @@ from navcontract.guard import (
     apply_guard,
     braking_speed,
     fan_size,
+    free_distances,
     guard_scale,
     turn_fan,
 )
@@ -151,6 +152,43 @@ def test_torch_and_numpy_agree_batched():
     # One world at a time gives the batch's numbers.
     single = np.array([float(guard_scale(ranges[i], cmd[i], RULE, R_MAX)) for i in range(20)])
     assert np.allclose(single, scale_np[:20], atol=1e-6)
+
+
+def test_the_fan_checked_at_once_is_the_minimum_over_its_directions():
+    """guard_scale checks every direction of a turning command's fan in one pass (a single robot, a
+    torch batch) or one direction at a time (a large numpy batch, the DWA's samples): a robot alone
+    gets its batch's scale bit for bit, and both are the scale of the least free distance over the
+    directions checked one by one, unseen beams included."""
+    gen = np.random.default_rng(11)
+    rule = replace(RULE, radius=0.333, slide=True, reaction=0.32)
+    ranges = gen.uniform(0.3, R_MAX, size=(64, B)).astype(np.float32)
+    ranges[gen.uniform(size=ranges.shape) < 0.85] = R_MAX
+    cmd = np.stack([gen.uniform(-2, 2, 64), gen.uniform(-1, 1, 64), gen.uniform(-4, 4, 64)], -1).astype(np.float32)
+    seen = gen.uniform(size=ranges.shape) > 0.03
+    for mask in (None, seen):
+        # The reference: each direction alone, as free_distances states it, then the scale.
+        dist = np.full(64, np.inf, dtype=np.float32)
+        for turn in turn_fan(cmd, rule):
+            free, blocks = free_distances(ranges, cmd, rule, R_MAX, mask, turn)
+            least = np.where(blocks, free, 1e6).min(axis=-1)
+            if mask is not None:
+                least = np.where((blocks & ~mask).any(axis=-1), -1.0, least)
+            dist = np.minimum(dist, least)
+        speed = np.hypot(cmd[:, 0], cmd[:, 1])
+        free_d = np.maximum(dist, 0.0)
+        cap = np.minimum(free_d / rule.time_headway, braking_speed(free_d, rule.reaction, rule.decel))
+        expected = np.minimum(cap / speed, 1.0)
+        batch = guard_scale(ranges, cmd, rule, R_MAX, mask)  # 64 > FAN_AT_ONCE_MAX: one at a time
+        single = np.array(
+            [float(guard_scale(ranges[i], cmd[i], rule, R_MAX, None if mask is None else mask[i])) for i in range(64)]
+        )
+        fixed = fan_size(2.0, 4.0, rule)
+        t_mask = None if mask is None else torch.from_numpy(mask)
+        torch_at_once = guard_scale(torch.from_numpy(ranges), torch.from_numpy(cmd), rule, R_MAX, t_mask, fixed)
+        assert np.allclose(batch, expected, rtol=1e-6, atol=1e-7)
+        assert np.array_equal(single, batch)
+        assert np.allclose(torch_at_once.numpy(), batch, atol=1e-6)
+        assert 0.1 < float((batch < 1).mean()) < 0.9 and (dist < 0).any() == (mask is not None)
 
 
 def test_rule_rejects_bad_values_and_unknown_keys():
