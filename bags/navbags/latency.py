@@ -12,11 +12,13 @@ one over loopback DDS (private domain, UDPv4 on 127.0.0.1 only). Two modes:
   in at ``--scan-rate``; the latency of a command is its arrival time minus the publish time of
   the newest scan the node had (the scan age the robot actually acts on, timer phase included).
 
-In both modes the odometry follows the node's commands (:class:`Odometer`), so the robot makes
-progress toward a goal :data:`GOAL_DISTANCE` ahead and its progress checker never stops it. Each
-run starts the node with the scan map on (its default), off, or both one after the other
-(``--scan-map``, default both). Also reports the node's own inference time (status topic) and its
-resident memory (VmRSS and peak VmHWM from /proc). Not a test: run it and copy the numbers into
+In both modes the odometry follows the node's commands (:class:`Odometer`) and the scans are those
+of a straight corridor seen from that pose (:func:`corridor_ranges`), so the robot makes progress
+toward a goal :data:`GOAL_DISTANCE` ahead along the corridor and its progress checker never stops it.
+Each run starts the node with the scan map on (its default), off, or both one after the other
+(``--scan-map``, default both), on the executor the node spins on (``--executor``: its default
+``events``, ``single_threaded``, or both side by side). Also reports the node's own inference time
+(status topic) and its resident memory (VmRSS and peak VmHWM from /proc). Not a test: run it and copy the numbers into
 docs/ros2.md.
 
     nav-benchmark-latency --messages 2000
@@ -54,6 +56,23 @@ MAX_TICKS_PER_MESSAGE = 3
 that stays out of ``driving`` would otherwise be waited for forever."""
 GOAL_DISTANCE = 1000.0
 """[m] The goal, straight ahead of the start: further than any benchmark drives."""
+CORRIDOR_HALF_WIDTH = 2.0
+"""[m] The scans are those of a straight corridor along the way to the goal, walls this far either side
+of its axis (with the scan map on, the map holds two walls and the path runs between them)."""
+RANGE_NOISE = 0.01
+"""[m] Uniform noise on every return."""
+
+
+def corridor_ranges(pose: Odometer, beams: int, rng: np.random.Generator) -> list[float]:
+    """``beams`` ranges (all round from -pi, body frame) of the corridor's walls seen from ``pose``: the
+    distance along each beam to the wall it meets, with :data:`RANGE_NOISE`; ``+inf`` (no return) where
+    the wall is beyond the scan's 6 m range."""
+    phi = pose.yaw - math.pi + np.arange(beams) * (2.0 * math.pi / beams)
+    sin = np.sin(phi)
+    with np.errstate(divide="ignore"):
+        wall = np.where(sin > 0, (CORRIDOR_HALF_WIDTH - pose.y) / sin, (-CORRIDOR_HALF_WIDTH - pose.y) / sin)
+    wall = np.where(np.abs(sin) < 1e-9, np.inf, wall) + rng.uniform(-RANGE_NOISE, RANGE_NOISE, beams)
+    return np.where(wall > 6.0, np.inf, wall).astype(np.float32).tolist()
 
 
 def bundle_arg(given: Path | None) -> Path:
@@ -98,13 +117,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="both",
         help="the node's scan_map parameter; both: one run with it on (the default), then one with it off",
     )
+    ap.add_argument(
+        "--executor",
+        choices=("events", "single_threaded", "both"),
+        default="events",
+        help="the node's executor parameter (default: events, the node's default); both: each scan-map run "
+        "once per executor, side by side",
+    )
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     return ap.parse_args(argv)
 
 
-def node_command(bundle: Path, sim_time: bool, control_period: float, scan_map: bool = True) -> list[str]:
+def node_command(
+    bundle: Path, sim_time: bool, control_period: float, scan_map: bool = True, executor: str = "events"
+) -> list[str]:
     """The policy node's command line: its installed config, ``bundle``, simulated or wall time (wall:
-    its own timer at ``control_period``), a stale timeout of 1 s, the scan map on (the default) or off."""
+    its own timer at ``control_period``), a stale timeout of 1 s, the scan map on (the default) or off,
+    the ``executor`` it spins on."""
     from nav_policy.paths import config_file
 
     cmd = [
@@ -118,6 +147,8 @@ def node_command(bundle: Path, sim_time: bool, control_period: float, scan_map: 
         f"use_sim_time:={'true' if sim_time else 'false'}",
         "-p",
         "stale_timeout:=1.0",
+        "-p",
+        f"executor:={executor}",
     ]
     if not sim_time:
         cmd += ["-p", f"control_period:={control_period}"]
@@ -204,7 +235,7 @@ def _open_link(domain_id: int, sim_time: bool, procs: list[NodeProc]) -> _Link:
 
 
 def _messages(beams: int):
-    """The scan (``beams`` beams all round, ranges filled per message), the odometry at the origin, and a
+    """The scan (``beams`` beams all round, ranges set per message), the odometry at the origin, and a
     goal the robot does not reach within a benchmark (the node keeps driving)."""
     from geometry_msgs.msg import PoseStamped
     from nav_msgs.msg import Odometry
@@ -249,9 +280,9 @@ def measure_clock(link: _Link, proc: NodeProc, scan, odom, rng, args: argparse.N
                 f"(the node's states: {dict(states)}); see {proc.log_path}"
             )
         t_ns += period_ns
-        scan.ranges = (2.0 + rng.random(args.beams)).astype(np.float32).tolist()
-        ns_to_stamp(t_ns, scan.header.stamp)
         odometer.advance(link.command, period_ns * 1e-9, odom)
+        scan.ranges = corridor_ranges(odometer, args.beams, rng)
+        ns_to_stamp(t_ns, scan.header.stamp)
         odom.header.stamp = scan.header.stamp
         clock = Clock()
         ns_to_stamp(t_ns, clock.clock)
@@ -286,7 +317,7 @@ def measure_wall(link: _Link, proc: NodeProc, scan, odom, rng, args: argparse.Na
     while start_idx is None or len(link.arrivals) - start_idx < args.messages:
         deadline += period
         odometer.advance(link.command, period, odom)
-        scan.ranges = (2.0 + rng.random(args.beams)).astype(np.float32).tolist()
+        scan.ranges = corridor_ranges(odometer, args.beams, rng)
         scan.header.stamp = odom.header.stamp = link.ros.node.get_clock().now().to_msg()
         sent.append(time.perf_counter())
         link.scan_pub.publish(scan)
@@ -326,15 +357,17 @@ def summarize(
     return results
 
 
-def measure(args: argparse.Namespace, bundle: Path, scan_map: bool) -> dict[str, object]:
-    """One node (``scan_map`` on or off), driven as ``args.mode`` says; its results."""
+def measure(args: argparse.Namespace, bundle: Path, scan_map: bool, executor: str) -> dict[str, object]:
+    """One node (``scan_map`` on or off, spinning on ``executor``), driven as ``args.mode`` says; its results."""
     work = Path(tempfile.mkdtemp(prefix="nav_latency_"))
     sim_time = args.mode == "clock"
     lease = DomainLease()
     try:
         with node_processes() as procs:
             proc = NodeProc(
-                node_command(bundle, sim_time, args.control_period, scan_map), lease.domain_id, work / "policy_node.log"
+                node_command(bundle, sim_time, args.control_period, scan_map, executor),
+                lease.domain_id,
+                work / "policy_node.log",
             )
             procs.append(proc)
             link = _open_link(lease.domain_id, sim_time, procs)
@@ -350,19 +383,23 @@ def measure(args: argparse.Namespace, bundle: Path, scan_map: bool) -> dict[str,
             link.ros.close()
     finally:
         lease.release()
-    return {"scan_map": scan_map, **summarize(args, bundle, lat, lost, inf, mem)}
+    return {"scan_map": scan_map, "executor": executor, **summarize(args, bundle, lat, lost, inf, mem)}
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     bundle = bundle_arg(args.bundle)
     settings = {"on": [True], "off": [False], "both": [True, False]}[args.scan_map]
+    executors = ["events", "single_threaded"] if args.executor == "both" else [args.executor]
     runs = []
     for scan_map in settings:
-        print(
-            f"[latency] scan map {'on' if scan_map else 'off'}: {args.messages} messages, {args.mode} mode", flush=True
-        )
-        runs.append(measure(args, bundle, scan_map))
+        for executor in executors:
+            print(
+                f"[latency] scan map {'on' if scan_map else 'off'}, executor {executor}: {args.messages} messages, "
+                f"{args.mode} mode",
+                flush=True,
+            )
+            runs.append(measure(args, bundle, scan_map, executor))
     results = {
         "date": datetime.date.today().isoformat(),
         "command": " ".join(["nav-benchmark-latency", *(argv if argv is not None else sys.argv[1:])]),

@@ -44,6 +44,9 @@ from navcontract.scan import (
 )
 
 DRIVERS = ("policy", "dwa")
+
+EXECUTORS = ("events", "single_threaded")
+"""rclpy executors the policy node can spin on (parameter ``executor``)."""
 """What drives behind the command gate (parameter ``controller``): the bundle's policy or the DWA baseline."""
 
 
@@ -202,6 +205,18 @@ PARAMS: tuple[Param, ...] = (
         str,
         "/nav_policy/cmd_arrow",
         "geometry_msgs/PoseStamped in base_frame along the command (RViz)",
+    ),
+    Param(
+        "executor",
+        str,
+        "events",
+        "the rclpy executor the node spins on: events (rclpy's events executor) | single_threaded",
+        choices=EXECUTORS,
+        details="`events` hands each arrived message, clock tick and timer to its callback from a C++ event queue; "
+        "`single_threaded` rebuilds a wait set in Python for every one of them, about twice the time from a "
+        "scan's arrival to its command (docs/ros2.md, Latency benchmark). An rclpy without the events executor "
+        "(`rclpy.experimental.EventsExecutor`) runs `single_threaded` and says so in the log. Anything else is "
+        "refused at startup.",
     ),
     Param("control_period", float, 0.0, "the timer period; 0: the bundle's control period", "s", 0.0, 10.0),
     Param("goal_tolerance", float, 0.0, "goal reached radius; 0: the bundle's success radius", "m", 0.0, 100.0),

@@ -1,5 +1,5 @@
 """nav-benchmark-latency drives the installed node on simulated time with odometry that follows its
-commands: every measured tick is a driving one, with the scan map on and off, and a run longer
+commands: every measured tick is a driving one, with the scan map on and off, on either executor, and a run longer
 than the progress checker's window still ends (a robot whose odometry never moves would be
 declared stuck and never count as driving again)."""
 
@@ -38,9 +38,14 @@ def test_the_odometer_moves_the_pose_by_the_command_in_the_body_frame() -> None:
 def test_clock_mode_measures_driving_ticks_past_the_progress_window(tmp_path: Path) -> None:
     out = tmp_path / "latency.json"
     # 10 warm-up + 90 measured ticks: 10 s of simulated time, twice the progress checker's 5 s.
-    assert main(["--messages", "90", "--warmup", "10", "--json", str(out)]) == 0
+    assert main(["--messages", "90", "--warmup", "10", "--executor", "both", "--json", str(out)]) == 0
     runs = json.loads(out.read_text())["runs"]
-    assert [r["scan_map"] for r in runs] == [True, False]
+    assert [(r["scan_map"], r["executor"]) for r in runs] == [
+        (True, "events"),
+        (True, "single_threaded"),
+        (False, "events"),
+        (False, "single_threaded"),
+    ]
     for r in runs:
         assert r["messages"] == 90 and r["unanswered_ticks"] == 0
         lat = r["latency_ms"]

@@ -1,6 +1,6 @@
 """The command as ``geometry_msgs/Twist`` or ``TwistStamped`` (node parameter ``enable_stamped_cmd_vel``,
-Nav2's name): stamped with the node's ROS time of the tick, ``frame_id`` the ``base_frame``; the sim
-node reads the type its own parameter names (real rclpy on loopback)."""
+Nav2's name): stamped with the node's ROS time of the tick, ``frame_id`` the ``base_frame``, on
+either executor; the sim node reads the type its own parameter names (real rclpy on loopback)."""
 
 from __future__ import annotations
 
@@ -31,8 +31,9 @@ def _types_of(tn: h.RosSide, node: str, topic: str, publishers: bool, procs) -> 
     return found[topic]
 
 
-@pytest.mark.parametrize("stamped", [True, False])
-def test_policy_node_publishes_twist_or_twist_stamped(tmp_path: Path, stamped: bool) -> None:
+@pytest.mark.parametrize("stamped, executor", [(True, "events"), (False, "single_threaded")])
+def test_policy_node_publishes_twist_or_twist_stamped(tmp_path: Path, stamped: bool, executor: str) -> None:
+    """Either command type, on either executor (parameter ``executor``; the log names it)."""
     h.require_ros()
     from geometry_msgs.msg import PoseStamped, Twist, TwistStamped
     from nav_msgs.msg import Odometry
@@ -48,6 +49,7 @@ def test_policy_node_publishes_twist_or_twist_stamped(tmp_path: Path, stamped: b
         "enable_stamped_cmd_vel": stamped,
         "base_frame": "robot_base",
         "scan_map": False,
+        "executor": executor,
     }
     with h.policy_node_with_peer(tmp_path, params, "cmd_vel_test") as live:
         proc, procs, tn = live.proc, live.procs, live.peer
@@ -93,6 +95,7 @@ def test_policy_node_publishes_twist_or_twist_stamped(tmp_path: Path, stamped: b
 
         tn.spin_until(step, 30, "a forward command", procs)
         log = proc.output()
+    assert f"controller policy; executor {executor}; bundle" in log
     if stamped:
         last = got[-1]
         stamp = last.header.stamp.sec + 1e-9 * last.header.stamp.nanosec

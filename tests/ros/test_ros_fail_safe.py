@@ -27,6 +27,7 @@ REFUSED = {  # -p NAME:=VALUE -> what the one startup line that refuses it says
     "max_fill_gap:=1.5": "parameter 'max_fill_gap' must be a whole number",
     "below_min:=ignore": "below_min must be one of",
     "controller:=mpc": "parameter 'controller' must be one of",
+    "executor:=multi_threaded": "parameter 'executor' must be one of",
     "max_accel_linear:=-1.0": "parameter 'max_accel_linear' must be finite",
     "max_accel_angular:=.nan": "parameter 'max_accel_angular' must be finite",
     "velocity_smoother:=1": "parameter 'velocity_smoother' must be true or false",

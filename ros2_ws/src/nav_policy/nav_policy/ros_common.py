@@ -11,11 +11,11 @@ import threading
 from collections.abc import Callable
 
 import rclpy
-from rclpy.executors import SingleThreadedExecutor
+from rclpy.executors import Executor, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 
-from navdeploy.node_params import PARAMS, NodeParams, Param, check_number
+from navdeploy.node_params import EXECUTORS, PARAMS, NodeParams, Param, check_number
 
 # Lidar drivers publish best effort; a best-effort subscription also matches reliable publishers.
 SENSOR_QOS = qos_profile_sensor_data
@@ -74,7 +74,7 @@ def run_node(
         except Exception as exc:
             print(f"[nav_policy] startup failed: {one_line(exc)}", flush=True)
             return 2
-        executor = SingleThreadedExecutor()
+        executor = make_executor(getattr(node, "executor_kind", "single_threaded"), node)
         executor.add_node(node)
         try:
             if loop is not None:
@@ -96,6 +96,23 @@ def run_node(
         for s, h in previous.items():
             signal.signal(s, h)
     return code
+
+
+def make_executor(kind: str, node: Node) -> Executor:
+    """The executor ``kind`` names (one of :data:`navdeploy.node_params.EXECUTORS`, which the node has
+    checked): rclpy's events executor, or the single-threaded one, which also serves when this rclpy
+    has no events executor (said once in ``node``'s log)."""
+    assert kind in EXECUTORS, kind
+    if kind == "events":
+        try:
+            from rclpy.experimental import EventsExecutor
+        except ImportError:
+            node.get_logger().warn(
+                "executor events: this rclpy has no rclpy.experimental.EventsExecutor; spinning single_threaded"
+            )
+        else:
+            return EventsExecutor()
+    return SingleThreadedExecutor()
 
 
 def one_line(exc: BaseException) -> str:
