@@ -429,12 +429,14 @@ class CommandGate:
     def _report(self) -> ScanReport | None:
         return getattr(self.driver, "last_scan_report", None)
 
-    def tick(self, now: float) -> TickResult:
+    def tick(self, now: float, dispatch: bool = True) -> TickResult:
         """The command of the control tick at ``now``; never raises, never returns a non-finite command.
 
         A driving or recovering command goes through the velocity smoother (when on), then the guard
         (when on: :meth:`_send`); any other state's zero goes out as it is, at once, and the smoother
-        starts again from rest."""
+        starts again from rest. ``dispatch`` false: the tick's scan waits for :meth:`dispatch` (the node
+        calls it once the command is published, so the map's worker never computes while the command
+        is on its way)."""
         self._subgoal = self._path_remaining = None
         self._note = None
         try:
@@ -463,9 +465,18 @@ class CommandGate:
             res.reason = self._note
         res.path_in_use = self.path is not None
         res.subgoal, res.path_remaining = self._subgoal, self._path_remaining
-        if isinstance(self.scan_planner, ScanPlannerWorker):
-            self.scan_planner.dispatch()  # this tick's scan to the worker, once the command is made
+        if dispatch:
+            self.dispatch()
         return res
+
+    def dispatch(self) -> None:
+        """Hand the last tick's scan to the scan map's worker (when it runs on one; never raises: a
+        worker that cannot take it says so at the next tick)."""
+        if isinstance(self.scan_planner, ScanPlannerWorker):
+            try:
+                self.scan_planner.dispatch()
+            except Exception:  # the next tick's step reports the worker's failure
+                pass
 
     def _paused(self, state: State) -> None:
         """After a tick in ``state``: any but driving starts the blocked watch again; any but driving,

@@ -31,7 +31,8 @@ path). Without a guard (a bundle without a guard section, the guard turned off) 
 ``radius - squeeze`` (a gap the robot fits only just is the last resort, not a short cut). The
 line-of-sight check below keeps ``c`` (without a guard, the radius). Edges are weighted to keep
 ``keep`` metres more where there is room. Planning is limited
-to the box around robot and goal plus ``box_margin``. The path is planned again every
+to the box around robot and goal plus ``box_margin``; where that box holds no path (the way round
+lies outside it), boxes twice as wide are tried, up to ``box_margin_max`` beyond both. The path is planned again every
 ``replan_period`` seconds, and at once when a newly mapped return blocks the path ahead (beyond
 ``clear_ahead``, and ``block_margin`` inside the clearance the path was planned with, so that
 the lidar's noise on a return does not flip the route every tick), and at once when the command
@@ -94,6 +95,7 @@ class ScanMapCfg:
     keep: float = 0.25  # [m] and this much more where there is room
     replan_period: float = 1.0  # [s] between plans (sooner when the path ahead is blocked)
     box_margin: float = 2.0  # [m] planning box beyond robot and goal
+    box_margin_max: float = 8.0  # [m] no path in the box: again in boxes twice as wide, up to this margin
     recentre_margin: float = 7.0  # [m] the window moves when the robot is this close to its edge
     start_search: float = 0.4  # [m] a robot inside the clearance starts from the nearest free cell this close
     switch_gain: float = 0.5  # [m] a new plan replaces the current path only when this much shorter
@@ -111,6 +113,10 @@ class ScanMapCfg:
             elif isinstance(v, bool) or not (isinstance(v, int | float) and math.isfinite(v)):
                 raise ValueError(f"scan map: {f.name} must be a finite number, got {v!r}")
         positive = ("resolution", "size", "mark_range", "hit", "miss", "keep", "box_margin", "recentre_margin")
+        if self.box_margin_max < self.box_margin:
+            raise ValueError(
+                f"scan map: box_margin_max {self.box_margin_max} m must be >= box_margin ({self.box_margin} m)"
+            )
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"scan map: {name} must be > 0, got {getattr(self, name)}")
@@ -569,18 +575,26 @@ class ScanPlanner:
         return sub, clear
 
     def plan(self, start: np.ndarray, goal: np.ndarray) -> np.ndarray | None:
-        """A path (P, 2) from ``start`` to ``goal`` on the map (the goal clipped into the window), or None."""
+        """A path (P, 2) from ``start`` to ``goal`` on the map (the goal clipped into the window), or None:
+        in the box :attr:`ScanMapCfg.box_margin` beyond both, else in wider ones (``box_margin_max``)."""
         m = self.map
         frame = m.frame
         edge = m.n * m.h
         goal = np.clip(goal, [frame.x0 + m.h, frame.y0 + m.h], [frame.x0 + edge - m.h, frame.y0 + edge - m.h])
-        sub, clear = self._clearance(np.vstack([start, goal]))
-        for radius in self.plan_radii:
-            path = self._plan_at(start, goal, sub, clear, radius)
-            if path is not None:
-                self.planned_radius = radius
-                return path
-        return None
+        ends = np.vstack([start, goal])
+        margin = self.cfg.box_margin
+        while True:
+            # The box beyond robot and goal; without a path in it (the way round lies outside), boxes
+            # twice as wide, up to box_margin_max or the whole window.
+            sub, clear = self._clearance(ends, margin)
+            for radius in self.plan_radii:
+                path = self._plan_at(start, goal, sub, clear, radius)
+                if path is not None:
+                    self.planned_radius = radius
+                    return path
+            if margin >= self.cfg.box_margin_max or sub.shape == (m.n, m.n):
+                return None
+            margin = min(2.0 * margin, self.cfg.box_margin_max)
 
     def _plan_at(
         self, start: np.ndarray, goal: np.ndarray, sub: GridFrame, clear: np.ndarray, radius: float

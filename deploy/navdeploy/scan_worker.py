@@ -426,8 +426,9 @@ class ScanPlannerWorker:
 
     def dispatch(self) -> None:
         """Send the newest scan of :meth:`step` to the worker (when fewer than :data:`IN_FLIGHT` are
-        unanswered; else it waits for a later call). The gate calls it at the end of its tick, so that
-        the worker computes while the node waits for its next tick, not during this one."""
+        unanswered; else it waits for a later call). The gate calls it at the end of its tick, the node
+        once the tick's command is published: the worker computes while the node waits for its next
+        tick, not while the command is made or on its way."""
         self._flush()
 
     def follow(self, p: np.ndarray) -> tuple[float, float] | None:

@@ -38,7 +38,8 @@ def test_the_odometer_moves_the_pose_by_the_command_in_the_body_frame() -> None:
 def test_clock_mode_measures_driving_ticks_past_the_progress_window(tmp_path: Path) -> None:
     out = tmp_path / "latency.json"
     # 10 warm-up + 90 measured ticks: 10 s of simulated time, twice the progress checker's 5 s.
-    assert main(["--messages", "90", "--warmup", "10", "--executor", "both", "--json", str(out)]) == 0
+    args = ["--messages", "90", "--warmup", "10", "--pace", "0.02", "--executor", "both", "--json", str(out)]
+    assert main(args) == 0
     runs = json.loads(out.read_text())["runs"]
     assert [(r["scan_map"], r["executor"]) for r in runs] == [
         (True, "events"),
@@ -47,7 +48,7 @@ def test_clock_mode_measures_driving_ticks_past_the_progress_window(tmp_path: Pa
         (False, "single_threaded"),
     ]
     for r in runs:
-        assert r["messages"] == 90 and r["unanswered_ticks"] == 0
+        assert r["messages"] == 90 and r["unanswered_ticks"] == 0 and r["pace_s"] == 0.02
         lat = r["latency_ms"]
         assert 0 < lat["p50"] <= lat["p99"] <= lat["max"]
         assert r["node_memory_mib"]["VmRSS"] > 20

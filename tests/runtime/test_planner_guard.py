@@ -36,6 +36,8 @@ GOAL = (4.0, MID_Y)
 DEFAULT_BUNDLE = REPO / "ros2_ws" / "src" / "nav_policy" / "nav_policy" / "default_bundle"
 
 Walls = list[tuple[tuple[float, float], tuple[float, float]]]
+BOXED = ScanMapCfg(box_margin_max=ScanMapCfg().box_margin)
+"""The map's planner without wider boxes: a wall of :func:`wall_with` has no way round on it."""
 
 
 def cast(pose: np.ndarray, walls: Walls, beams: int = DENSE) -> ScanInput:
@@ -91,8 +93,9 @@ def guard_lets_through(walls: Walls, track: np.ndarray, rule: GuardRule, speed: 
 
 
 def certified(walls: Walls, clearance: float | None) -> np.ndarray | None:
-    """The planner's path from START to GOAL on the map of one scan from START (None: no path)."""
-    planner = ScanPlanner(ScanMapCfg(), RADIUS, clearance=clearance)
+    """The planner's path from START to GOAL on the map of one scan from START (None: no path); its
+    box is not widened, so the way round the wall's ends (beyond the box) is not on the map."""
+    planner = ScanPlanner(BOXED, RADIUS, clearance=clearance)
     planner.observe(cast(START, walls), START)
     return planner.plan(START[:2], np.array(GOAL))
 

@@ -4,6 +4,7 @@ with the robot, plans around what was seen, and a robot that leaves a pocket onl
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -144,6 +145,22 @@ def test_no_path_on_the_map_gives_none() -> None:
     assert p.subgoal(pose, (4.0, 0.0), now=0.0) is None and p.failed
 
 
+def test_a_way_round_outside_the_planning_box_is_found_in_a_wider_one() -> None:
+    """A wall across the way whose ends lie beyond the box (2 m past robot and goal): the box holds no
+    path, a box twice as wide does; without widening (box_margin_max = box_margin) there is none."""
+    wall = [((2.0, -2.6), (2.0, 3.0))]
+    pose = np.array([0.0, 0.0, 0.0])
+    goal = np.array([4.0, 0.0])
+    for widen, found in ((2.0, False), (8.0, True)):
+        p = ScanPlanner(ScanMapCfg(box_margin=2.0, box_margin_max=widen), RADIUS)
+        p.observe(cast(pose, wall), pose)
+        path = p.plan(pose[:2], goal)
+        assert (path is not None) == found
+        if path is not None:
+            assert np.allclose(path[-1], goal) and path[:, 1].min() < -2.6 - RADIUS + 0.05  # round the lower end
+            assert min(seg_distance(q, wall) for q in path) > RADIUS
+
+
 def drive(use_map: bool, steps: int = 400) -> tuple[np.ndarray, ScanPlanner]:
     """A holonomic disc that drives at 0.5 m/s straight at its target, sliding along walls it touches."""
     planner = ScanPlanner(ScanMapCfg(), RADIUS, LookaheadRule(lookahead=0.3))
@@ -198,12 +215,12 @@ def test_a_gap_of_the_robot_s_diameter_is_not_planned_through_when_there_is_a_wa
 
 
 def test_a_gap_the_robot_fits_only_just_is_the_last_resort_and_a_narrower_one_is_closed() -> None:
-    cfg = ScanMapCfg()
-    # The wall reaches beyond the planning box: no way round on the map.
+    cfg = ScanMapCfg(box_margin_max=ScanMapCfg().box_margin)
+    # The wall reaches beyond the planning box, which is not widened: no way round on the map.
     last_resort = plan_through(gap_wall(2 * RADIUS, 4.0), cfg)
     assert last_resort is not None and np.abs(last_resort[:, 1]).max() < 0.3
     assert plan_through(gap_wall(2 * (RADIUS - cfg.squeeze) - 0.03, 4.0), cfg) is None
-    strict = ScanMapCfg(squeeze=-cfg.margin)  # without the last resort
+    strict = replace(cfg, squeeze=-cfg.margin)  # without the last resort
     assert plan_through(gap_wall(2 * RADIUS, 4.0), strict) is None
 
 
@@ -291,6 +308,8 @@ def test_unusable_settings_are_refused_by_name() -> None:
         ScanMapCfg(resolution=float("nan"))
     with pytest.raises(ValueError, match="recentre_margin"):
         ScanMapCfg(size=10.0, recentre_margin=6.0)
+    with pytest.raises(ValueError, match="box_margin_max 1.0 m must be >= box_margin"):
+        ScanMapCfg(box_margin_max=1.0)
 
 
 def test_a_robot_at_the_path_s_end_gets_its_end_as_the_sub_goal() -> None:

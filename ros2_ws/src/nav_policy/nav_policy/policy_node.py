@@ -293,7 +293,7 @@ class PolicyNode(Node):
         now = self._now()
         self.watchdog.check(now, time.monotonic())  # the clock advanced (or has not started)
         self._take_arrived_inputs()
-        self._emit(self.gate.tick(now), now)  # never raises; zero unless driving
+        self._emit(self.gate.tick(now, dispatch=False), now)  # never raises; zero unless driving
 
     def _take_arrived_inputs(self) -> None:
         """Hand every input message that has reached this node to its callback before the tick reads
@@ -320,6 +320,7 @@ class PolicyNode(Node):
     def _emit(self, res: TickResult, now: float) -> None:
         cmd, state, reason = res.cmd, res.state, res.reason
         self._publish(cmd)
+        self.gate.dispatch()  # the scan map's worker gets the tick's scan once the command is out
         self._publish_cmd_arrow(cmd)
         if state != self.state:
             self.state = state
