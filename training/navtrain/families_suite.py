@@ -72,7 +72,7 @@ ROWS = (
     ),
     Row(
         "clutter",
-        "clutter fields, goal 10-12 m",
+        "clutter fields, start and goal at opposite ends",
         ("env.worlds.families={clutter: 1.0}", "env.worlds.path_following=0.0"),
     ),
     Row(
