@@ -213,8 +213,8 @@ PARAMS: tuple[Param, ...] = (
         "the rclpy executor the node spins on: events (rclpy's events executor) | single_threaded",
         choices=EXECUTORS,
         details="`events` hands each arrived message, clock tick and timer to its callback from a C++ event queue; "
-        "`single_threaded` rebuilds a wait set in Python for every one of them, about twice the time from a "
-        "scan's arrival to its command (docs/ros2.md, Latency benchmark). An rclpy without the events executor "
+        "`single_threaded` rebuilds a wait set in Python for every one of them (the time from a scan's arrival "
+        "to its command, both ways: docs/ros2.md, Latency benchmark). An rclpy without the events executor "
         "(`rclpy.experimental.EventsExecutor`) runs `single_threaded` and says so in the log. Anything else is "
         "refused at startup.",
     ),

@@ -42,7 +42,7 @@ has no publisher left (the simulation or bag ended; logged as info). Stamps more
 node's clock are ``clock_mismatch`` (simulated and wall time mixed; docs/ros2.md, states).
 
 The node spins on rclpy's events executor (parameter ``executor``; ``single_threaded`` for the
-standard one, which takes about twice as long from a scan's arrival to its command).
+standard one).
 
 ``enable_stamped_cmd_vel`` (Nav2's name) publishes the command as ``geometry_msgs/TwistStamped``
 (stamp: the node's ROS time, frame: ``base_frame``) instead of ``Twist``.
