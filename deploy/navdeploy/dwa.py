@@ -106,6 +106,7 @@ class DwaParams:
     w_clearance: float = 0.3
     w_speed: float = 0.3
     resync_windows: float = 3.0
+    path_lookahead_s: float = 1.0
 
     def __post_init__(self) -> None:
         positive = ("a_lin", "a_ang", "horizon_s", "check_dt", "robot_radius", "clearance_cap", "resync_windows")
@@ -113,7 +114,15 @@ class DwaParams:
             v = getattr(self, name)
             if not (math.isfinite(v) and v > 0):
                 raise DwaConfigError(f"dwa parameter '{name}' must be a finite number > 0, got {v!r}")
-        for name in ("safety_margin", "margin_per_speed", "w_progress", "w_heading", "w_clearance", "w_speed"):
+        for name in (
+            "safety_margin",
+            "margin_per_speed",
+            "w_progress",
+            "w_heading",
+            "w_clearance",
+            "w_speed",
+            "path_lookahead_s",
+        ):
             v = getattr(self, name)
             if not (math.isfinite(v) and v >= 0):
                 raise DwaConfigError(f"dwa parameter '{name}' must be a finite number >= 0, got {v!r}")
@@ -235,6 +244,8 @@ class DwaPlanner(ContractScanReader):
         scaling = contract.scaling
         self.holonomic = scaling.drive != DIFF_DRIVE
         self.v_max = float(scaling.v_max)
+        # [m] The sub-goal along a path this planner drives to (None: the bundle's, as the policy's).
+        self.path_lookahead = self.params.path_lookahead_s * self.v_max if self.params.path_lookahead_s > 0 else None
         self.v_backward = float(scaling.backward) if not self.holonomic else self.v_max
         self.omega_max = float(scaling.omega_max)
         self.limit_planar = bool(scaling.limit_planar_speed)

@@ -119,7 +119,7 @@ def scan_planner(settings: GateSettings) -> ScanPlanner | ScanPlannerWorker | No
     if settings.scan_map is None or settings.robot_radius is None:
         return None
     kind = ScanPlannerWorker if settings.scan_map_worker else ScanPlanner
-    return kind(settings.scan_map, settings.robot_radius, settings.path_rule, clearance=settings.plan_clearance)
+    return kind(settings.scan_map, settings.robot_radius, settings.map_path_rule, clearance=settings.plan_clearance)
 
 
 @dataclass

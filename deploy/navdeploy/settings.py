@@ -31,7 +31,7 @@ both call it, so both resolve the same parameters to the same settings. The rule
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from navcontract.base import DIFF_DRIVE, HOLONOMIC, BaseError, BaseSpec, load_base
@@ -84,6 +84,7 @@ class GateSettings:
     limit_sources: tuple[str, ...] = ()  # one line per limit: its value and which side set it
     accel_limits: AccelLimits = field(default_factory=AccelLimits)  # the velocity smoother's; none: off
     path_rule: LookaheadRule = field(default_factory=LookaheadRule)  # sub-goal of a path (navcontract.subgoal)
+    map_path_rule: LookaheadRule = field(default_factory=LookaheadRule)  # sub-goal of the scan map's paths
     path_source: str = ""  # one line: the path rule's values and which side set each
     guard: GuardRule | None = None  # the collision guard on driving commands (navcontract.guard); None: off
     max_range: float = math.inf  # [m] the contract's lidar max_range: a beam at it is no return (the guard)
@@ -98,10 +99,17 @@ class GateSettings:
     base: BaseSpec | None = None  # the robot base the bundle was trained for (None: the contract states no radius)
 
 
-def resolve_settings(contract: Any, params: NodeParams | None = None) -> tuple[GateSettings, list[str]]:
+def resolve_settings(
+    contract: Any, params: NodeParams | None = None, driver_lookahead: float | None = None
+) -> tuple[GateSettings, list[str]]:
     """``params`` (default: every parameter at the table's default) over ``contract`` (see the module
-    docstring). Returns the settings and warnings to log; raises ValueError naming the parameter when
-    one is unusable with this contract (the node refuses to start with that one line)."""
+    docstring). ``driver_lookahead``: the sub-goal distance along the scan map's paths the driver
+    asks for (the DWA's, :attr:`navdeploy.dwa.DwaPlanner.path_lookahead`; None: the bundle's, as
+    the policy was trained), taken where ``path_lookahead`` is 0; a path on the plan topic keeps the
+    path rule (the DWA with a 2 m sub-goal along given corridor paths reached half the goals it
+    reaches with the policy's 0.7 m: docs/baseline.md). Returns the settings and warnings to log; raises
+    ValueError naming the parameter when one is unusable with this contract (the node refuses to
+    start with that one line)."""
     params = NodeParams() if params is None else params
     warnings: list[str] = []
     sources: list[str] = []
@@ -122,6 +130,13 @@ def resolve_settings(contract: Any, params: NodeParams | None = None) -> tuple[G
         sources=sources,
     )
     rule, path_source = resolve_path_rule(contract, params.path_lookahead, params.path_search_window, warnings=warnings)
+    map_rule = rule
+    if driver_lookahead is not None and params.path_lookahead == 0:
+        map_rule = replace(rule, lookahead=float(driver_lookahead))
+        path_source += (
+            f"; the scan map's sub-goals {map_rule.lookahead:g} m ahead (the driver's own: the DWA's "
+            "path_lookahead_s x v_max)"
+        )
     guard_rule, guard_source = resolve_guard(contract, params.guard, warnings=warnings)
     map_cfg, radius, map_source = resolve_scan_map(contract, params.scan_map, params.scan_map_worker, guard_rule)
     clearance = plan_clearance(contract, guard_rule) if map_cfg is not None else None
@@ -138,6 +153,7 @@ def resolve_settings(contract: Any, params: NodeParams | None = None) -> tuple[G
         limit_sources=tuple(sources),
         accel_limits=accel,
         path_rule=rule,
+        map_path_rule=map_rule,
         path_source=path_source,
         guard=guard_rule,
         max_range=float(contract.max_range) if guard_rule is not None else math.inf,

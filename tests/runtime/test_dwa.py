@@ -536,3 +536,41 @@ def test_behind_the_gate_it_plans_with_the_gates_guard_and_smoother(guarded_cont
     assert limits.linear is not None and limits.linear < 9.0
     assert planner.half_window[0] == pytest.approx(limits.linear * planner.period)
     assert planner.half_window[2] == pytest.approx(limits.angular * planner.period)
+
+
+def test_it_follows_paths_with_its_own_lookahead_and_a_far_sub_goal_lets_it_drive_fast():
+    """The sub-goal along the scan map's paths the DWA drives to lies ``v_max * path_lookahead_s``
+    ahead (a path on the plan topic keeps the bundle's rule; the node parameter path_lookahead, when
+    set, and ``path_lookahead_s`` 0 give the policy's rule back everywhere): a
+    diff-drive base in open space, chasing a sub-goal that far ahead, reaches over 90 % of v_max; one
+    0.7 m ahead (the Jackal policy's trained lookahead) holds it under 70 %."""
+    from navdeploy.node_params import NodeParams
+    from navdeploy.settings import resolve_settings
+    from support.bases import diff_drive_contract
+
+    contract = diff_drive_contract()
+
+    planner = DwaPlanner(contract, DwaParams.from_yaml())
+    assert planner.path_lookahead == pytest.approx(planner.v_max * DwaParams().path_lookahead_s)
+    policy_rule = resolve_settings(contract)[0].path_rule
+    s, _ = resolve_settings(contract, NodeParams(), planner.path_lookahead)
+    assert s.map_path_rule.lookahead == pytest.approx(planner.path_lookahead) and "the driver's own" in s.path_source
+    assert s.path_rule == policy_rule  # a path on the plan topic: the bundle's rule
+    s, _ = resolve_settings(contract, NodeParams(path_lookahead=0.5), planner.path_lookahead)
+    assert s.path_rule.lookahead == s.map_path_rule.lookahead == 0.5
+    assert DwaPlanner(contract, DwaParams(path_lookahead_s=0.0)).path_lookahead is None
+    s, _ = resolve_settings(contract, NodeParams(), None)
+    assert s.path_rule == s.map_path_rule == policy_rule
+
+    def top_speed(ahead: float) -> float:
+        planner.reset()
+        pose, twist, fastest = np.zeros(3), np.zeros(3), 0.0
+        for _ in range(40):
+            goal = (pose[0] + ahead, 0.0)  # the sub-goal slides along a straight path
+            cmd = planner.step(cast(pose, [], n=720), pose, twist, goal)
+            pose, twist = integrate(pose, cmd, planner.period), cmd
+            fastest = max(fastest, math.hypot(cmd[0], cmd[1]))
+        return fastest
+
+    assert top_speed(planner.path_lookahead) > 0.9 * planner.v_max
+    assert top_speed(0.7) < 0.7 * planner.v_max

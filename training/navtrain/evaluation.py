@@ -298,7 +298,10 @@ class NodeActor(RobotSideActor):
                 "the node's gate is the robot's only velocity smoother: evaluate with env.smoother.enabled=false"
             )
         period = float(env.env_cfg.control_period)
-        settings, _ = resolve_settings(self.controllers[0].contract, replace(params, scan_map_worker=False))
+        first = self.controllers[0]
+        settings, _ = resolve_settings(
+            first.contract, replace(params, scan_map_worker=False), getattr(first, "path_lookahead", None)
+        )
         if abs(settings.control_period - period) > 1e-9:
             raise ValueError(f"the node's control period {settings.control_period} s is not the env's {period} s")
         self.settings = settings

@@ -102,7 +102,7 @@ class PolicyNode(Node):
         self.executor_kind = params.executor  # run_node spins the node on it
         self.runtime, bundle, bundle_from = self._load_bundle(params.bundle_path, params.robot_base)
         driver = self._driver(params)
-        settings = self._resolve(params, f"bundle {bundle} ({bundle_from})")
+        settings = self._resolve(params, f"bundle {bundle} ({bundle_from})", getattr(driver, "path_lookahead", None))
         self.control_period = settings.control_period
         # The one command gate (navdeploy.gate), shared with the bag replay's reference.
         self.gate = CommandGate.from_settings(driver, settings)
@@ -153,12 +153,13 @@ class PolicyNode(Node):
         except (OSError, ValueError) as exc:
             raise StartupError(f"cannot build the dwa controller: {exc}") from exc
 
-    def _resolve(self, params: NodeParams, origin: str) -> GateSettings:
-        """The gate's settings from the parameters and the contract; warnings and where each limit
-        came from go to the log. A refusal names the bundle and where it came from (``origin``)."""
+    def _resolve(self, params: NodeParams, origin: str, driver_lookahead: float | None) -> GateSettings:
+        """The gate's settings from the parameters and the contract (and the driver's own path
+        lookahead: the DWA's); warnings and where each limit came from go to the log. A refusal names
+        the bundle and where it came from (``origin``)."""
         c = self.runtime.contract
         try:
-            settings, warnings = resolve_settings(c, params)
+            settings, warnings = resolve_settings(c, params, driver_lookahead)
         except ValueError as exc:
             raise StartupError(f"{exc}; {origin}") from exc
         for text in warnings:
