@@ -502,9 +502,12 @@ class ScanPlanner:
         return self._clearance(box, margin=self.sight_rule.margin)
 
     def _replan(self, p: np.ndarray, goal: np.ndarray, blocked: bool, now: float) -> None:
-        """Plan again; a new path replaces a usable current one only when it is ``switch_gain``
-        shorter than what is left of it (two routes of about the same length do not alternate), or
-        wider: one keeping the full clearance replaces a squeezed one whatever its length."""
+        """Plan again; a new path replaces a usable current one only when it leaves ``switch_gain``
+        less to the goal than what is left of it (its length plus the straight line from its end to
+        the goal, which lies beyond the window when the goal is far; two routes of about the same
+        length do not alternate), or when it ends ``switch_gain`` closer to a far goal (the window
+        moved on), or wider: one keeping the full clearance replaces a squeezed one whatever its
+        length."""
         new = self.plan(p, goal)
         self.planned_at, self.plans = now, self.plans + 1
         self.failed = new is None
@@ -513,7 +516,13 @@ class ScanPlanner:
                 self.path, self.path_id = None, self.path_id + 1
             return
         safer = self.planned_radius > self.path_radius  # a path with the full clearance replaces a squeezed one
-        if self.path is None or blocked or safer or polyline_length(new) < self.remaining - self.cfg.switch_gain:
+        # What is left to the goal itself: a path ends at the goal clipped into the window it was planned
+        # in, so a far goal's old path can end short of where the window now reaches.
+        beyond_new = float(np.hypot(*(goal - new[-1])))
+        beyond_old = float(np.hypot(*(goal - self.path[-1]))) if self.path is not None else 0.0
+        shorter = polyline_length(new) + beyond_new < self.remaining + beyond_old - self.cfg.switch_gain
+        further = beyond_new < beyond_old - self.cfg.switch_gain  # the window moved on toward a far goal
+        if self.path is None or blocked or safer or shorter or further:
             self.path, self.progress, self.path_id = new, 0.0, self.path_id + 1
             self.path_radius = self.planned_radius
             self.remaining = polyline_length(new)

@@ -161,6 +161,22 @@ def test_a_way_round_outside_the_planning_box_is_found_in_a_wider_one() -> None:
             assert min(seg_distance(q, wall) for q in path) > RADIUS
 
 
+def test_a_goal_beyond_the_window_is_followed_as_the_window_moves_on() -> None:
+    """A goal 1 km down a corridor: each plan ends at the goal clipped into the 30 m window; as the
+    window moves on with the robot, a plan that reaches further replaces the path whose end the
+    robot has reached (before, the robot stood at the first path's end, 15 m out)."""
+    p = ScanPlanner(ScanMapCfg(), RADIUS)
+    walls = [((-50.0, 2.0), (2000.0, 2.0)), ((-50.0, -2.0), (2000.0, -2.0))]
+    pose, goal = np.array([0.0, 0.0, 0.0]), (1000.0, 0.0)
+    for k in range(300):
+        p.observe(cast(pose, walls), pose)
+        sub = p.subgoal(pose, goal, now=0.1 * k)
+        assert sub is not None and sub[0] >= pose[0] - 1e-6  # never back down the corridor
+        step = np.asarray(sub) - pose[:2]
+        pose[:2] += step / max(float(np.linalg.norm(step)), 1e-9) * min(0.15, float(np.linalg.norm(step)))
+    assert pose[0] > 40.0, pose
+
+
 def drive(use_map: bool, steps: int = 400) -> tuple[np.ndarray, ScanPlanner]:
     """A holonomic disc that drives at 0.5 m/s straight at its target, sliding along walls it touches."""
     planner = ScanPlanner(ScanMapCfg(), RADIUS, LookaheadRule(lookahead=0.3))
