@@ -5,8 +5,8 @@ one over loopback DDS (private domain, UDPv4 on 127.0.0.1 only). Two modes:
 
 ``clock`` (default): the node runs on simulated time; for every message (one every ``--pace``
   seconds of wall time, 0.1 s by default: as fast as the robot's 10 Hz, or back to back) this
-  process publishes a scan and odometry stamped t, then /clock = t; the node's control timer fires on that clock tick,
-  runs the policy on that scan and publishes /cmd_vel. The measured wall time from the scan's
+  process publishes a scan and odometry stamped t, then /clock = t; the node's control timer fires
+  on that clock tick, runs the policy on that scan and publishes /cmd_vel. The measured wall time from the scan's
   publish call to the command's arrival is the whole pipeline (two DDS hops, resampling,
   observation, ONNX inference, clamping) without the phase of the control timer.
 ``wall``: the node runs on wall time with its own timer (``--control-period``) while scans stream
@@ -19,8 +19,8 @@ toward a goal :data:`GOAL_DISTANCE` ahead along the corridor and its progress ch
 Each run starts the node with the scan map on (its default), off, or both one after the other
 (``--scan-map``, default both), on the executor the node spins on (``--executor``: its default
 ``events``, ``single_threaded``, or both side by side). Also reports the node's own inference time
-(status topic) and its resident memory (VmRSS and peak VmHWM from /proc). Not a test: run it and copy the numbers into
-docs/ros2.md.
+(status topic) and its resident memory (VmRSS and peak VmHWM from /proc). Not a test: run it and
+copy the numbers into docs/ros2.md.
 
     nav-benchmark-latency --messages 2000
     nav-benchmark-latency --mode wall --control-period 0.02 --messages 1000

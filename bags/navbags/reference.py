@@ -92,7 +92,7 @@ class ReferenceNode:
     """The node without ROS: its command gate, fed the way its callbacks feed it, at the node's ROS time."""
 
     def __init__(self, runtime, params: NodeParams = NodeParams()) -> None:
-        settings, _ = resolve_settings(runtime.contract, params, getattr(runtime, "path_lookahead", None))
+        settings, _ = resolve_settings(runtime.contract, params, runtime)
         self.params, self.settings = params, settings
         self.period = settings.control_period
         self.gate = CommandGate.from_settings(runtime, settings)

@@ -311,8 +311,8 @@ def free_distances(
 ) -> tuple[Any, Any]:
     """Rule steps 0-2 per beam: ``(free, blocks)``, both ``(..., num_beams)``: the free distance
     ``d_j`` the planar command's direction (turned by ``turn`` [rad], ``(...,)`` or with a fan axis
-    ``(..., k)`` against ``ranges`` ``(..., 1, num_beams)``, rule step 2b; None: as it is) leaves to beam ``j``, and whether that beam blocks the motion at all (ahead, in the
-    swept band, a return). Arguments as :func:`guard_scale`; a command without planar speed sweeps
+    ``(..., k)`` against ``ranges`` ``(..., 1, num_beams)``, rule step 2b; None: as it is) leaves to
+    beam ``j``, and whether that beam blocks the motion at all (ahead, in the swept band, a return). Arguments as :func:`guard_scale`; a command without planar speed sweeps
     along +x (its result is not used: such a command is never scaled)."""
     xp = ops_for(ranges)
     ranges = xp.as_float(ranges)

@@ -100,12 +100,12 @@ class GateSettings:
 
 
 def resolve_settings(
-    contract: Any, params: NodeParams | None = None, driver_lookahead: float | None = None
+    contract: Any, params: NodeParams | None = None, driver: Any = None
 ) -> tuple[GateSettings, list[str]]:
     """``params`` (default: every parameter at the table's default) over ``contract`` (see the module
-    docstring). ``driver_lookahead``: the sub-goal distance along the scan map's paths the driver
-    asks for (the DWA's, :attr:`navdeploy.dwa.DwaPlanner.path_lookahead`; None: the bundle's, as
-    the policy was trained), taken where ``path_lookahead`` is 0; a path on the plan topic keeps the
+    docstring). ``driver``: what drives behind the gate; the sub-goal distance along the scan map's
+    paths it asks for (its ``path_lookahead``: the DWA's, :attr:`navdeploy.dwa.DwaPlanner.path_lookahead`;
+    none, or no driver: the bundle's, as the policy was trained) is taken where ``path_lookahead`` is 0; a path on the plan topic keeps the
     path rule (the DWA with a 2 m sub-goal along given corridor paths reached half the goals it
     reaches with the policy's 0.7 m: docs/baseline.md). Returns the settings and warnings to log; raises
     ValueError naming the parameter when one is unusable with this contract (the node refuses to
@@ -131,6 +131,7 @@ def resolve_settings(
     )
     rule, path_source = resolve_path_rule(contract, params.path_lookahead, params.path_search_window, warnings=warnings)
     map_rule = rule
+    driver_lookahead = getattr(driver, "path_lookahead", None)
     if driver_lookahead is not None and params.path_lookahead == 0:
         map_rule = replace(rule, lookahead=float(driver_lookahead))
         path_source += (

@@ -553,13 +553,14 @@ def test_it_follows_paths_with_its_own_lookahead_and_a_far_sub_goal_lets_it_driv
     planner = DwaPlanner(contract, DwaParams.from_yaml())
     assert planner.path_lookahead == pytest.approx(planner.v_max * DwaParams().path_lookahead_s)
     policy_rule = resolve_settings(contract)[0].path_rule
-    s, _ = resolve_settings(contract, NodeParams(), planner.path_lookahead)
+    s, _ = resolve_settings(contract, NodeParams(), planner)
     assert s.map_path_rule.lookahead == pytest.approx(planner.path_lookahead) and "the driver's own" in s.path_source
     assert s.path_rule == policy_rule  # a path on the plan topic: the bundle's rule
-    s, _ = resolve_settings(contract, NodeParams(path_lookahead=0.5), planner.path_lookahead)
+    s, _ = resolve_settings(contract, NodeParams(path_lookahead=0.5), planner)
     assert s.path_rule.lookahead == s.map_path_rule.lookahead == 0.5
-    assert DwaPlanner(contract, DwaParams(path_lookahead_s=0.0)).path_lookahead is None
-    s, _ = resolve_settings(contract, NodeParams(), None)
+    no_own = DwaPlanner(contract, DwaParams(path_lookahead_s=0.0))
+    assert no_own.path_lookahead is None
+    s, _ = resolve_settings(contract, NodeParams(), no_own)
     assert s.path_rule == s.map_path_rule == policy_rule
 
     def top_speed(ahead: float) -> float:

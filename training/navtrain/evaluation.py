@@ -299,9 +299,7 @@ class NodeActor(RobotSideActor):
             )
         period = float(env.env_cfg.control_period)
         first = self.controllers[0]
-        settings, _ = resolve_settings(
-            first.contract, replace(params, scan_map_worker=False), getattr(first, "path_lookahead", None)
-        )
+        settings, _ = resolve_settings(first.contract, replace(params, scan_map_worker=False), first)
         if abs(settings.control_period - period) > 1e-9:
             raise ValueError(f"the node's control period {settings.control_period} s is not the env's {period} s")
         self.settings = settings

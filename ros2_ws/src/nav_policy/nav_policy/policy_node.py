@@ -60,6 +60,7 @@ import math
 import os
 import sys
 import time
+from typing import Any
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped, Twist, TwistStamped
@@ -97,12 +98,12 @@ class PolicyNode(Node):
         params = declare_node_params(self)
         self.odom_frame, self.base_frame = params.odom_frame, params.base_frame
         self.stamped_cmd = params.enable_stamped_cmd_vel
-        check_driver(params.controller)
-        check_executor(params.executor)
+        check_choice("controller", params.controller)
+        check_choice("executor", params.executor)
         self.executor_kind = params.executor  # run_node spins the node on it
         self.runtime, bundle, bundle_from = self._load_bundle(params.bundle_path, params.robot_base)
         driver = self._driver(params)
-        settings = self._resolve(params, f"bundle {bundle} ({bundle_from})", getattr(driver, "path_lookahead", None))
+        settings = self._resolve(params, f"bundle {bundle} ({bundle_from})", driver)
         self.control_period = settings.control_period
         # The one command gate (navdeploy.gate), shared with the bag replay's reference.
         self.gate = CommandGate.from_settings(driver, settings)
@@ -153,13 +154,13 @@ class PolicyNode(Node):
         except (OSError, ValueError) as exc:
             raise StartupError(f"cannot build the dwa controller: {exc}") from exc
 
-    def _resolve(self, params: NodeParams, origin: str, driver_lookahead: float | None) -> GateSettings:
-        """The gate's settings from the parameters and the contract (and the driver's own path
-        lookahead: the DWA's); warnings and where each limit came from go to the log. A refusal names
+    def _resolve(self, params: NodeParams, origin: str, driver: Any) -> GateSettings:
+        """The gate's settings from the parameters, the contract and the driver (the DWA's own path
+        lookahead); warnings and where each limit came from go to the log. A refusal names
         the bundle and where it came from (``origin``)."""
         c = self.runtime.contract
         try:
-            settings, warnings = resolve_settings(c, params, driver_lookahead)
+            settings, warnings = resolve_settings(c, params, driver)
         except ValueError as exc:
             raise StartupError(f"{exc}; {origin}") from exc
         for text in warnings:
@@ -404,19 +405,12 @@ class PolicyNode(Node):
         self.cmd_pub.wait_for_all_acked(Duration(seconds=0.5))
 
 
-def check_driver(name: str) -> None:
-    """The ``controller`` parameter must name a driver (``policy`` | ``dwa``): StartupError otherwise."""
-    drivers = PARAM["controller"].choices
-    if name not in drivers:
-        raise StartupError(f"parameter 'controller' must be one of {', '.join(drivers)}, got '{name}'")
-
-
-def check_executor(name: str) -> None:
-    """The ``executor`` parameter must name an executor (``events`` | ``single_threaded``): StartupError
-    otherwise, before the bundle is loaded."""
-    kinds = PARAM["executor"].choices
-    if name not in kinds:
-        raise StartupError(f"parameter 'executor' must be one of {', '.join(kinds)}, got '{name}'")
+def check_choice(param: str, value: str) -> None:
+    """A parameter with named choices (``controller``: policy | dwa, ``executor``: events |
+    single_threaded) must name one of them: StartupError otherwise, before the bundle is loaded."""
+    choices = PARAM[param].choices
+    if value not in choices:
+        raise StartupError(f"parameter '{param}' must be one of {', '.join(choices)}, got '{value}'")
 
 
 def _accel_text(limits: AccelLimits) -> str:
