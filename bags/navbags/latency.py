@@ -19,7 +19,8 @@ toward a goal :data:`GOAL_DISTANCE` ahead along the corridor and its progress ch
 Each run starts the node with the scan map on (its default), off, or both one after the other
 (``--scan-map``, default both), on the executor the node spins on (``--executor``: its default
 ``events``, ``single_threaded``, or both side by side). Also reports the node's own inference time
-(status topic) and its resident memory (VmRSS and peak VmHWM from /proc). Not a test: run it and
+and tick time (timer callback to the command's publish call; status topic, after the warm-up) and
+its resident memory (VmRSS and peak VmHWM from /proc). Not a test: run it and
 copy the numbers into docs/ros2.md.
 
     nav-benchmark-latency --messages 2000
@@ -351,9 +352,16 @@ def measure_wall(link: _Link, proc: NodeProc, scan, odom, rng, args: argparse.Na
 
 
 def summarize(
-    args: argparse.Namespace, bundle: Path, lat: list[float], lost: int, inf: list[float], mem: dict[str, float]
+    args: argparse.Namespace,
+    bundle: Path,
+    lat: list[float],
+    lost: int,
+    inf: list[float],
+    tick: list[float],
+    mem: dict[str, float],
 ) -> dict[str, object]:
-    """The printed / written results: latency percentiles, the node's own inference time and memory."""
+    """The printed / written results: latency percentiles, the node's own inference and tick times
+    (its status topic) and its memory."""
     sim_time = args.mode == "clock"
     results = {
         "mode": args.mode,
@@ -364,6 +372,7 @@ def summarize(
         "pace_s": args.pace if sim_time else None,
         "latency_ms": {"p50": pct(lat, 50), "p90": pct(lat, 90), "p99": pct(lat, 99), "max": max(lat)},
         "node_inference_ms": {"p50": pct(inf, 50), "p99": pct(inf, 99)} if inf else None,
+        "node_tick_ms": {"p50": pct(tick, 50), "p99": pct(tick, 99), "max": max(tick)} if tick else None,
         "node_memory_mib": mem,
     }
     if not sim_time:
@@ -395,10 +404,11 @@ def measure(args: argparse.Namespace, bundle: Path, scan_map: bool, executor: st
                 lat, lost = measure_wall(link, proc, scan, odom, rng, args), 0
             mem = proc_memory(proc.pid)
             inf = [s["inference_ms"] for s in link.status if s.get("inference_ms") is not None]
+            tick = [s["tick_ms"] for s in link.status[args.warmup :] if s.get("tick_ms") is not None]
             link.ros.close()
     finally:
         lease.release()
-    return {"scan_map": scan_map, "executor": executor, **summarize(args, bundle, lat, lost, inf, mem)}
+    return {"scan_map": scan_map, "executor": executor, **summarize(args, bundle, lat, lost, inf, tick, mem)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -159,6 +159,7 @@ def test_other_beam_counts_are_resampled_and_drive(rig: Rig, beams: int) -> None
     cmds, st = rig.run("driving", scan=lambda r: r.scan([2.5] * beams, angle_min=start, angle_increment=inc))
     assert_driving(cmds)
     assert st["inference_ms"] is not None and st["distance_to_goal"] == pytest.approx(3.0, abs=1e-3)
+    assert st["tick_ms"] >= st["inference_ms"], st  # the tick's time holds its inference
 
 
 def test_270_degree_field_of_view(rig: Rig) -> None:

@@ -292,10 +292,11 @@ class PolicyNode(Node):
 
     # ------------------------------------------------------------------ control
     def on_tick(self) -> None:
+        started = time.perf_counter()
         now = self._now()
         self.watchdog.check(now, time.monotonic())  # the clock advanced (or has not started)
         self._take_arrived_inputs()
-        self._emit(self.gate.tick(now, dispatch=False), now)  # never raises; zero unless driving
+        self._emit(self.gate.tick(now, dispatch=False), now, started)  # never raises; zero unless driving
 
     def _take_arrived_inputs(self) -> None:
         """Hand every input message that has reached this node to its callback before the tick reads
@@ -319,9 +320,13 @@ class PolicyNode(Node):
             self.gate.stopped(now)  # a zero went out: the smoother starts again from rest
             self._emit(res, now)
 
-    def _emit(self, res: TickResult, now: float) -> None:
+    def _emit(self, res: TickResult, now: float, started: float | None = None) -> None:
+        """Publish the tick's command, then the rest: the worker's scan, the arrow, state logs and the
+        status, whose ``tick_ms`` is the wall time from the timer's callback (``started``) to the
+        command's publish call (inputs taken, the tick, the publish)."""
         cmd, state, reason = res.cmd, res.state, res.reason
         self._publish(cmd)
+        tick_ms = None if started is None else (time.perf_counter() - started) * 1e3
         self.gate.dispatch()  # the scan map's worker gets the tick's scan once the command is out
         self._publish_cmd_arrow(cmd)
         if state != self.state:
@@ -341,6 +346,7 @@ class PolicyNode(Node):
             "distance_to_goal": None if res.distance is None else round(res.distance, 4),
             "inference_ms": None if res.inference_ms is None else round(res.inference_ms, 4),
             "last_inference_ms": None if self.gate.last_inference_ms is None else round(self.gate.last_inference_ms, 4),
+            "tick_ms": None if tick_ms is None else round(tick_ms, 4),
             "cmd": [round(float(v), 5) for v in cmd],
             "scan_age_s": None if self.gate.scan is None else round(now - self.gate.scan.stamp, 4),
             "input_stamps": list(self.gate.input_stamps()),
