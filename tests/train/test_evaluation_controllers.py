@@ -234,3 +234,21 @@ def test_an_evaluation_behind_the_node_gate_reports_its_gate_states() -> None:
     assert sum(result.gate_states.values()) <= 2 * 40 and result.gate_states.get("driving", 0) > 0
     with pytest.raises(ValueError, match="scan map is the node's"):
         evaluate_controller(DEFAULT_BUNDLE, "dwa", episodes=2, node=NodeParams(), scan_map=ScanMapCfg())
+
+
+def test_a_long_batch_reports_its_progress(
+    trained_checkpoint: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import navtrain.evaluation as evaluation
+
+    ckpt = load_checkpoint(trained_checkpoint)
+    cfg = config_from_checkpoint(ckpt)
+    cfg.env.episode_length_s = 1.0  # 10 ticks
+    env, seed = eval_env(cfg, 4, None, None, "cpu")
+    rooms = env.new_rooms(env.num_envs, torch.Generator().manual_seed(seed))
+    monkeypatch.setattr(evaluation, "PROGRESS_EVERY_S", 0.0)  # a line on every tick
+    res, _ = run_episodes(env, torch_actor(build_actor(ckpt, cfg, env.device)), rooms, label="four rooms")
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("[evaluate] four rooms: tick ")]
+    assert len(lines) == env.max_episode_length == 10
+    assert lines[0] == "[evaluate] four rooms: tick 0/10, 0 of 4 worlds ended (0 success, 0 collision)"
+    assert len(res["outcome"]) == 4

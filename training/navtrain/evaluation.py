@@ -73,6 +73,9 @@ COLLISION = OUTCOMES.index(Outcome.COLLISION)
 OUT_OF_BOUNDS = OUTCOMES.index(Outcome.OUT_OF_BOUNDS)
 TIMEOUT = OUTCOMES.index(Outcome.TIMEOUT)
 
+PROGRESS_EVERY_S = 30.0
+"""[s] Wall time between the progress lines of a batch of episodes (robot-side batches take minutes)."""
+
 
 @dataclass
 class EvalResult:
@@ -375,11 +378,12 @@ class NodeActor(RobotSideActor):
 
 
 def run_episodes(
-    env: NavEnv, act: ActFn, rooms: RoomBatch, record: int = 0
+    env: NavEnv, act: ActFn, rooms: RoomBatch, record: int = 0, label: str = ""
 ) -> tuple[dict[str, np.ndarray], EpisodeTrace | None]:
     """One episode per world in ``rooms`` (auto-reset must be off); ``act(obs, live)`` gives the
     actions (see :func:`torch_actor`, :class:`RobotSideActor`). ``outcome`` holds each episode's
-    code: its index in :data:`navsim.outcomes.OUTCOMES`."""
+    code: its index in :data:`navsim.outcomes.OUTCOMES`. A batch that runs longer than
+    :data:`PROGRESS_EVERY_S` prints how far it is that often (``label`` names it)."""
     assert not env.auto_reset, "evaluation needs auto_reset off"
     env.reset(rooms=rooms)
     n = env.num_envs
@@ -396,7 +400,16 @@ def run_episodes(
     obs = env.get_observations()
     if isinstance(act, RobotSideActor):
         act.reset()
-    for _ in range(env.max_episode_length):
+    report_at = time.monotonic() + PROGRESS_EVERY_S
+    for k in range(env.max_episode_length):
+        if time.monotonic() >= report_at:
+            report_at += PROGRESS_EVERY_S
+            ended = outcome[finished]
+            print(
+                f"[evaluate] {label}: tick {k}/{env.max_episode_length}, {int(finished.sum())} of {n} worlds ended "
+                f"({int((ended == SUCCESS).sum())} success, {int((ended == COLLISION).sum())} collision)",
+                flush=True,
+            )
         action = act(obs, ~finished)
         action = torch.where(finished[:, None], torch.zeros_like(action), action)
         obs, _, dones, _ = env.step(action)
@@ -641,7 +654,7 @@ def run_rooms(
     done = 0
     while done < episodes:
         rooms = env.new_rooms(env.num_envs, gen)
-        res, tr = run_episodes(env, act, rooms, record=plot_rooms if trace is None else 0)
+        res, tr = run_episodes(env, act, rooms, record=plot_rooms if trace is None else 0, label=label)
         trace = trace or tr
         take = min(env.num_envs, episodes - done)
         parts.append({k: v[:take] for k, v in res.items()})

@@ -101,7 +101,7 @@ def run_row(evaluator: Evaluator, row: Row, episodes: int, seed: int, num_envs: 
     done = 0
     while done < episodes:
         rooms = env.new_rooms(env.num_envs, gen)
-        res, _ = run_episodes(env, act, rooms)
+        res, _ = run_episodes(env, act, rooms, label=f"safety {row.name}")
         take = min(env.num_envs, episodes - done)
         outcomes.append(res["outcome"][:take])
         certified.append(passable(env, rooms, clearance)[:take])
