@@ -89,6 +89,9 @@ from navdeploy.states import FAULT_STATES, MOVING_STATES, SCAN_FAULT_STATE, Stat
 
 _UNCHANGED = "; nothing changed (the current path or goal stands)"
 
+RETREATING = "backing out"
+"""The start of a driving tick's reason while the scan map's path backs out along the robot's trail."""
+
 BLOCKED_SLACK = 0.05
 """[m] A driver that makes no way toward its sub-goal holds the path when the guard would stop a motion
 straight toward the sub-goal more than this short of it (the blocked watch, module doc)."""
@@ -733,6 +736,8 @@ class CommandGate:
         sub = planner.step(self.scan.value if fresh else None, pose, final, now)
         if sub is None:
             return final
+        if planner.retreating and self._note is None:
+            self._note = f"{RETREATING}: no path on the map from here, back along the robot's trail"
         self._subgoal = sub
         self._path_remaining = planner.remaining
         return sub

@@ -95,17 +95,28 @@ def edge_graph(
     return coo_matrix((w, (r, c)), shape=(H * W, H * W)).tocsr()
 
 
-def cheapest_cells(graph: csr_matrix, goal_id: int, start_id: int) -> np.ndarray | None:
-    """Flat cell ids of the cheapest grid path from the start cell to the goal cell, or None."""
+def search_from(graph: csr_matrix, goal_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """The cost of the cheapest grid path from every cell to the goal cell (inf: none) and each
+    cell's next cell on it."""
     from scipy.sparse.csgraph import dijkstra
 
-    dist, pred = dijkstra(graph, directed=False, indices=goal_id, return_predecessors=True)
-    if not np.isfinite(dist[start_id]):
-        return None
+    return dijkstra(graph, directed=False, indices=goal_id, return_predecessors=True)
+
+
+def chain_to(pred: np.ndarray, start_id: int, goal_id: int) -> np.ndarray:
+    """Flat cell ids from the start cell to the goal cell along ``pred`` of :func:`search_from`."""
     chain = [start_id]
     while chain[-1] != goal_id:
         chain.append(int(pred[chain[-1]]))
     return np.array(chain)
+
+
+def cheapest_cells(graph: csr_matrix, goal_id: int, start_id: int) -> np.ndarray | None:
+    """Flat cell ids of the cheapest grid path from the start cell to the goal cell, or None."""
+    dist, pred = search_from(graph, goal_id)
+    if not np.isfinite(dist[start_id]):
+        return None
+    return chain_to(pred, start_id, goal_id)
 
 
 def cell_points(cells: np.ndarray, start: np.ndarray, goal: np.ndarray, frame: GridFrame) -> np.ndarray:

@@ -46,8 +46,18 @@ robot into passages narrower than itself, where it stood wedged). The policy's s
 comes from the path as for a global path (:func:`navcontract.subgoal.follow_path`); with
 ``line_of_sight`` a sub-goal round a corner that the straight line from the robot would cut into
 a mapped return (keeping the robot's radius) is pulled back along the path to the furthest point
-the robot reaches straight. When no path exists on the map (the goal in a mapped obstacle, the
-robot boxed in), :meth:`ScanPlanner.subgoal` returns None and the caller drives to the goal itself.
+the robot reaches straight.
+
+**Backing out.** The planner keeps the robot's own trail, its last ``retreat`` metres (points
+:data:`TRAIL_STEP` apart, kept across goals). Where no path leaves the robot's position (it drove
+into a pocket between returns narrower than the clearance a path keeps, where the map's returns
+came into view only once it was inside), the same search tries the trail's points going back,
+:data:`RETREAT_STEP` apart: the path is then the trail back to the nearest point with a path, and
+that path on (:attr:`ScanPlanner.retreating`). The robot fitted there a moment ago, so the trail's
+part of the path (and the step from its end to the first free cell) is not checked against the
+clearance (the blocked check starts beyond it). When
+no path exists from the robot or its trail (the goal in a mapped obstacle, the robot boxed in),
+:meth:`ScanPlanner.subgoal` returns None and the caller drives to the goal itself.
 
 A tick is two halves: :meth:`ScanPlanner.update_path` (the map's: plan again when due or blocked)
 and :meth:`ScanPlanner.follow` (the tick's: the lookahead rule and the line-of-sight check).
@@ -69,13 +79,20 @@ from navcontract.subgoal import LookaheadRule, follow_path
 from navdeploy.grid_search import (
     GridFrame,
     cell_points,
-    cheapest_cells,
+    chain_to,
     clearance_floor,
     edge_graph,
     polyline_length,
     pull,
+    search_from,
     sees,
 )
+
+TRAIL_STEP = 0.1
+"""[m] The robot's trail keeps a point each time it moved this far from the last one."""
+
+RETREAT_STEP = 0.25
+"""[m] Where no path leaves the robot's position, the trail's points this far apart are tried going back."""
 
 LOGODDS_MIN, LOGODDS_MAX = -2.0, 3.5
 """Log-odds clamps: a cell seen occupied many times is freed after a few clear views again."""
@@ -103,6 +120,9 @@ class ScanMapCfg:
     block_margin: float = 0.02  # [m] and counts a return only this much inside the clearance the path was planned with
     line_of_sight: bool = True  # a sub-goal round a corner is pulled back to where the robot reaches it straight
     block_raise: float = 0.1  # [m] a return the guard keeps refusing the path by is raised by this (each time)
+    retreat: float = (
+        3.0  # [m] of the robot's own trail kept: no path from where it stands -> back out along it (0: off)
+    )
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -120,7 +140,15 @@ class ScanMapCfg:
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"scan map: {name} must be > 0, got {getattr(self, name)}")
-        non_negative = ("replan_period", "start_search", "switch_gain", "clear_ahead", "block_margin", "block_raise")
+        non_negative = (
+            "replan_period",
+            "start_search",
+            "switch_gain",
+            "clear_ahead",
+            "block_margin",
+            "block_raise",
+            "retreat",
+        )
         for name in non_negative:
             if getattr(self, name) < 0:
                 raise ValueError(f"scan map: {name} must be >= 0, got {getattr(self, name)}")
@@ -390,8 +418,10 @@ class ScanPlanner:
         self.reset()
 
     def reset(self) -> None:
-        """Forget the map and the path (a new goal keeps the map: see :meth:`new_goal`)."""
+        """Forget the map, the robot's trail and the path (a new goal keeps the map and the trail: see
+        :meth:`new_goal`)."""
         self.map.reset()
+        self.trail: list[np.ndarray] = []  # the robot's own positions, oldest first (module doc: backing out)
         self.new_goal()
 
     def new_goal(self) -> None:
@@ -408,6 +438,9 @@ class ScanPlanner:
         self.failed = False  # the last plan found no path
         self.path_radius = self.plan_radii[0]  # the clearance the path in use was planned with
         self.planned_radius = self.plan_radii[0]  # the clearance of the last plan found
+        self.retreating = False  # the path in use begins with the robot's trail back (module doc)
+        self.path_trail = 0.0  # [m] its length: the blocked check starts beyond it
+        self._planned_trail = 0.0  # the same of the last plan found
 
     @property
     def plan_radii(self) -> tuple[float, float]:
@@ -442,6 +475,7 @@ class ScanPlanner:
     def update_path(self, p: np.ndarray, goal: np.ndarray, now: float) -> None:
         """The map's half of a tick: plan again when ``replan_period`` has passed since the last plan,
         or at once when the path ahead is blocked or the guard refused it (from the robot's position ``p``)."""
+        self._record(p)
         blocked = self.path is not None and (self._forced or self._blocked())
         self._forced = False
         due = self.planned_at is None or not (0.0 <= now - self.planned_at < self.cfg.replan_period)
@@ -487,6 +521,39 @@ class ScanPlanner:
     def _sight(self, points: np.ndarray, margin: float) -> tuple[GridFrame, np.ndarray]:
         return self._clearance(points, margin=margin)
 
+    def _record(self, p: np.ndarray) -> None:
+        """Add ``p`` to the robot's trail (once it moved :data:`TRAIL_STEP`) and drop what lies more
+        than ``retreat`` metres back along it."""
+        if self.cfg.retreat <= 0:
+            return
+        trail = self.trail
+        if trail and float(np.hypot(*(p - trail[-1]))) < TRAIL_STEP:
+            return
+        trail.append(np.array(p[:2], dtype=np.float64))
+        length = 0.0
+        for k in range(len(trail) - 1, 0, -1):
+            length += float(np.hypot(*(trail[k] - trail[k - 1])))
+            if length > self.cfg.retreat:
+                del trail[: k - 1]
+                break
+
+    def _retreat_starts(self, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The points tried where no path leaves ``p``: along the line from ``p`` back through the trail,
+        every :data:`RETREAT_STEP` (K, 2), and their arc lengths back from ``p`` (K,)."""
+        back = np.vstack([p[None], np.asarray(self.trail[::-1]).reshape(-1, 2)])
+        arc = arc_lengths(back)
+        s = np.arange(RETREAT_STEP, float(arc[-1]) + 1e-9, RETREAT_STEP)
+        if not len(s):
+            return np.zeros((0, 2)), np.zeros(0)
+        return points_at(back, arc, s), s
+
+    def _trail_back(self, p: np.ndarray, s: float) -> np.ndarray:
+        """The path from ``p`` back along the trail to arc length ``s`` (its last point)."""
+        back = np.vstack([p[None], np.asarray(self.trail[::-1]).reshape(-1, 2)])
+        arc = arc_lengths(back)
+        inner = back[(arc > 1e-9) & (arc < s - 1e-9)]
+        return np.vstack([p[None], inner, points_at(back, arc, np.array([s]))])
+
     def sight_clearance(self, p: np.ndarray, slack: float) -> tuple[GridFrame, np.ndarray] | None:
         """The clearance the line-of-sight check may ask for while the robot moves up to ``slack``
         from ``p`` along the current path: the box round the robot and the path from ``slack`` before
@@ -514,6 +581,7 @@ class ScanPlanner:
         if new is None:
             if blocked and self.path is not None:
                 self.path, self.path_id = None, self.path_id + 1
+                self.retreating, self.path_trail = False, 0.0
             return
         safer = self.planned_radius > self.path_radius  # a path with the full clearance replaces a squeezed one
         # What is left to the goal itself: a path ends at the goal clipped into the window it was planned
@@ -525,6 +593,8 @@ class ScanPlanner:
         if self.path is None or blocked or safer or shorter or further:
             self.path, self.progress, self.path_id = new, 0.0, self.path_id + 1
             self.path_radius = self.planned_radius
+            self.path_trail = self._planned_trail
+            self.retreating = self.path_trail > 0
             self.remaining = polyline_length(new)
 
     def _blocked(self) -> bool:
@@ -534,7 +604,7 @@ class ScanPlanner:
         if path is None or len(path) < 2:
             return False
         arc = arc_lengths(path)
-        s0 = self.progress + self.cfg.clear_ahead
+        s0 = max(self.progress + self.cfg.clear_ahead, self.path_trail)
         if s0 >= arc[-1]:
             return False
         k = int(np.searchsorted(arc, s0, side="right"))  # first waypoint beyond s0
@@ -585,42 +655,58 @@ class ScanPlanner:
 
     def plan(self, start: np.ndarray, goal: np.ndarray) -> np.ndarray | None:
         """A path (P, 2) from ``start`` to ``goal`` on the map (the goal clipped into the window), or None:
-        in the box :attr:`ScanMapCfg.box_margin` beyond both, else in wider ones (``box_margin_max``)."""
+        in the box :attr:`ScanMapCfg.box_margin` beyond both, else in wider ones (``box_margin_max``).
+        Where none leaves ``start``, the trail back to the nearest of its points with one, and that path
+        (module doc: backing out)."""
         m = self.map
         frame = m.frame
         edge = m.n * m.h
         goal = np.clip(goal, [frame.x0 + m.h, frame.y0 + m.h], [frame.x0 + edge - m.h, frame.y0 + edge - m.h])
-        ends = np.vstack([start, goal])
+        back, back_s = self._retreat_starts(start) if self.cfg.retreat > 0 else (np.zeros((0, 2)), np.zeros(0))
+        starts = np.vstack([start[None], back])
+        ends = np.vstack([starts, goal[None]])
         margin = self.cfg.box_margin
+        self._planned_trail = 0.0
         while True:
-            # The box beyond robot and goal; without a path in it (the way round lies outside), boxes
-            # twice as wide, up to box_margin_max or the whole window.
+            # The box beyond robot (its trail) and goal; without a path in it (the way round lies
+            # outside), boxes twice as wide, up to box_margin_max or the whole window.
             sub, clear = self._clearance(ends, margin)
             for radius in self.plan_radii:
-                path = self._plan_at(start, goal, sub, clear, radius)
-                if path is not None:
+                found = self._plan_at(starts, goal, sub, clear, radius)
+                if found is not None:
+                    k, path = found
                     self.planned_radius = radius
-                    return path
+                    if k == 0:
+                        return path
+                    trail = self._trail_back(start, float(back_s[k - 1]))
+                    # Unchecked: the trail, and the step from its end to the free cell the path leaves from.
+                    self._planned_trail = polyline_length(trail) + float(np.hypot(*(path[1] - path[0])))
+                    return np.vstack([trail, path[1:]])
             if margin >= self.cfg.box_margin_max or sub.shape == (m.n, m.n):
                 return None
             margin = min(2.0 * margin, self.cfg.box_margin_max)
 
     def _plan_at(
-        self, start: np.ndarray, goal: np.ndarray, sub: GridFrame, clear: np.ndarray, radius: float
-    ) -> np.ndarray | None:
-        """The cheapest path keeping ``radius`` from mapped returns at cell centres, pulled tight, or None."""
+        self, starts: np.ndarray, goal: np.ndarray, sub: GridFrame, clear: np.ndarray, radius: float
+    ) -> tuple[int, np.ndarray] | None:
+        """The cheapest path keeping ``radius`` from mapped returns at cell centres, pulled tight, from
+        the first of ``starts`` (K, 2) that has one: (its index, the path), or None."""
         free = clear > radius  # a cell the path may start or end in
-        s_cell = self._free_cell(start, free, sub)
         g_cell = self._free_cell(goal, free, sub)
-        if s_cell is None or g_cell is None:
+        if g_cell is None:
             return None
         W = sub.shape[1]
         graph = edge_graph(clear, radius, sub, keep=self.cfg.keep, certify=False)
-        cells = cheapest_cells(graph, g_cell[0] * W + g_cell[1], s_cell[0] * W + s_cell[1])
-        if cells is None:
-            return None
-        floor = clearance_floor(cells, clear, sub, radius, self.cfg.keep)
-        return pull(cell_points(cells, start, goal, sub), clear, sub, radius, floor, certify=False).astype(np.float64)
+        dist, pred = search_from(graph, g_cell[0] * W + g_cell[1])
+        for k, start in enumerate(starts):
+            s_cell = self._free_cell(start, free, sub)
+            if s_cell is None or not np.isfinite(dist[s_cell[0] * W + s_cell[1]]):
+                continue
+            cells = chain_to(pred, s_cell[0] * W + s_cell[1], g_cell[0] * W + g_cell[1])
+            floor = clearance_floor(cells, clear, sub, radius, self.cfg.keep)
+            path = pull(cell_points(cells, start, goal, sub), clear, sub, radius, floor, certify=False)
+            return k, path.astype(np.float64)
+        return None
 
     def _free_cell(self, p: np.ndarray, free: np.ndarray, frame: GridFrame) -> tuple[int, int] | None:
         """The cell of ``p`` when free, else the nearest free cell within ``start_search``."""

@@ -120,6 +120,7 @@ class Plan:
     progress: float
     remaining: float
     failed: bool
+    retreating: bool  # the path backs out along the robot's trail (ScanPlanner.retreating)
     plans: int
     sight: tuple[GridFrame, np.ndarray] | None
     sight_rule: SightRule
@@ -164,6 +165,7 @@ def _plan(planner: ScanPlanner, job: Job, slack: float, started: float) -> Plan:
         progress=planner.progress,
         remaining=planner.remaining,
         failed=planner.failed,
+        retreating=planner.retreating,
         plans=planner.plans,
         sight=planner.sight_clearance(p, slack) if planner.cfg.line_of_sight else None,
         sight_rule=planner.sight_rule,
@@ -352,6 +354,7 @@ class ScanPlannerWorker:
         self.path_radius = plan_radii(self.cfg, self.radius, self.clearance)[0]
         self.plans = 0
         self.failed = False
+        self.retreating = False
         self._sight: tuple[GridFrame, np.ndarray] | None = None
         self._sight_rule: SightRule | None = None
         self._pending = None
@@ -554,4 +557,5 @@ class ScanPlannerWorker:
             self.path, self.path_id = plan.path, plan.path_id
             self.progress, self.remaining = plan.progress, plan.remaining
         self.path_radius, self.failed, self.plans = plan.path_radius, plan.failed, plan.plans
+        self.retreating = plan.retreating
         self._sight, self._sight_rule = plan.sight, plan.sight_rule

@@ -209,6 +209,42 @@ def test_a_memoryless_driver_leaves_a_pocket_only_with_the_map() -> None:
     assert planner.plans >= 2  # planned again as the pocket was seen
 
 
+SLOT = [((1.0, -0.23), (2.5, -0.23)), ((1.0, 0.23), (2.5, 0.23)), ((2.5, -0.23), (2.5, 0.23))]
+"""A dead-end slot 3 cm wider than the robot on each side, narrower than the clearance a path keeps
+with the guard (0.2655 m at cell centres): a robot inside it has no path out on the map."""
+
+
+@pytest.mark.parametrize("retreat", [0.0, 3.0])
+def test_a_robot_in_a_slot_narrower_than_the_plan_s_clearance_backs_out_along_its_trail(retreat: float) -> None:
+    planner = ScanPlanner(ScanMapCfg(retreat=retreat), RADIUS, LookaheadRule(lookahead=0.5), clearance=0.2405)
+    goal = (4.0, 0.0)
+    for k, x in enumerate(np.arange(0.0, 2.01, 0.05)):  # driven into the slot along its centre line
+        pose = np.array([x, 0.0, 0.0])
+        planner.observe(cast(pose, SLOT), pose)
+        planner.subgoal(pose, goal, now=0.1 * k)
+    planner.replan()  # as after the guard refused the path in use: plan from where the robot stands
+    sub = planner.subgoal(pose, goal, now=4.1)
+    if retreat == 0.0:
+        assert sub is None and planner.failed  # nothing but the goal: pressed against the slot's end
+        return
+    assert sub is not None and planner.retreating and not planner.failed
+    assert sub[0] < 2.0 - 0.3 and abs(sub[1]) < 0.05  # behind the robot, on its trail
+    path = planner.path
+    assert path is not None and np.allclose(path[0], [2.0, 0.0]) and np.allclose(path[-1], goal)
+    # The trail back: straight down the slot to where a path leaves it, then round the slot's walls.
+    assert 0.5 <= planner.path_trail <= 1.2, planner.path_trail
+    arc = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(path, axis=0), axis=1))])
+    on_trail = path[arc <= planner.path_trail + 1e-9]
+    assert np.all(np.abs(on_trail[:, 1]) < 0.05) and np.all(np.diff(on_trail[:, 0]) < 0)  # back down the slot
+    assert max(abs(path[:, 1])) > 0.23 + 0.2655  # round a side wall, keeping the clearance
+    # The trail's part is not checked against the clearance: the next tick keeps the path.
+    path_id = planner.path_id
+    pose = np.array([1.9, 0.0, 0.0])
+    planner.observe(cast(pose, SLOT), pose)
+    planner.subgoal(pose, goal, now=0.1 * 50)
+    assert planner.path_id == path_id
+
+
 def gap_wall(gap: float, half_length: float) -> list[tuple[tuple[float, float], tuple[float, float]]]:
     """A wall across the way at x = 2.025 with a gap of ``gap`` metres centred on y = 0.025 (a row
     and a column of cell centres: the clearance in the gap is then half the gap, to the beam spacing)."""
