@@ -41,8 +41,11 @@ stopped the robot before is raised to a disc of ``block_raise`` metres, a disc t
 within it widens by ``block_raise`` again, for as long as the goal stands; the path in use then
 counts as blocked). A new plan replaces a usable
 path only when it is ``switch_gain`` shorter than what is left of it, or when the path in use is a
-squeezed one and the new plan keeps the full clearance (a squeezed path kept for its length led the
-robot into passages narrower than itself, where it stood wedged). The policy's sub-goal then
+squeezed one and the new plan keeps the full clearance: without a guard whatever its length (a
+squeezed path kept for its length led the robot into passages narrower than itself, where it stood
+wedged), with one (the squeezed path still keeps the guard's clearance) only when it is no longer than
+``switch_gain`` beyond what is left of the squeezed one (a gap mapped at about the squeezed clearance
+flipped the robot between it and a long way round). The policy's sub-goal then
 comes from the path as for a global path (:func:`navcontract.subgoal.follow_path`); with
 ``line_of_sight`` a sub-goal round a corner that the straight line from the robot would cut into
 a mapped return (keeping the robot's radius) is pulled back along the path to the furthest point
@@ -583,7 +586,13 @@ class ScanPlanner:
                 self.path, self.path_id = None, self.path_id + 1
                 self.retreating, self.path_trail = False, 0.0
             return
-        safer = self.planned_radius > self.path_radius  # a path with the full clearance replaces a squeezed one
+        # A path with the full clearance replaces a squeezed one: whatever its length where the squeezed
+        # one keeps less than the robot's radius (no guard), else only where it is no longer than what
+        # is left of the squeezed one (a gap mapped at about the squeezed clearance, now open, now
+        # closed, would flip the robot between it and a long way round once a second).
+        safer = self.planned_radius > self.path_radius and (
+            self.path_radius < self.radius or polyline_length(new) <= self.remaining + self.cfg.switch_gain
+        )
         # What is left to the goal itself: a path ends at the goal clipped into the window it was planned
         # in, so a far goal's old path can end short of where the window now reaches.
         beyond_new = float(np.hypot(*(goal - new[-1])))

@@ -292,6 +292,44 @@ def test_a_squeezed_path_gives_way_to_one_with_the_full_clearance_as_soon_as_the
     assert np.abs(p.path[:, 1] - 0.025).max() < 0.05  # through the same gap, now with room
 
 
+@pytest.mark.parametrize("clearance", [None, 0.2405])
+def test_a_squeezed_path_gives_way_to_a_long_one_with_the_full_clearance_only_without_a_guard(
+    clearance: float | None,
+) -> None:
+    """The path in use goes through a gap at the squeezed clearance; the next plan finds none there
+    (the gap mapped a little narrower: not narrow enough to block the path in use) and goes 8 m round
+    with the full clearance. With the guard's clearance (the squeezed path keeps more than the robot's
+    radius) the robot keeps the gap: a gap mapped at about the squeezed clearance, now open, now
+    closed, flipped the route once a second. Without a guard the way round replaces it; so does one
+    no longer than the squeezed path with a guard."""
+    p = ScanPlanner(ScanMapCfg(), RADIUS, clearance=clearance)
+    full, least = p.plan_radii
+    pose = np.array([0.8, 0.025, 0.0])
+    goal = (4.0, 0.025)
+    p.observe(cast(pose, []), pose)  # an open map: nothing blocks a path (the plans are given below)
+    gap = np.array([[0.8, 0.025], [4.0, 0.025]])
+    round_the_end = np.array([[0.8, 0.025], [2.0, 4.3], [4.0, 0.025]])
+    same_length = np.array([[0.8, 0.025], [2.4, 0.2], [4.0, 0.025]])
+
+    def given(path: np.ndarray, radius: float):
+        def plan(start: np.ndarray, goal: np.ndarray) -> np.ndarray:
+            p.planned_radius = radius
+            return path
+
+        return plan
+
+    p.plan = given(gap, least)  # type: ignore[method-assign]
+    p.update_path(pose[:2], np.array(goal), now=0.0)
+    assert p.path is gap and p.path_radius == least
+    p.plan = given(round_the_end, full)  # type: ignore[method-assign]
+    p.update_path(pose[:2], np.array(goal), now=1.0)
+    assert (p.path is gap) == (clearance is not None)
+    if clearance is not None:
+        p.plan = given(same_length, full)  # type: ignore[method-assign]
+        p.update_path(pose[:2], np.array(goal), now=2.0)
+        assert p.path is same_length and p.path_radius == full
+
+
 CORNER = [((1.0, -2.0), (1.0, 0.5)), ((-0.5, 0.95), (2.5, 0.95))]  # a wall's end under a ceiling
 
 
