@@ -72,6 +72,10 @@ def test_a_row_runs_behind_the_nodes_gate_with_the_lidars_field_of_view(fixture_
         assert row["passable_clearance_m"] == pytest.approx(0.21 / (1 - math.sin(math.radians(2.5))))
         assert sum(row["gate_states"].values()) > 0
         assert row["stalled_in_passable"] + row["slow_in_passable"] == row["stuck_in_passable"]
+        stuck = row["stuck_worlds"]  # 0.5 s episodes: every passable world times out, and is named
+        assert len(stuck) == row["stuck_in_passable"] == row["passable"] - round(row["success_rate"] * 2)
+        assert all(0 <= w["episode"] < 2 and w["stalled"] == (w["idle_s"] >= 10.0) for w in stuck)
+        assert len(row["collision_worlds"]) == row["collisions"]
     json_path, md_path, png_path = write_outputs(payload, tmp_path / "safety")
     assert json.loads(json_path.read_text())["suite"] == "safety"
     assert "| posts270 |" in md_path.read_text() and png_path.stat().st_size > 5000

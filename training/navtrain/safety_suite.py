@@ -133,6 +133,12 @@ def run_row(evaluator: Evaluator, row: Row, episodes: int, seed: int, num_envs: 
         "stalled_in_passable": stalled,  # of stuck_in_passable: no progress for STALLED_S before the end
         "slow_in_passable": stuck - stalled,  # of stuck_in_passable: still getting closer
         "stuck_interval": wilson_interval(stuck, max(1, int(ok.sum()))),
+        # Which worlds (their index in the row's stream) to trace: each stuck one, and each collision.
+        "stuck_worlds": [
+            {"episode": int(i), "stalled": bool(idle_s[i] >= STALLED_S), "idle_s": round(float(idle_s[i]), 1)}
+            for i in np.flatnonzero(stuck_mask)
+        ],
+        "collision_worlds": [int(i) for i in np.flatnonzero(oc == code[Outcome.COLLISION])],
         "gate_states": dict(sorted(act.states.items())),
         "meets_bar": collisions / n <= MAX_COLLISION_RATE and stuck / max(1, int(ok.sum())) <= MAX_STUCK_RATE,
     }
