@@ -89,6 +89,9 @@ from navdeploy.states import FAULT_STATES, MOVING_STATES, SCAN_FAULT_STATE, Stat
 
 _UNCHANGED = "; nothing changed (the current path or goal stands)"
 
+SUBGOAL_REACH = 0.2
+"""[m] A sub-goal is never closer to the robot than the goal tolerance plus this (:func:`beyond_tolerance`)."""
+
 RETREATING = "backing out"
 """The start of a driving tick's reason while the scan map's path backs out along the robot's trail."""
 
@@ -523,6 +526,8 @@ class CommandGate:
             target, near_end = self._follow(pose)
         elif self.scan_planner is not None:
             target = self._mapped(pose, final, now)
+        if target != final:
+            target = self._subgoal = beyond_tolerance(pose, target, final, self.goal_tolerance)
         if self.reached or (distance < self.goal_tolerance and near_end):
             self.reached = True
             return self._zero(
@@ -761,6 +766,28 @@ class CommandGate:
         self._path_remaining = float(remaining[0])
         near_end = self._path_length - self.path_progress <= self.path_rule.lookahead + self.goal_tolerance
         return self._subgoal, near_end
+
+
+def beyond_tolerance(
+    pose: np.ndarray, sub: tuple[float, float], final: tuple[float, float], tolerance: float
+) -> tuple[float, float]:
+    """The sub-goal the driver gets for ``sub`` (not the goal ``final`` itself): ``sub``, or where it
+    lies closer than ``tolerance`` + :data:`SUBGOAL_REACH` to the robot (a path's point pulled back
+    to where the robot sees it straight, a path's first point), the point that far along the
+    robot's line to it (toward ``final`` when ``sub`` is where the robot stands). A driver takes a
+    goal within its tolerance for reached: the DWA brakes, the policy never trained to move there."""
+    x, y = float(pose[0]), float(pose[1])
+    want = tolerance + SUBGOAL_REACH
+    dx, dy = sub[0] - x, sub[1] - y
+    d = math.hypot(dx, dy)
+    if d >= want:
+        return sub
+    if d < 1e-6:
+        dx, dy = final[0] - x, final[1] - y
+        d = math.hypot(dx, dy)
+        if d < 1e-6:
+            return sub
+    return x + dx / d * want, y + dy / d * want
 
 
 def _body_direction(pose: np.ndarray, point: tuple[float, float]) -> np.ndarray | None:

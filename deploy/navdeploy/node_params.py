@@ -311,10 +311,15 @@ PARAMS: tuple[Param, ...] = (
         "certifies is one the guard lets the robot drive; without a guard the robot's radius plus 1.5 cm, and the "
         "radius less 1 cm only where nothing wider leads to the goal; the startup log states the numbers; replanned every second and at once when a newly seen return comes 2 cm "
         "inside the path's clearance ahead; the sub-goal taken along it by the path-following rule, pulled back "
-        "along the path where the straight line to it would cut a corner into a mapped return; docs/worlds.md). "
-        "The status's `subgoal` and `path_remaining` show it. When the map has no path (the goal inside a mapped "
-        "obstacle, the robot boxed in) the goal itself is the policy's goal. Off for a bundle that does not "
-        "state `robot.radius`.",
+        "along the path where the straight line to it would cut a corner into a mapped return, and never "
+        "closer to the robot than the goal tolerance + 0.2 m; docs/worlds.md). "
+        "The status's `subgoal` and `path_remaining` show it. A path that keeps only the least clearance gives "
+        "way to one with the full clearance when that is no longer (without a guard, whatever its length). "
+        "Where no path leaves the robot's position (it drove into a pocket narrower than the clearance a path "
+        "keeps) the path backs out along the robot's own trail (its last 3 m) to the nearest point with a "
+        "path, and the status reason starts with `backing out`. When neither the robot nor its trail has a "
+        "path on the map (the goal inside a mapped obstacle, the robot boxed in) the goal itself is the "
+        "policy's goal. Off for a bundle that does not state `robot.radius`.",
     ),
     Param(
         "scan_map_worker",

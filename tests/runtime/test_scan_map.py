@@ -387,6 +387,45 @@ def test_the_controller_hands_the_policy_the_map_sub_goal(use_map: bool) -> None
         assert rt.goals[-1] == (4.0, 0.0) and r.subgoal is None
 
 
+class FixedSubgoal:
+    """A scan planner whose every tick gives the same sub-goal (what the gate does with it is tested)."""
+
+    def __init__(self, sub: tuple[float, float]) -> None:
+        self.sub, self.remaining, self.retreating, self.path = sub, 1.0, False, None
+
+    def step(self, scan, pose, goal, now):
+        return self.sub
+
+    def new_goal(self) -> None:
+        pass
+
+    def reset(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    "sub, handed",
+    [
+        ((1.5, 0.0), (1.5, 0.0)),  # far enough: as it is
+        ((0.0, 0.2), (0.0, 0.5)),  # within the tolerance (0.3 m): out to 0.3 + 0.2 m along the line to it
+        ((0.0, 0.0), (0.5, 0.0)),  # where the robot stands: toward the goal
+    ],
+)
+def test_a_sub_goal_is_never_within_the_goal_tolerance_of_the_robot(sub, handed) -> None:
+    """A driver takes a goal within its tolerance for reached (the DWA brakes for good): a sub-goal the
+    line-of-sight check pulled back next to the robot stalled the DWA in thin-post clutter."""
+    rt = GoalRecorder()
+    c = make_gate(rt, limits=Limits(1.0, 1.0, True), scan_planner=FixedSubgoal(sub))
+    c.set_scan(cast(np.zeros(3), WALL), 1.0)
+    c.set_odom((0.0, 0.0), (0.0, 0.0, 0.0, 1.0), (0.0, 0.0, 0.0), 1.0, "odom")
+    assert c.goal_tolerance == pytest.approx(0.3)
+    assert c.set_goal(4.0, 0.0, "odom")[0]
+    r = c.tick(1.05)
+    assert r.state == State.DRIVING and rt.goals[-1] == pytest.approx(handed) and r.subgoal == pytest.approx(handed)
+    c.set_goal(0.2, 0.0, "odom")  # the goal itself within the tolerance: reached, whatever the sub-goal
+    assert c.tick(1.1).state == State.GOAL_REACHED
+
+
 def test_unusable_settings_are_refused_by_name() -> None:
     with pytest.raises(ValueError, match="squeeze"):
         ScanMapCfg(squeeze=-0.1)
