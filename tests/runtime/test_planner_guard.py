@@ -14,6 +14,8 @@ from navcontract.base import DIFF_DRIVE
 from navcontract.bundle import read_contract
 from navcontract.guard import GuardRule, apply_guard, guard_scale
 from navcontract.scan import ScanInput, resample_scan
+from navcontract.subgoal import LookaheadRule
+from navdeploy import gate as gate_module
 from navdeploy.gate import CommandGate
 from navdeploy.node_params import NodeParams
 from navdeploy.progress import ProgressChecker, ProgressRule
@@ -342,3 +344,48 @@ def test_unusable_progress_settings_are_refused_by_name() -> None:
             ProgressRule(**bad)
     with pytest.raises(ValueError, match="num_beams"):
         GUARD.passing_clearance(2)
+
+
+class ReadingRecorder(Pusher):
+    """A :class:`Pusher` that reads scans as the runtime does (``resample``) and records the goals."""
+
+    def __init__(self) -> None:
+        super().__init__(speed=0.5)
+        self.goals: list[tuple[float, float]] = []
+
+    def resample(self, scan: ScanInput) -> np.ndarray:
+        self.last_scan_report = resample_scan(scan, B, R_MAX, return_report=True)
+        return self.last_scan_report.ranges
+
+    def step(self, scan, *, pose, twist, goal):
+        self.goals.append(tuple(goal))
+        return super().step(scan, pose=pose, twist=twist, goal=goal)
+
+
+@pytest.mark.parametrize("guard", [GUARD, None])
+def test_a_path_s_sub_goal_behind_a_wall_s_end_is_turned_toward_the_path_the_guard_leaves_open(guard) -> None:
+    """Following a given path, a robot drifted 0.35 m off it beside a wall's end: the straight line to
+    the lookahead sub-goal passes 0.1 m from the wall's end, which the guard refuses. The driver is
+    handed a sub-goal at the same distance in the direction of the furthest point of the path before
+    it that the guard leaves open; without a guard the lookahead sub-goal as it is."""
+    wall: Walls = [((1.6, 0.15), (1.6, 3.0))]
+    rec = ReadingRecorder()
+    gate = make_gate(rec, guard=guard, max_range=R_MAX, path_rule=LookaheadRule(lookahead=0.7))
+    assert gate.set_path(np.array([[0.0, 0.0], [5.0, 0.0]]), "odom")[0]
+    pose = np.array([1.0, 0.35, 0.0])
+    res = tick_at(gate, pose, cast(pose, wall, B), 1.0)
+    assert res.state == State.DRIVING
+    handed = np.asarray(rec.goals[-1])
+    lookahead = np.array([1.7, 0.0])  # the projection (1.0, 0) plus 0.7 m along the path
+    if guard is None:
+        assert handed == pytest.approx(lookahead, abs=1e-5)
+        return
+    assert np.hypot(*(handed - pose[:2])) == pytest.approx(np.hypot(*(lookahead - pose[:2])), abs=1e-6)
+    toward = (handed - pose[:2]) / np.hypot(*(handed - pose[:2]))
+    report = rec.last_scan_report
+    free = gate_module._free_toward(report, toward[None], GUARD, 1.5, R_MAX)[0]
+    blocked = gate_module._free_toward(
+        report, ((lookahead - pose[:2]) / np.hypot(*(lookahead - pose[:2])))[None], GUARD, 1.5, R_MAX
+    )[0]
+    assert blocked < 0.5 and free > 0.8, (blocked, free)  # the lookahead's line cut short; the new one open
+    assert handed[1] < lookahead[1] and res.subgoal == pytest.approx(tuple(handed))  # turned away from the wall
