@@ -452,3 +452,29 @@ def test_trained_field_of_view_travels_in_the_contract_and_gates_scans(tmp_path:
     narrow = ScanInput(np.full(721, 3.0), -0.5 * math.pi, math.pi / 720, 0.05, 30.0)
     with pytest.raises(ScanUnusable):
         rt.step(narrow, pose, twist, goal)
+
+
+def test_a_scan_read_again_is_not_resampled_again_but_a_new_scan_or_new_options_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The command gate reads a tick's scan before the driver's step reads it again: one resample."""
+    import navdeploy.runtime as runtime_module
+
+    bdir, _ = synthetic_bundle(tmp_path)
+    rt = PolicyRuntime.load(bdir)
+    calls = []
+    real = runtime_module.resample_scan
+    monkeypatch.setattr(runtime_module, "resample_scan", lambda *a, **k: calls.append(1) or real(*a, **k))
+    scan = training_scan(np.full(B, 2.0))
+    first = rt.resample(scan)
+    assert rt.resample(scan) is first and len(calls) == 1  # the same scan: the same beams, not read again
+    same_values = training_scan(np.full(B, 2.0))
+    rt.resample(same_values)
+    assert len(calls) == 2  # another message (even with the same values) is read
+    rt.configure_scan(ScanOptions(below_min="invalid"))
+    rt.resample(same_values)
+    assert len(calls) == 3  # new options: read again
+    with pytest.raises(ScanUnusable):
+        rt.resample(training_scan(np.full(B, np.nan)))
+    rt.resample(same_values)
+    assert len(calls) == 5  # after a refused scan nothing is taken for read
