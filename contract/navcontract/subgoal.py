@@ -244,3 +244,70 @@ def follow_path(
     subgoal = _point_at(seg, target)
     remaining = (seg.total - new_progress) + xp.sqrt(off_x * off_x + off_y * off_y)
     return subgoal, new_progress, remaining
+
+
+SIGHT_STEP = 0.05
+"""[m] :func:`open_subgoal` tries the path's points this far apart, back from the sub-goal."""
+
+SIGHT_SLACK = 0.05
+"""[m] A straight line counts as open when the guard lets it go to this short of its end."""
+
+
+def open_subgoal(
+    path: Any,
+    count: Any,
+    pose: Any,
+    progress: Any,
+    subgoal: Any,
+    rule: LookaheadRule,
+    ranges: Any,
+    seen: Any,
+    guard: Any,
+    v_max: float,
+    max_range: float,
+) -> Any:
+    """The sub-goal a driver following a path behind the guard is given, for N worlds at once:
+    ``subgoal`` (:func:`follow_path`'s), or where the guard (:class:`navcontract.guard.GuardRule`
+    ``guard``, rule steps 0-2 on the beams ``ranges`` (N, B) seen per ``seen`` (N, B) or None)
+    would stop a straight motion toward it more than :data:`SIGHT_SLACK` short of it, the point at
+    the same distance from the robot in the direction of the furthest point of the path before it
+    (:data:`SIGHT_STEP` apart, back to ``progress``) whose straight line the guard leaves open
+    (``subgoal`` when none is). ``pose`` (N, 3): x, y, yaw in the path's frame. A robot drifted off
+    the path beside a post or a wall's end so sees a goal at the distance it is trained with, in a
+    direction it can go. The same code in training (torch) and on the robot (numpy)."""
+    from navcontract.guard import free_distances
+
+    xp = ops_for(path)
+    seg = _segments(path, count)
+    pose = xp.as_float(pose)
+    subgoal = xp.as_float(subgoal)
+    progress = xp.minimum(xp.maximum(xp.as_float(progress), 0.0), seg.total)
+    s_sub = xp.minimum(progress + float(rule.lookahead), seg.total)
+    k_count = int(math.ceil(float(rule.lookahead) / SIGHT_STEP)) + 1
+    points, valid = [subgoal], [progress <= s_sub]
+    for k in range(1, k_count):
+        s = s_sub - k * SIGHT_STEP
+        points.append(_point_at(seg, xp.maximum(s, progress)))
+        valid.append(s >= progress - 1e-9)
+    q = xp.stack(points, axis=1)  # (N, K, 2): the sub-goal first, then back along the path
+    ok = xp.stack(valid, axis=1)
+    dx, dy = q[..., 0] - pose[:, None, 0], q[..., 1] - pose[:, None, 1]
+    dist = xp.sqrt(dx * dx + dy * dy)
+    ok = ok & (dist >= SIGHT_STEP)
+    c, s = xp.cos(pose[:, 2])[:, None], xp.sin(pose[:, 2])[:, None]
+    safe = xp.maximum(dist, SIGHT_STEP)
+    ux, uy = (c * dx + s * dy) / safe, (-s * dx + c * dy) / safe
+    probes = xp.stack([v_max * ux, v_max * uy, ux * 0.0], axis=-1)  # (N, K, 3)
+    seen_k = None if seen is None else seen[:, None, :]
+    free, blocks = free_distances(xp.as_float(ranges)[:, None, :], probes, guard, max_range, seen_k)
+    reach = xp.amin(xp.where(blocks, free, math.inf), axis=-1)  # (N, K)
+    open_ = ok & (reach >= dist - SIGHT_SLACK)
+    rank = xp.where(open_, k_count - xp.arange(k_count, dist)[None, :], 0)  # the first open point ranks highest
+    best = xp.amax(rank, axis=-1)
+    j = xp.where(best > 0, k_count - best, 0)[:, None]  # (N, 1); 0 (the sub-goal) where none is open
+    turn = ok[:, 0] & ~open_[:, 0] & (best > 0)
+    dist_j = xp.take_along(dist, j, axis=1)[:, 0]
+    scale = dist[:, 0] / xp.maximum(dist_j, SIGHT_STEP)
+    new_x = pose[:, 0] + scale * xp.take_along(dx, j, axis=1)[:, 0]
+    new_y = pose[:, 1] + scale * xp.take_along(dy, j, axis=1)[:, 0]
+    return xp.stack([xp.where(turn, new_x, subgoal[:, 0]), xp.where(turn, new_y, subgoal[:, 1])], axis=-1)

@@ -23,9 +23,9 @@ point, and each tick the driver is given the sub-goal of the lookahead rule
 (:func:`navcontract.subgoal.follow_path`, the same code training runs) instead of the goal pose.
 With the guard on, a sub-goal whose straight line the guard would cut short on this tick's scan (a
 robot drifted off the path beside a post or a wall's end) is turned toward the furthest point of the
-path before it whose straight line the guard leaves open (:data:`SIGHT_STEP` apart, back to the
-robot's progress), at the same distance from the robot (:meth:`CommandGate._open_subgoal`): the
-driver sees a goal at the distance it was trained with, in a direction it can go. A new goal pose,
+path before it whose straight line the guard leaves open, at the same distance from the robot
+(:func:`navcontract.subgoal.open_subgoal`, which training applies too): the driver sees a goal at
+the distance it was trained with, in a direction it can go. A new goal pose,
 or an empty path, ends path following. Whatever the mode, a sub-goal is never within the goal
 tolerance plus :data:`SUBGOAL_REACH` of the robot (:func:`beyond_tolerance`).
 
@@ -74,7 +74,7 @@ import numpy as np
 
 from navcontract.guard import GuardRule, apply_guard, blocking_beam, free_distances, guarded_ranges
 from navcontract.scan import TRAINING_ANGLE_MIN, ScanReport, ScanUnusable
-from navcontract.subgoal import LookaheadRule, follow_path, path_length
+from navcontract.subgoal import LookaheadRule, follow_path, open_subgoal, path_length
 from navdeploy.inputs import (
     MAX_PATH_POINTS,
     PathTooLong,
@@ -94,9 +94,6 @@ from navdeploy.smoother import VelocitySmoother
 from navdeploy.states import FAULT_STATES, MOVING_STATES, SCAN_FAULT_STATE, State, TickResult
 
 _UNCHANGED = "; nothing changed (the current path or goal stands)"
-
-SIGHT_STEP = 0.05
-"""[m] Following a given path, the points of the path tried for an open straight line are this far apart."""
 
 SUBGOAL_REACH = 0.2
 """[m] A sub-goal is never closer to the robot than the goal tolerance plus this (:func:`beyond_tolerance`)."""
@@ -777,10 +774,9 @@ class CommandGate:
         return self._subgoal, near_end
 
     def _open_subgoal(self, pose: np.ndarray, sub: tuple[float, float]) -> tuple[float, float]:
-        """Following a given path with the guard on: ``sub``, or where the guard would stop a straight
-        motion toward it more than :data:`BLOCKED_SLACK` short of it on this tick's scan, the point at
-        the same distance in the direction of the furthest point of the path before it whose straight
-        line the guard leaves open (module doc; ``sub`` when none is)."""
+        """Following a given path with the guard on: the sub-goal of
+        :func:`navcontract.subgoal.open_subgoal` (``sub``, or turned toward the part of the path the
+        guard leaves open on this tick's scan; module doc), the rule training applies too."""
         rule, path, scan = self.guard, self.path, self.scan
         read = getattr(self.driver, "resample", None)
         if rule is None or path is None or scan is None or read is None:
@@ -790,39 +786,22 @@ class CommandGate:
         except Exception:
             return sub  # an unusable scan: the driver's step says so
         report = self._report()
-        x, y = float(pose[0]), float(pose[1])
-        c, s = math.cos(float(pose[2])), math.sin(float(pose[2]))
-        arc = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(path, axis=0), axis=1))])
-        s_sub = min(self.path_progress + self.path_rule.lookahead, float(arc[-1]))
-        s_try = np.concatenate([[s_sub], np.arange(s_sub - SIGHT_STEP, self.path_progress - 1e-9, -SIGHT_STEP)])
-        k = np.clip(np.searchsorted(arc, s_try, side="right"), 1, len(path) - 1)
-        t = ((s_try - arc[k - 1]) / np.maximum(arc[k] - arc[k - 1], 1e-9))[:, None]
-        points = path[k - 1] + t * (path[k] - path[k - 1])
-        points[0] = sub
-        dx, dy = points[:, 0] - x, points[:, 1] - y
-        dist = np.hypot(dx, dy)
-        use = dist >= SIGHT_STEP
-        if report is None or not use[0]:
+        if report is None:
             return sub
-        body = np.stack([c * dx + s * dy, -s * dx + c * dy], axis=1)[use] / dist[use, None]
-        free = _free_toward(report, body, rule, self.limits.v_max, self.max_range)
-        open_ = free >= dist[use] - BLOCKED_SLACK
-        if open_[0] or not open_.any():
-            return sub
-        j = int(np.flatnonzero(use)[int(np.argmax(open_))])
-        scale = float(dist[0] / dist[j])
-        return x + scale * float(dx[j]), y + scale * float(dy[j])
-
-
-def _free_toward(
-    report: ScanReport, directions: np.ndarray, rule: GuardRule, v_max: float, max_range: float
-) -> np.ndarray:
-    """[m] How far the guard lets a straight motion at ``v_max`` toward each body-frame unit direction
-    ``directions`` (K, 2) go on ``report``'s beams (rule steps 0-2; inf where nothing blocks it)."""
-    seen = ~np.asarray(report.filled, dtype=bool)
-    probes = np.concatenate([v_max * directions, np.zeros((len(directions), 1))], axis=1)
-    free, blocks = free_distances(np.asarray(report.ranges, dtype=np.float64), probes, rule, max_range, seen)
-    return np.where(blocks, free, np.inf).min(axis=-1)
+        out = open_subgoal(
+            path[None].astype(np.float64),
+            np.array([len(path)]),
+            np.asarray(pose, dtype=np.float64)[None, :3],
+            np.array([self.path_progress]),
+            np.array([sub], dtype=np.float64),
+            self.path_rule,
+            np.asarray(report.ranges, dtype=np.float64)[None],
+            ~np.asarray(report.filled, dtype=bool)[None],
+            rule,
+            self.limits.v_max,
+            self.max_range,
+        )
+        return float(out[0, 0]), float(out[0, 1])
 
 
 def beyond_tolerance(

@@ -490,3 +490,38 @@ def test_a_section_that_is_not_a_mapping_or_lacks_a_key_is_refused() -> None:
         parse_contract({**data, SECTION: [0.7, 2.0, 0.5]})
     with pytest.raises(BundleError, match="^contract path_following has no trained_share$"):
         parse_contract({**data, SECTION: {"lookahead": 0.7, "search_window": 2.0}})
+
+
+def test_open_subgoal_is_the_same_in_numpy_one_world_at_a_time_and_in_torch_batched() -> None:
+    """The rule the node's gate applies to a given path's sub-goal behind the guard, and training to its
+    path-following episodes: random robots beside a straight path among random returns; a good share
+    of the sub-goals are turned, each at its original distance, the rest as they were."""
+    from navcontract.guard import GuardRule
+    from navcontract.subgoal import open_subgoal
+
+    rng = np.random.default_rng(0)
+    rule = LookaheadRule(lookahead=0.7)
+    guard = GuardRule(radius=0.2, margin=0.03, headway=0.5, decel=2.5, slide=False)
+    n = 64
+    path = np.zeros((n, 2, 2), dtype=np.float32)
+    path[:, 1, 0] = 5.0
+    pose = np.stack([rng.uniform(0.5, 3, n), rng.uniform(-0.4, 0.4, n), rng.uniform(-1, 1, n)], axis=1)
+    ranges = rng.uniform(0.25, 6.0, (n, 72))
+    seen = rng.uniform(size=(n, 72)) > 0.1
+    count = np.full(n, 2)
+    sub, prog, _ = follow_path(path, count, pose[:, :2].astype(np.float32), np.zeros(n, np.float32), rule)
+    batched = open_subgoal(
+        torch.tensor(path), torch.tensor(count), torch.tensor(pose), torch.tensor(prog), torch.tensor(sub),
+        rule, torch.tensor(ranges), torch.tensor(seen), guard, 1.5, 6.0,
+    ).numpy()  # fmt: skip
+    for i in range(n):
+        one = open_subgoal(
+            path[i : i + 1], count[i : i + 1], pose[i : i + 1], prog[i : i + 1], sub[i : i + 1],
+            rule, ranges[i : i + 1], seen[i : i + 1], guard, 1.5, 6.0,
+        )  # fmt: skip
+        np.testing.assert_allclose(one[0], batched[i], atol=1e-5)
+    turned = np.abs(batched - sub).sum(axis=1) > 1e-6
+    assert 5 <= turned.sum() < n
+    to_sub = np.hypot(*(sub - pose[:, :2]).T)
+    to_new = np.hypot(*(batched - pose[:, :2]).T)
+    np.testing.assert_allclose(to_new[turned], to_sub[turned], atol=1e-5)  # the same distance, another way

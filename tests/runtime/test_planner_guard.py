@@ -12,10 +12,9 @@ import pytest
 
 from navcontract.base import DIFF_DRIVE
 from navcontract.bundle import read_contract
-from navcontract.guard import GuardRule, apply_guard, guard_scale
+from navcontract.guard import GuardRule, apply_guard, free_distances, guard_scale
 from navcontract.scan import ScanInput, resample_scan
 from navcontract.subgoal import LookaheadRule
-from navdeploy import gate as gate_module
 from navdeploy.gate import CommandGate
 from navdeploy.node_params import NodeParams
 from navdeploy.progress import ProgressChecker, ProgressRule
@@ -381,11 +380,13 @@ def test_a_path_s_sub_goal_behind_a_wall_s_end_is_turned_toward_the_path_the_gua
         assert handed == pytest.approx(lookahead, abs=1e-5)
         return
     assert np.hypot(*(handed - pose[:2])) == pytest.approx(np.hypot(*(lookahead - pose[:2])), abs=1e-6)
-    toward = (handed - pose[:2]) / np.hypot(*(handed - pose[:2]))
     report = rec.last_scan_report
-    free = gate_module._free_toward(report, toward[None], GUARD, 1.5, R_MAX)[0]
-    blocked = gate_module._free_toward(
-        report, ((lookahead - pose[:2]) / np.hypot(*(lookahead - pose[:2])))[None], GUARD, 1.5, R_MAX
-    )[0]
+
+    def reach(point: np.ndarray) -> float:  # how far the guard lets a straight motion toward point go
+        u = (point - pose[:2]) / np.hypot(*(point - pose[:2]))
+        free, blocks = free_distances(report.ranges, np.array([1.5 * u[0], 1.5 * u[1], 0.0]), GUARD, R_MAX)
+        return float(np.where(blocks, free, np.inf).min())
+
+    free, blocked = reach(handed), reach(lookahead)
     assert blocked < 0.5 and free > 0.8, (blocked, free)  # the lookahead's line cut short; the new one open
     assert handed[1] < lookahead[1] and res.subgoal == pytest.approx(tuple(handed))  # turned away from the wall

@@ -12,7 +12,7 @@ import pytest
 import torch
 from scipy import ndimage
 
-from navcontract.subgoal import LookaheadRule, follow_path
+from navcontract.subgoal import LookaheadRule, follow_path, open_subgoal
 from navsim.config_load import load_config
 from navsim.env import NavEnv
 from navsim.families import FAMILIES, FAMILY_INDEX, extent_half, family_half_extent, planned
@@ -354,11 +354,27 @@ def test_policy_goal_is_the_robot_sub_goal_rule():
         path = env.rooms.path.numpy()
         count = env.rooms.path_count.numpy()
         pose = env.observed_pose.numpy()
+        scan = env.scan.numpy()
+        seen = None if env.scan_seen is None else env.scan_seen.numpy()
         for i in range(4):  # the robot's side: numpy, one world at a time, with its own progress
             sub, prog, _ = follow_path(
                 path[i : i + 1], count[i : i + 1], pose[i : i + 1, :2], progress[i : i + 1], rule
             )
             progress[i] = prog[0]
+            # and, behind the guard, turned toward the open path as the node's gate does
+            sub = open_subgoal(
+                path[i : i + 1],
+                count[i : i + 1],
+                pose[i : i + 1],
+                prog,
+                sub,
+                rule,
+                scan[i : i + 1],
+                None if seen is None else seen[i : i + 1],
+                env.stages.guard,
+                env.dims.v_max,
+                env.dims.max_range,
+            )
             assert np.allclose(sub[0], env.policy_goal[i].numpy(), atol=1e-5)
     assert bool(env.follow.all())
     # the goal observation is the sub-goal: it differs from the final goal in corridors

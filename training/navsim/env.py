@@ -40,7 +40,7 @@ from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
 from navcontract.action import clip_action
-from navcontract.subgoal import LookaheadRule, follow_path
+from navcontract.subgoal import LookaheadRule, follow_path, open_subgoal
 from navcontract.terms import ObsContext, goal_in_body
 from navsim.actuation import BaseDynamics, CommandStages
 from navsim.config import NavConfig
@@ -563,6 +563,20 @@ class NavEnv(VecEnv):
             sub, self.path_progress, _ = follow_path(
                 self.rooms.path, self.rooms.path_count, obs_pose[:, :2], self.path_progress, self.lookahead
             )
+            if self.stages.guard is not None:  # as the node's gate: a sub-goal the guard cuts short is turned
+                sub = open_subgoal(
+                    self.rooms.path,
+                    self.rooms.path_count,
+                    obs_pose,
+                    self.path_progress,
+                    sub,
+                    self.lookahead,
+                    self.scan,
+                    self.scan_seen,
+                    self.stages.guard,
+                    self.dims.v_max,
+                    self.dims.max_range,
+                )
             goal = torch.where(self.follow[:, None], sub, goal)
         self.policy_goal = goal
         ctx = self._context(obs_pose, obs_twist, self.prev_action, goal)
