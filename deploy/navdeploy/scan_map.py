@@ -540,11 +540,15 @@ class ScanPlanner:
                 del trail[: k - 1]
                 break
 
+    def _way_back(self, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The line from ``p`` back through the trail, newest point first (P, 2), and its arc lengths."""
+        back = np.vstack([p[None], np.asarray(self.trail[::-1]).reshape(-1, 2)])
+        return back, arc_lengths(back)
+
     def _retreat_starts(self, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The points tried where no path leaves ``p``: along the line from ``p`` back through the trail,
         every :data:`RETREAT_STEP` (K, 2), and their arc lengths back from ``p`` (K,)."""
-        back = np.vstack([p[None], np.asarray(self.trail[::-1]).reshape(-1, 2)])
-        arc = arc_lengths(back)
+        back, arc = self._way_back(p)
         s = np.arange(RETREAT_STEP, float(arc[-1]) + 1e-9, RETREAT_STEP)
         if not len(s):
             return np.zeros((0, 2)), np.zeros(0)
@@ -552,8 +556,7 @@ class ScanPlanner:
 
     def _trail_back(self, p: np.ndarray, s: float) -> np.ndarray:
         """The path from ``p`` back along the trail to arc length ``s`` (its last point)."""
-        back = np.vstack([p[None], np.asarray(self.trail[::-1]).reshape(-1, 2)])
-        arc = arc_lengths(back)
+        back, arc = self._way_back(p)
         inner = back[(arc > 1e-9) & (arc < s - 1e-9)]
         return np.vstack([p[None], inner, points_at(back, arc, np.array([s]))])
 
