@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -104,6 +105,33 @@ def test_a_smoke_run_writes_the_policy_with_its_provenance(smoke) -> None:
     ev = prov["evaluation"]
     assert ev["episodes"] == 4 and ev["success_interval"][0] <= ev["success_rate"] <= ev["success_interval"][1]
     assert prov["bundle"]["files"]["policy.onnx"] == sha256(out / "bundle/policy.onnx")
+
+
+def test_selection_behind_the_node_gate_exports_each_candidate(smoke, tmp_path: Path) -> None:
+    """``selection.controller: node``: each candidate is exported to a bundle in the work folder and
+    driven behind the node's gate; its result is what nav-evaluate --node gives for that bundle, and
+    the choice records the controller."""
+    from navdeploy.node_params import NodeParams
+    from navtrain.evaluation import evaluate_controller
+    from navtrain.recipe_finish import select
+    from navtrain.recipe_work import Work
+
+    recipe_path, root, code = smoke
+    assert code == 0
+    shutil.copytree(root / "work", tmp_path / "work")
+    recipe = load_recipe(write_recipe(tmp_path, selection={**RECIPE["selection"], "controller": "node"}))
+    plan = make_plan(recipe, smoke=True)
+    work = Work(tmp_path / "work")
+    chosen, table = select(recipe, plan, work, "cpu")
+    bundles = sorted((tmp_path / "work/validation_bundles").iterdir())
+    assert len(bundles) == len(table) == 2 and all((b / "policy.onnx").is_file() for b in bundles)
+    cache = json.loads((tmp_path / "work/validation.json").read_text())
+    assert {e["key"]["controller"] for e in cache.values()} == {"node"}
+    row = table[-1]
+    bundle = tmp_path / "work/validation_bundles" / row["sha256"][:12]
+    again, _ = evaluate_controller(bundle, "policy", episodes=4, seed=2000003, plot_rooms=0, node=NodeParams())
+    assert again.success_rate == row["success"] and "node's gate" in again.controller
+    assert sum(r["chosen"] for r in table) == 1 and chosen.iteration in [r["iteration"] for r in table]
 
 
 def test_a_finished_recipe_run_again_trains_nothing_and_writes_the_same_policy(smoke, capsys) -> None:

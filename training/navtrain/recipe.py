@@ -48,6 +48,9 @@ SCORE_METRICS = {
 }
 """Names a selection score may weigh -> the ``navtrain.evaluation.EvalResult`` field."""
 
+SELECTION_CONTROLLERS = ("policy", "node")
+"""What may drive the validation worlds (:class:`Selection`)."""
+
 MANAGED_KEYS = ("runner.log_root", "runner.save_interval", "runner.run_name", "env.seed", "env.num_envs")
 """Config keys the recipe runner sets itself (work folder, ``selection.every``, part names,
 ``seed``, ``num_envs``): a stage override may not name them."""
@@ -95,13 +98,20 @@ class Selection:
     """How the checkpoint to ship is chosen: every ``every`` iterations of the last stage a
     checkpoint is kept; each runs ``validation_episodes`` worlds of ``validation_seed``'s stream
     (its training config, plus ``overrides``); the highest ``score`` (the sum of weight x rate of
-    :data:`SCORE_METRICS`) wins, ties going to the later checkpoint."""
+    :data:`SCORE_METRICS`) wins, ties going to the later checkpoint.
+
+    ``controller`` says what drives the validation worlds (:data:`SELECTION_CONTROLLERS`):
+    ``policy``, the checkpoint's actor with the simulator's guard and smoother of training;
+    ``node``, the checkpoint exported to a bundle and driven behind the node's own gate with
+    ``policy_node``'s default parameters (scan rules, scan map, smoother, guard last), which is
+    what a robot runs and costs a few times more CPU per world."""
 
     every: int
     validation_episodes: int
     validation_seed: int
     score: dict[str, float] = field(default_factory=lambda: {"success": 1.0, "collision": -3.0})
     overrides: list[str] = field(default_factory=list)
+    controller: str = "policy"
 
 
 @dataclass
@@ -251,6 +261,10 @@ def check_fields(recipe: Recipe) -> None:
     sel = recipe.selection
     positive("selection.every", sel.every)
     positive("selection.validation_episodes", sel.validation_episodes)
+    if sel.controller not in SELECTION_CONTROLLERS:
+        raise RecipeError(
+            f"selection.controller must be one of {', '.join(SELECTION_CONTROLLERS)}, got {sel.controller!r}"
+        )
     if not sel.score:
         raise RecipeError("selection.score: at least one weight")
     for name, weight in sel.score.items():

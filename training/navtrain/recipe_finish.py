@@ -2,7 +2,8 @@
 
 1. **Choose** (:func:`select`): the last stage's checkpoints every ``selection.every`` iterations
    (those at least ``every`` iterations into the stage) and its last one each run
-   ``selection.validation_episodes`` worlds of the validation stream; the highest score wins, ties
+   ``selection.validation_episodes`` worlds of the validation stream, driven by their actor or, with
+   ``selection.controller: node``, exported and behind the node's gate; the highest score wins, ties
    going to the later checkpoint. Each result is kept in the work folder's ``validation.json``
    (by the checkpoint's sha256), so an interrupted choice goes on where it stopped.
 2. **Export** the chosen checkpoint, copied to ``checkpoint.pt``, to ``bundle/``
@@ -92,28 +93,25 @@ def candidates(plan: Plan, work: Work) -> list[Checkpoint]:
 
 def select(recipe: Recipe, plan: Plan, work: Work, device: str) -> tuple[Checkpoint, list[dict[str, Any]]]:
     """The chosen checkpoint and the validation table (one row per candidate, in iteration order)."""
-    from navtrain.evaluation import evaluate_checkpoint
-
     sel = recipe.selection
     episodes = sizes(recipe, plan)["validation"]
     path = work.root / "validation.json"
     cache = json.loads(path.read_text()) if path.is_file() else {}
     found = candidates(plan, work)
-    say(f"choosing among {len(found)} checkpoint(s) on {episodes} validation worlds (seed {sel.validation_seed})")
+    driver = "behind the node's gate" if sel.controller == "node" else "the checkpoint's actor"
+    say(
+        f"choosing among {len(found)} checkpoint(s) on {episodes} validation worlds "
+        f"(seed {sel.validation_seed}, {driver})"
+    )
     table = []
     for k, ckpt in enumerate(found, 1):
         digest = sha256(ckpt.path)
-        key = {"episodes": episodes, "seed": sel.validation_seed, "overrides": sel.overrides}
+        key: dict[str, Any] = {"episodes": episodes, "seed": sel.validation_seed, "overrides": sel.overrides}
+        if sel.controller != "policy":
+            key["controller"] = sel.controller
         entry = cache.get(digest)
         if entry is None or entry.get("key") != key:
-            result, _ = evaluate_checkpoint(
-                ckpt.path,
-                episodes=episodes,
-                seed=sel.validation_seed,
-                device=device,
-                overrides=sel.overrides,
-                plot_rooms=0,
-            )
+            result = validate(ckpt, digest, episodes, sel.validation_seed, sel.overrides, sel.controller, work, device)
             entry = {"key": key, "result": asdict(result)}
             cache[digest] = entry
             atomic_write_text(path, json.dumps(cache, indent=2) + "\n")
@@ -127,6 +125,39 @@ def select(recipe: Recipe, plan: Plan, work: Work, device: str) -> tuple[Checkpo
     best = max(range(len(table)), key=lambda i: (table[i]["score"], table[i]["iteration"]))  # ties: the later
     table[best]["chosen"] = True
     return found[best], table
+
+
+def validate(
+    ckpt: Checkpoint,
+    digest: str,
+    episodes: int,
+    seed: int,
+    overrides: list[str],
+    controller: str,
+    work: Work,
+    device: str,
+) -> Any:
+    """One candidate's ``EvalResult`` on the validation stream: its actor (``policy``), or its bundle
+    behind the node's gate (``node``; exported to ``validation_bundles/<sha256[:12]>`` in the work
+    folder, kept for a rerun)."""
+    from navtrain.evaluation import evaluate_checkpoint, evaluate_controller
+
+    if controller == "policy":
+        result, _ = evaluate_checkpoint(
+            ckpt.path, episodes=episodes, seed=seed, device=device, overrides=overrides, plot_rooms=0
+        )
+        return result
+    from navdeploy.node_params import NodeParams
+    from navtrain.export import export_bundle
+
+    bundle = work.root / "validation_bundles" / digest[:12]
+    if not (bundle / "policy.onnx").is_file():
+        say(f"exporting iteration {ckpt.iteration} to {rel(bundle, work.root)} for the node's gate")
+        export_bundle(ckpt.path, bundle, device=device, force=True)
+    result, _ = evaluate_controller(
+        bundle, "policy", episodes=episodes, seed=seed, overrides=overrides, plot_rooms=0, node=NodeParams()
+    )
+    return result
 
 
 def validation_row(ckpt: Checkpoint, digest: str, res: dict, plan: Plan, work: Work, value: float) -> dict[str, Any]:

@@ -156,6 +156,7 @@ def provenance(
             "validation_seed": sel.validation_seed,
             "score": sel.score,
             "overrides": sel.overrides,
+            "controller": sel.controller,
             "rule": "the highest score (sum of weight x rate); ties go to the later checkpoint",
             "table": table,
             "chosen_iteration": chosen.iteration,
@@ -226,7 +227,8 @@ def readme(p: dict[str, Any]) -> str:
     sel = p["selection"]
     lines += [
         "",
-        f"Chosen on {sel['validation_episodes']} validation worlds (seed {sel['validation_seed']}) by "
+        f"Chosen on {sel['validation_episodes']} validation worlds (seed {sel['validation_seed']}"
+        f"{', behind the node' + chr(39) + 's gate' if sel.get('controller') == 'node' else ''}) by "
         f"{score_text(sel['score'])}, ties to the later:",
         "",
         "| iteration | success | collision | timeout | score |",
