@@ -165,6 +165,14 @@ class ScanMapCfg:
             raise ValueError(f"scan map: recentre_margin {self.recentre_margin} m must be under half the size")
 
 
+CELL_REACH = 1.5
+"""[cells] How far beyond its clearance a change of the map may lie from the path ahead and still
+matter to the blocked check (:meth:`ScanPlanner._blocked`): a cell's diagonal, rounded up."""
+
+CHANGES_MAX = 100_000
+"""[points] :meth:`ScanMap.take_changes` keeps at most this many points between two calls."""
+
+
 class ScanMap:
     """Occupancy log-odds on a square window in the odometry frame (module doc)."""
 
@@ -177,10 +185,22 @@ class ScanMap:
         self._seen = np.zeros(self.n * self.n, dtype=bool)  # scratch of update(): all False between scans
         self.x0: float | None = None  # window corner (odometry frame); None before the first scan
         self.y0 = 0.0
+        self._changes: list[np.ndarray] | None = None  # see take_changes(); None: not known
 
     def reset(self) -> None:
         self.logodds[:] = 0.0
         self.x0 = None
+        self._changes = None
+
+    def take_changes(self) -> np.ndarray | None:
+        """The points (K, 2) where the map changed since the last call, and forget them: the return of
+        each cell a scan marked that is occupied after it (newly occupied, or its return seen again,
+        which the lidar's noise moves), the centre of each cell a scan freed. None where that is not known: at the first call, after the
+        window moved or the map was reset, or beyond :data:`CHANGES_MAX` points."""
+        changes, self._changes = self._changes, []
+        if changes is None:
+            return None
+        return np.concatenate(changes) if changes else np.zeros((0, 2))
 
     @property
     def frame(self) -> GridFrame:
@@ -200,6 +220,7 @@ class ScanMap:
             dx = int(round((nx0 - self.x0) / self.h))
             dy = int(round((ny0 - self.y0) / self.h))
             n = self.n
+            self._changes = None  # cells moved and fell off the window
             for name in ("logodds", "hit_xy"):
                 old = getattr(self, name)
                 moved = np.zeros_like(old)
@@ -251,10 +272,27 @@ class ScanMap:
         hit_cells = np.flatnonzero(seen)
         seen[hit_cells] = False
         flat = self.logodds.reshape(-1)
+        was = flat[miss_cells] > 0.0
         flat[miss_cells] -= self.cfg.miss
         flat[hit_cells] += self.cfg.hit
         touched = np.concatenate([miss_cells, hit_cells])
         flat[touched] = np.clip(flat[touched], LOGODDS_MIN, LOGODDS_MAX)
+        if self._changes is not None:
+            self._note_changes(miss_cells[was & (flat[miss_cells] <= 0.0)], hit_cells[flat[hit_cells] > 0.0])
+
+    def _note_changes(self, freed: np.ndarray, marked: np.ndarray) -> None:
+        """Keep the points of :meth:`take_changes` of one scan: ``freed`` and ``marked`` flat cells."""
+        changes = self._changes
+        if changes is None:
+            return
+        if len(freed):
+            frame = self.frame
+            iy, ix = np.divmod(freed, self.n)
+            changes.append(np.stack([frame.x0 + (ix + 0.5) * self.h, frame.y0 + (iy + 0.5) * self.h], axis=1))
+        if len(marked):
+            changes.append(self.hit_xy.reshape(-1, 2)[marked].astype(np.float64))
+        if sum(len(c) for c in changes) > CHANGES_MAX:
+            self._changes = None
 
     def _passed(
         self, x: float, y: float, cos: np.ndarray, sin: np.ndarray, end: np.ndarray, top: float
@@ -287,6 +325,20 @@ class ScanMap:
 def arc_lengths(path: np.ndarray) -> np.ndarray:
     """Arc length at each waypoint of ``path`` (P, 2), starting at 0."""
     return np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(path, axis=0), axis=1))])
+
+
+def segments_near(points: np.ndarray, line: np.ndarray, reach: float) -> np.ndarray:
+    """(P - 1,) for each segment of the polyline ``line`` (P, 2): does any of ``points`` (K, 2) lie
+    within ``reach`` of it?"""
+    a, b = line[:-1], line[1:]
+    if not len(points) or not len(a):
+        return np.zeros(len(a), dtype=bool)
+    d = b - a
+    length2 = np.maximum(np.einsum("ij,ij->i", d, d), 1e-18)
+    rel = points[:, None, :] - a[None, :, :]  # (K, S, 2)
+    t = np.clip(np.einsum("ksj,sj->ks", rel, d) / length2, 0.0, 1.0)
+    off = rel - t[..., None] * d[None, :, :]
+    return (np.einsum("ksj,ksj->ks", off, off) < reach * reach).any(axis=0)
 
 
 def points_at(path: np.ndarray, arc: np.ndarray, s: np.ndarray) -> np.ndarray:
@@ -433,6 +485,8 @@ class ScanPlanner:
         self.path: np.ndarray | None = None
         self.raised: list[list[float]] = []  # [x, y, radius] of each return raised for the guard (odometry frame)
         self._forced = False  # the guard refused the path in use: the next update plans again
+        self._open_key: tuple | None = None  # the path in use as last found open (_blocked), and when
+        self._open_at: float | None = None
         self.path_id += 1
         self.progress = 0.0  # [m] arc length of the path reached
         self.remaining = 0.0  # [m] path still to go
@@ -479,7 +533,7 @@ class ScanPlanner:
         """The map's half of a tick: plan again when ``replan_period`` has passed since the last plan,
         or at once when the path ahead is blocked or the guard refused it (from the robot's position ``p``)."""
         self._record(p)
-        blocked = self.path is not None and (self._forced or self._blocked())
+        blocked = self.path is not None and (self._forced or self._blocked(now))
         self._forced = False
         due = self.planned_at is None or not (0.0 <= now - self.planned_at < self.cfg.replan_period)
         if due or blocked:
@@ -522,7 +576,10 @@ class ScanPlanner:
         self.planned_at = None
 
     def _sight(self, points: np.ndarray, margin: float) -> tuple[GridFrame, np.ndarray]:
-        return self._clearance(points, margin=margin)
+        """The clearance the line-of-sight check reads, on the box round ``points`` plus one cell: its
+        lines lie between them, and the grid's values do not depend on the box (``margin`` is for a grid
+        kept while the robot moves on, :meth:`sight_clearance`)."""
+        return self._clearance(points, margin=self.map.h)
 
     def _record(self, p: np.ndarray) -> None:
         """Add ``p`` to the robot's trail (once it moved :data:`TRAIL_STEP`) and drop what lies more
@@ -609,9 +666,19 @@ class ScanPlanner:
             self.retreating = self.path_trail > 0
             self.remaining = polyline_length(new)
 
-    def _blocked(self) -> bool:
+    def _blocked(self, now: float) -> bool:
         """Has a mapped return come ``block_margin`` inside the clearance the path was planned with,
-        on the path ahead of the robot's progress (beyond ``clear_ahead`` of it)?"""
+        on the path ahead of the robot's progress (beyond ``clear_ahead`` of it)?
+
+        Once the path was found open, only its segments near which the map changed since are checked
+        again (:meth:`ScanMap.take_changes`): the grid's clearance at a cell centre is the distance to
+        the return of the nearest occupied cell, and a segment's samples lie in cells whose centres are
+        within half a diagonal of it, so a change further than the clearance the path must keep plus
+        :data:`CELL_REACH` cells from a segment (a cell's diagonal: a freed cell's centre lies within
+        half a diagonal of the return it held) cannot bring a return inside it. The whole path ahead is
+        checked at least every ``replan_period``. The clearance grid is built on the box round the segments checked (its values do not
+        depend on the box: the distance transform sees the returns up to its cap beyond it)."""
+        changes = self.map.take_changes()
         path = self.path
         if path is None or len(path) < 2:
             return False
@@ -621,10 +688,22 @@ class ScanPlanner:
             return False
         k = int(np.searchsorted(arc, s0, side="right"))  # first waypoint beyond s0
         ahead = np.vstack([points_at(path, arc, np.array([s0])), path[k:]])
-        frame, clear = self._clearance(ahead)
-        for a, b in zip(ahead[:-1], ahead[1:], strict=True):
-            if not sees(a, b[None], clear, frame, self.path_radius * 0.999 - self.cfg.block_margin, certify=False)[0]:
-                return True
+        keep = self.path_radius * 0.999 - self.cfg.block_margin
+        key = (self.path_id, self.path_radius, tuple(tuple(d) for d in self.raised))
+        recent = self._open_at is not None and 0.0 <= now - self._open_at < self.cfg.replan_period
+        if key == self._open_key and recent and changes is not None:
+            check = segments_near(changes, ahead, keep + CELL_REACH * self.map.h)
+        else:
+            check = np.ones(len(ahead) - 1, dtype=bool)
+            self._open_at = now
+        if check.any():
+            ends = np.concatenate([ahead[:-1][check], ahead[1:][check]])
+            frame, clear = self._clearance(ends, margin=self.map.h)
+            for a, b in zip(ahead[:-1][check], ahead[1:][check], strict=True):
+                if not sees(a, b[None], clear, frame, keep, certify=False)[0]:
+                    self._open_key = None
+                    return True
+        self._open_key = key
         return False
 
     def _clearance(self, points: np.ndarray, margin: float | None = None) -> tuple[GridFrame, np.ndarray]:

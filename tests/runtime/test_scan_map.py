@@ -368,6 +368,74 @@ def test_a_return_blocks_the_path_only_when_it_comes_block_margin_inside_its_cle
     assert (p.path is not first) == replanned and p.plans == 1 + replanned
 
 
+def test_the_map_names_where_it_changed_since_it_was_last_asked() -> None:
+    m = ScanMap(ScanMapCfg(size=10.0, recentre_margin=3.0))
+    here = np.array([0.0, 0.0, 0.0])
+    m.update(np.array([2.02]), np.array([0.0]), here, 0.05, MAX_RANGE)
+    assert m.take_changes() is None  # nothing was asked before: not known
+    m.update(np.array([2.02, 1.0]), np.array([0.0, math.pi / 2]), here, 0.05, MAX_RANGE)
+    changed = m.take_changes()
+    assert changed is not None and len(changed) == 2  # the return seen again (noise moves it) and a new one
+    assert np.allclose(sorted(map(tuple, changed)), [(0.0, 1.0), (2.02, 0.0)], atol=1e-6)
+    assert len(m.take_changes()) == 0  # taken: forgotten
+    iy, ix = m.frame.cell(np.array([2.02, 0.0]))
+    scans = 0
+    while m.occupied()[iy, ix] and scans < 20:  # a return further on, until the first one's cell is free
+        m.update(np.array([4.0]), np.array([0.0]), here, 0.05, MAX_RANGE)
+        scans += 1
+    changed = m.take_changes()
+    centre = (m.frame.x0 + (ix + 0.5) * m.h, m.frame.y0 + (iy + 0.5) * m.h)
+    assert changed is not None and 1 < scans < 20 and len(changed) == scans + 1  # each scan's return, the freed cell
+    assert np.allclose(changed[changed[:, 0] != 4.0], [centre]) and (changed[:, 0] == 4.0).sum() == scans
+    m.update(np.array([1.0]), np.array([0.0]), np.array([4.0, 0.0, 0.0]), 0.05, MAX_RANGE)  # the window moves
+    assert m.take_changes() is None
+
+
+def test_a_return_seen_after_the_path_was_found_open_blocks_it_at_once() -> None:
+    """The path found open is checked again only where the map changed: a tick without a change
+    builds no clearance grid, and a post seen inside the path's clearance re-plans at the next tick."""
+    p = ScanPlanner(ScanMapCfg(line_of_sight=False), RADIUS)  # the grids built are the blocked check's
+    pose = np.array([0.8, 0.025, 0.0])
+    p.step(cast(pose, []), pose, (4.0, 0.025), now=0.0)
+    p.step(cast(pose, []), pose, (4.0, 0.025), now=0.1)  # checked whole: open
+    first = p.path
+    grids = []
+    build = p._clearance
+    p._clearance = lambda *a, **k: grids.append(1) or build(*a, **k)  # type: ignore[method-assign]
+    p.step(None, pose, (4.0, 0.025), now=0.2)
+    assert p.path is first and not grids
+    post = [((3.0, 0.025 + 0.165), (3.0, 0.025 + 0.165 + 0.04))]
+    p.step(cast(pose, post), pose, (4.0, 0.025), now=0.3)
+    assert p.path is not first and p.plans == 2 and grids
+
+
+def test_checking_only_where_the_map_changed_decides_as_checking_the_whole_path() -> None:
+    """A robot driven along its map's path through a field of thin posts, seen by a noisy lidar: the
+    planner that checks the path again only where the map changed plans exactly as one that checks
+    the whole path ahead at every tick."""
+    from navdeploy import bench_tick
+
+    rng = np.random.default_rng(4)
+    world = bench_tick.make_world(rng, posts=60)
+    cfg = ScanMapCfg()
+    fast, whole = ScanPlanner(cfg, RADIUS), ScanPlanner(cfg, RADIUS)
+    whole.map.take_changes = lambda: None  # type: ignore[method-assign]  # never known: the whole path
+    pose, goal = np.array([0.0, 0.0, 0.0]), (10.0, 0.0)
+    checked = 0
+    for k in range(200):
+        ranges = bench_tick.cast(world, pose, BEAMS, rng, 0.01)
+        scan = ScanInput(ranges, -math.pi, 2 * math.pi / BEAMS, 0.05, bench_tick.RANGE_MAX)
+        a = fast.step(scan, pose, goal, now=0.1 * k)
+        b = whole.step(scan, pose, goal, now=0.1 * k)
+        assert a == b and fast.path_id == whole.path_id and fast.plans == whole.plans, f"tick {k}"
+        checked += fast.path is not None
+        if a is None:
+            break
+        step = np.asarray(a) - pose[:2]
+        pose = pose + np.array([*(0.08 * step / max(float(np.hypot(*step)), 1e-9)), 0.0])
+    assert checked > 150 and fast.path_id > 3  # it drove on paths that changed
+
+
 @pytest.mark.parametrize("use_map", [True, False])
 def test_the_controller_hands_the_policy_the_map_sub_goal(use_map: bool) -> None:
     rt = GoalRecorder()
