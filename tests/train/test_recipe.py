@@ -105,6 +105,7 @@ def test_a_recipe_reads_into_typed_stages(tmp_path: Path) -> None:
         (edited(overrides=["env.robot.base=jackal"]), "'env.robot.base' is set by the recipe's base"),
         (edited(selection__score={"succes": 1.0}), "unknown metric 'succes'"),
         (edited(selection__controller="robot"), "selection.controller must be one of policy, node, got 'robot'"),
+        (edited(evaluation__controller="dwa"), "evaluation.controller must be one of policy, node, got 'dwa'"),
         (edited(suites={"families": {"episodes": 2, "rows": ["caves"]}}), "unknown row 'caves'"),
         (edited(config="conf/none.yaml"), "no such file"),
         (edited(base="tank"), "env.robot.base"),

@@ -134,6 +134,25 @@ def test_selection_behind_the_node_gate_exports_each_candidate(smoke, tmp_path: 
     assert sum(r["chosen"] for r in table) == 1 and chosen.iteration in [r["iteration"] for r in table]
 
 
+def test_evaluation_behind_the_node_gate_drives_the_exported_bundle(smoke, tmp_path: Path) -> None:
+    """``evaluation.controller: node``: the evaluation and the robustness suite drive the exported
+    bundle behind the node's gate; a rerun with the other controller evaluates again."""
+    recipe_path, root, code = smoke
+    assert code == 0
+    shutil.copytree(root / "work", tmp_path / "work")
+    suites = {"robustness": {"episodes": 2}}
+    recipe = write_recipe(tmp_path, evaluation={**RECIPE["evaluation"], "controller": "node"}, suites=suites)
+    assert run(recipe, tmp_path) == 0
+    ev = json.loads((tmp_path / "out/evaluation.json").read_text())
+    rob = json.loads((tmp_path / "out/robustness.json").read_text())
+    assert "node's gate" in ev["controller"] and ev["episodes"] == 4
+    assert all("node's gate" in label for label in rob["policies"])
+    assert "node's gate" in (tmp_path / "out/README.md").read_text()
+    plain = write_recipe(tmp_path, suites=suites)
+    assert run(plain, tmp_path) == 0
+    assert "checkpoint" in json.loads((tmp_path / "out/evaluation.json").read_text())["controller"]
+
+
 def test_a_finished_recipe_run_again_trains_nothing_and_writes_the_same_policy(smoke, capsys) -> None:
     recipe, root, code = smoke
     assert code == 0

@@ -49,7 +49,7 @@ SCORE_METRICS = {
 """Names a selection score may weigh -> the ``navtrain.evaluation.EvalResult`` field."""
 
 SELECTION_CONTROLLERS = ("policy", "node")
-"""What may drive the validation worlds (:class:`Selection`)."""
+"""What may drive the validation and evaluation worlds (:class:`Selection`, :class:`Evaluation`)."""
 
 MANAGED_KEYS = ("runner.log_root", "runner.save_interval", "runner.run_name", "env.seed", "env.num_envs")
 """Config keys the recipe runner sets itself (work folder, ``selection.every``, part names,
@@ -117,10 +117,14 @@ class Selection:
 @dataclass
 class Evaluation:
     """The chosen policy's evaluation: ``episodes`` worlds of ``seed``'s stream (None: the config's
-    ``runner.eval_seed``), with Wilson 95 % intervals."""
+    ``runner.eval_seed``), with Wilson 95 % intervals. ``controller`` (:data:`SELECTION_CONTROLLERS`)
+    says what drives the evaluation and the robustness and families suites: ``policy``, the
+    checkpoint's actor with the simulator's guard and smoother; ``node``, the exported bundle behind
+    the node's own gate (what the robot runs). The compare suite always runs behind the node's gate."""
 
     episodes: int
     seed: int | None = None
+    controller: str = "policy"
 
 
 @dataclass
@@ -279,6 +283,11 @@ def check_fields(recipe: Recipe) -> None:
         if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
             raise RecipeError(f"init.sha256 must be 64 lowercase hex digits, got {digest!r}")
     positive("evaluation.episodes", recipe.evaluation.episodes)
+    if recipe.evaluation.controller not in SELECTION_CONTROLLERS:
+        raise RecipeError(
+            f"evaluation.controller must be one of {', '.join(SELECTION_CONTROLLERS)}, "
+            f"got {recipe.evaluation.controller!r}"
+        )
     for name in ("robustness", "families", "compare"):
         suite = getattr(recipe.suites, name)
         if suite is not None:

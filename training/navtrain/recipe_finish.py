@@ -10,7 +10,8 @@
    (``navtrain.export.export_bundle``; the contract names ``checkpoint.pt`` by its sha256).
 3. **Evaluate** it on ``evaluation.episodes`` worlds of the evaluation stream, with 95 % Wilson
    intervals (``evaluation.json``, ``evaluation.png``), and run the listed suites on the same
-   stream (``robustness.*``, ``families.*``; ``compare.*``: what the robot runs, the exported
+   stream, driven by its actor or, with ``evaluation.controller: node``, its bundle behind the
+   node's gate (``robustness.*``, ``families.*``; ``compare.*``: what the robot runs, the exported
    bundle's policy and the DWA behind the node's gate, :mod:`navtrain.compare`).
 4. **Write** ``PROVENANCE.json`` (the recipe file and its sha256, the git commit, each stage's
    iterations, env steps, time and device, the checkpoint by sha256, the validation table, the
@@ -212,7 +213,7 @@ def stage_final(chosen: Checkpoint, folder: Path) -> tuple[Path, str]:
 
 def export_and_evaluate(recipe: Recipe, plan: Plan, folder: Path, digest: str, device: str) -> dict[str, Any]:
     """Steps 2 and 3 for ``folder/checkpoint.pt``; what each produced."""
-    from navtrain.evaluation import checkpoint_evaluator, evaluate_checkpoint, plot_trace, write_json
+    from navtrain.evaluation import checkpoint_evaluator, plot_trace, write_json
     from navtrain.export import export_bundle
 
     ckpt = folder / "checkpoint.pt"
@@ -225,16 +226,23 @@ def export_and_evaluate(recipe: Recipe, plan: Plan, folder: Path, digest: str, d
         worlds = {"num_envs": SMOKE_EXPORT_WORLDS} if plan.smoke else {}
         export_bundle(ckpt, folder / "bundle", device=device, force=True, **worlds)
         steps.record("export", {})
-    key = {"episodes": size["evaluation"], "seed": seed}
+    controller = recipe.evaluation.controller
+    if controller == "node":
+        from navdeploy.node_params import NodeParams
+        from navtrain.evaluation import bundle_evaluator
+
+        evaluator = bundle_evaluator(folder / "bundle", "policy", node=NodeParams())
+    where = {} if controller == "policy" else {"controller": controller}
+    key = {"episodes": size["evaluation"], "seed": seed, **where}
     if steps.done("evaluation", key) is None:
-        say(f"evaluating on {size['evaluation']} evaluation worlds (seed {seed})")
-        result, trace = evaluate_checkpoint(ckpt, episodes=size["evaluation"], seed=seed, device=device)
+        say(f"evaluating on {size['evaluation']} evaluation worlds (seed {seed}, {evaluator.label})")
+        result, trace = evaluator.run(episodes=size["evaluation"], seed=seed)
         write_json(result, folder / "evaluation.json")
         if trace is not None:
             plot_trace(trace, evaluator.cfg.env, folder / "evaluation.png", title=f"{recipe.name}: evaluation worlds")
         steps.record("evaluation", key)
     for name, suite in size["suites"].items():
-        key = {**suite, "seed": seed}
+        key = {**suite, "seed": seed, **(where if name != "compare" else {})}
         if steps.done(name, key) is None:
             say(f"{name} suite: {suite['episodes']} worlds per row (seed {seed})")
             run_suite(name, evaluator, suite, seed, folder)
@@ -243,7 +251,7 @@ def export_and_evaluate(recipe: Recipe, plan: Plan, folder: Path, digest: str, d
         if name not in size["suites"]:
             for ext in ("json", "md", "png"):
                 (folder / f"{name}.{ext}").unlink(missing_ok=True)
-    return {"evaluation_seed": seed, "sizes": size}
+    return {"evaluation_seed": seed, "sizes": size, "controller": evaluator.label}
 
 
 def run_suite(name: str, evaluator: Any, suite: dict[str, Any], seed: int, folder: Path) -> None:

@@ -241,7 +241,8 @@ def readme(p: dict[str, Any]) -> str:
         )
     lines += [
         "",
-        f"Evaluation on {ev['episodes']} unseen worlds (seed {ev['seed']}): success {pct(ev['success_rate'])} "
+        f"Evaluation on {ev['episodes']} unseen worlds (seed {ev['seed']}"
+        f"{'; ' + ev['controller'] if ev.get('controller') else ''}): success {pct(ev['success_rate'])} "
         f"(95 % interval {interval(ev['success_interval'])}), collision {pct(ev['collision_rate'])} "
         f"({interval(ev['collision_interval'])}), timeout {pct(ev['timeout_rate'])}, mean time to goal "
         f"{format_metric(ev['mean_time_to_goal_s'], '{:.1f} s', 1.0)}.",
