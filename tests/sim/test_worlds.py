@@ -381,6 +381,30 @@ def test_policy_goal_is_the_robot_sub_goal_rule():
     assert not torch.allclose(env.policy_goal, env.rooms.goal)
 
 
+def test_a_path_follower_is_rewarded_for_facing_the_sub_goal_it_was_given():
+    """face_goal: the cosine of the bearing from the robot after the step to the sub-goal the policy
+    observed for it (turned toward the open path where the guard cuts the line short), times its
+    forward speed over v max."""
+    cfg = _config(
+        "env.worlds.families={corridors: 1.0}",
+        "env.worlds.path_following=1.0",
+        "env.worlds.pool_size=4",
+        "env.worlds.refresh_size=2",
+    )
+    env = NavEnv(cfg, num_envs=4, device="cpu", seed=1)
+    weight = cfg.rewards.face_goal.weight
+    for _ in range(10):
+        given = env.policy_goal.clone()
+        _, _, dones, _ = env.step(torch.tensor([[0.8, 0.0, 0.3]] * 4))
+        pose, v = env.pose(), env.body_twist()[:, 0]
+        dx, dy = given[:, 0] - pose[:, 0], given[:, 1] - pose[:, 1]
+        cos = (torch.cos(pose[:, 2]) * dx + torch.sin(pose[:, 2]) * dy) / torch.hypot(dx, dy).clamp(min=1e-9)
+        expected = weight * cos * (v.abs() / env.dims.v_max).clamp(0.0, 1.0)
+        ended = dones.bool()  # their pose is the next episode's
+        got = env.reward_manager.last_values["face_goal"]
+        assert torch.allclose(got[~ended], expected[~ended], atol=1e-5)
+
+
 # ------------------------------------------------------------------------------------------------
 # Defaults: today's rooms
 

@@ -310,12 +310,14 @@ class NavEnv(VecEnv):
         """The step's rewards; the progress and stuck bookkeeping move on to this step."""
         progress_dist, reward_goal = goal_dist, self.rooms.goal
         if self.follow_active:
-            # Following a path, progress is measured along it and the policy faces its sub-goal.
-            sub, self.reward_progress, remaining = follow_path(
+            # Following a path, progress is measured along it, and the goal to face is the sub-goal the
+            # policy was given for this step (the node's rule: along the path, turned where the guard
+            # cuts the straight line short), not one it never saw.
+            _, self.reward_progress, remaining = follow_path(
                 self.rooms.path, self.rooms.path_count, pose[:, :2], self.reward_progress, self.lookahead
             )
             progress_dist = torch.where(self.follow, remaining, goal_dist)
-            reward_goal = torch.where(self.follow[:, None], sub, self.rooms.goal)
+            reward_goal = self.policy_goal
         twist = self.body_twist()
         gx, gy = goal_in_body(self._context(pose, twist, action, reward_goal))
         goal_cos = gx / torch.sqrt(gx * gx + gy * gy).clamp(min=1e-9)
