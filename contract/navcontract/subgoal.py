@@ -249,8 +249,9 @@ def follow_path(
 SIGHT_STEP = 0.05
 """[m] :func:`open_subgoal` tries the path's points this far apart, back from the sub-goal."""
 
-SIGHT_SLACK = 0.05
-"""[m] A straight line counts as open when the guard lets it go to this short of its end."""
+OPEN_SLACK = 0.05
+"""[m] A straight line counts as open when the guard lets it go to this short of its end (the rule of
+:func:`open_subgoal`, and of the gate's blocked watch, :mod:`navdeploy.gate`)."""
 
 
 def open_subgoal(
@@ -269,7 +270,7 @@ def open_subgoal(
     """The sub-goal a driver following a path behind the guard is given, for N worlds at once:
     ``subgoal`` (:func:`follow_path`'s), or where the guard (:class:`navcontract.guard.GuardRule`
     ``guard``, rule steps 0-2 on the beams ``ranges`` (N, B) seen per ``seen`` (N, B) or None)
-    would stop a straight motion toward it more than :data:`SIGHT_SLACK` short of it, the point at
+    would stop a straight motion toward it more than :data:`OPEN_SLACK` short of it, the point at
     the same distance from the robot in the direction of the furthest point of the path before it
     (:data:`SIGHT_STEP` apart, back to ``progress``) whose straight line the guard leaves open
     (``subgoal`` when none is). ``pose`` (N, 3): x, y, yaw in the path's frame. A robot drifted off
@@ -301,7 +302,7 @@ def open_subgoal(
     seen_k = None if seen is None else seen[:, None, :]
     free, blocks = free_distances(xp.as_float(ranges)[:, None, :], probes, guard, max_range, seen_k)
     reach = xp.amin(xp.where(blocks, free, math.inf), axis=-1)  # (N, K)
-    open_ = ok & (reach >= dist - SIGHT_SLACK)
+    open_ = ok & (reach >= dist - OPEN_SLACK)
     rank = xp.where(open_, k_count - xp.arange(k_count, dist)[None, :], 0)  # the first open point ranks highest
     best = xp.amax(rank, axis=-1)
     j = xp.where(best > 0, k_count - best, 0)[:, None]  # (N, 1); 0 (the sub-goal) where none is open

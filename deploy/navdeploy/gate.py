@@ -55,7 +55,7 @@ without settings has it): while the scan map has a path, a guard that keeps hold
 toward the sub-goal for ``blocked_time`` marks the path blocked there (reason ``replanning: ...``),
 the robot backs off and the map plans again round it. The path is held too when the driver makes no
 way toward the sub-goal (it stops itself short, or turns away) while the guard would stop a motion
-straight toward the sub-goal more than :data:`BLOCKED_SLACK` short of it. A robot that makes no
+straight toward the sub-goal more than :data:`navcontract.subgoal.OPEN_SLACK` short of it. A robot that makes no
 progress toward the goal or along its path for ``progress_time`` is ``stuck`` (zero): the return
 that holds a motion toward the sub-goal (if one does) is raised in the map, the robot backs off, has
 the map plan again and drives on; after ``max_recoveries`` it stays ``stuck`` with zero until a new goal or path. A back-off
@@ -74,7 +74,7 @@ import numpy as np
 
 from navcontract.guard import GuardRule, apply_guard, blocking_beam, free_distances, guarded_ranges
 from navcontract.scan import TRAINING_ANGLE_MIN, ScanReport, ScanUnusable
-from navcontract.subgoal import LookaheadRule, follow_path, open_subgoal, path_length
+from navcontract.subgoal import OPEN_SLACK, LookaheadRule, follow_path, open_subgoal, path_length
 from navdeploy.inputs import (
     MAX_PATH_POINTS,
     PathTooLong,
@@ -100,10 +100,6 @@ SUBGOAL_REACH = 0.2
 
 RETREATING = "backing out"
 """The start of a driving tick's reason while the scan map's path backs out along the robot's trail."""
-
-BLOCKED_SLACK = 0.05
-"""[m] A driver that makes no way toward its sub-goal holds the path when the guard would stop a motion
-straight toward the sub-goal more than this short of it (the blocked watch, module doc)."""
 
 
 def clamp_command(cmd: np.ndarray, limits: Limits) -> np.ndarray:
@@ -663,7 +659,7 @@ class CommandGate:
             # stop a motion straight toward it before it gets there.
             checked = self._toward(toward)
             to_go = math.hypot(sub[0] - float(pose[0]), sub[1] - float(pose[1]))
-            held = checked is not None and self._free(checked, rule) < to_go - BLOCKED_SLACK
+            held = checked is not None and self._free(checked, rule) < to_go - OPEN_SLACK
         if not watch.update(held, now) or checked is None:
             return
         hit = self._blocking_return(checked, rule)

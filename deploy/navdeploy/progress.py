@@ -8,7 +8,7 @@ global path, :mod:`navdeploy.scan_map`), a tick is *refused* when the guard scal
 least ``blocked_speed`` toward the current sub-goal (a positive component along the direction to
 it); or, when the driver makes no way toward the sub-goal (a planner that stops itself short of what
 the guard would still allow, a policy turning away), when the guard would stop a motion straight
-toward the sub-goal short of it (:data:`navdeploy.gate.BLOCKED_SLACK`). After ``blocked_time`` of
+toward the sub-goal short of it (:data:`navcontract.subgoal.OPEN_SLACK`). After ``blocked_time`` of
 refused ticks in a row the gate marks the path blocked: the return the
 guard stopped the robot before (:func:`navcontract.guard.blocking_beam`) is raised in the map
 (:meth:`navdeploy.scan_map.ScanPlanner.block`) and the map plans again at its next update; that tick's

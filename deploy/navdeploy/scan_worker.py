@@ -69,7 +69,7 @@ from navdeploy.scan_map import ScanMapCfg, ScanPlanner, SightRule, checked_geome
 IN_FLIGHT = 2
 """Scans handed to the worker and not yet answered, at most."""
 
-SIGHT_SLACK = 1.0
+SIGHT_GRID_SLACK = 1.0
 """[m] The clearance sent with a plan covers the robot moving this far before the next plan comes."""
 
 MAX_RESTARTS = 3
@@ -377,7 +377,7 @@ class ScanPlannerWorker:
         )
         theirs.close()
         link = _Link(ours)
-        link.send((self.factory, self.cfg, self.radius, self.rule, SIGHT_SLACK, self.duty, self.clearance))
+        link.send((self.factory, self.cfg, self.radius, self.rule, SIGHT_GRID_SLACK, self.duty, self.clearance))
         self._run = _Running(proc, link, weakref.finalize(self, _shutdown, proc, link))
         self._sent_at = {}
 
