@@ -28,6 +28,9 @@ faster than a robot's lidar gives them, and plans for the newest it can take); t
 (the default's second pace) is how the node's timer runs them, the processor idle in between
 (colder caches: every mode costs more per tick than back to back).
 
+``--stream FILE`` keeps the recorded messages in FILE (read back when it exists), so that two
+versions of the code are timed on the very same messages, side by side.
+
 Prints a table and writes JSON (``--json``). Not a test: the numbers depend on the machine and its
 load; docs/results.md keeps the measured ones with the date and the command.
 """
@@ -200,6 +203,27 @@ def record_stream(bundle: Path, ticks: int, beams: int, seed: int) -> tuple[list
     return stream, {"posts": len(world.posts), "goals_reached": reached, "control_period_s": period}
 
 
+STREAM_FORMAT = "nav_policy.bench_tick_stream"
+
+
+def save_stream(path: Path, stream: list[Tick], world: dict[str, Any]) -> None:
+    """The recorded messages and the world's summary, as a pickle (``--stream``)."""
+    import pickle
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(pickle.dumps({"format": STREAM_FORMAT, "stream": stream, "world": world}))
+
+
+def load_stream(path: Path) -> tuple[list[Tick], dict[str, Any]]:
+    """What :func:`save_stream` wrote (a file this benchmark wrote: pickles run code when read)."""
+    import pickle
+
+    data = pickle.loads(path.read_bytes())
+    if not isinstance(data, dict) or data.get("format") != STREAM_FORMAT:
+        raise SystemExit(f"nav-benchmark-tick: {path} is not a stream this benchmark wrote")
+    return data["stream"], data["world"]
+
+
 def _feed(gate, tick: Tick):
     if tick.goal is not None:
         gate.goal_message(tick.goal)
@@ -272,6 +296,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="wall seconds between tick starts, repeatable (default: 0 and the control period; 0: back to back)",
     )
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    ap.add_argument(
+        "--stream",
+        type=Path,
+        default=None,
+        help="the recorded messages: read from this file when it exists, else recorded and written to it "
+        "(two versions of the code timed on the very same messages)",
+    )
     a = ap.parse_args(argv)
     bad = [m for m in a.modes.split(",") if m not in MODES]
     if bad or a.ticks < 10 or a.beams < 8 or any(not 0.0 <= x <= 1.0 for x in a.pace or ()):
@@ -302,10 +333,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     bundle = bundle_or_default(args.bundle, DEFAULT_BUNDLE)
     t0 = time.perf_counter()
-    stream, world = record_stream(bundle, args.ticks, args.beams, args.seed)
-    print(
-        f"[bench-tick] stream of {len(stream)} ticks recorded in {time.perf_counter() - t0:.1f} s: {world}", flush=True
-    )
+    if args.stream is not None and args.stream.is_file():
+        stream, world = load_stream(args.stream)
+        print(f"[bench-tick] stream of {len(stream)} ticks read from {args.stream}: {world}", flush=True)
+    else:
+        stream, world = record_stream(bundle, args.ticks, args.beams, args.seed)
+        print(
+            f"[bench-tick] stream of {len(stream)} ticks recorded in {time.perf_counter() - t0:.1f} s: {world}",
+            flush=True,
+        )
+        if args.stream is not None:
+            save_stream(args.stream, stream, world)
+            print(f"[bench-tick] wrote the stream to {args.stream}", flush=True)
     paces = args.pace if args.pace is not None else [0.0, world["control_period_s"]]
     runs = []
     for pace in paces:
@@ -320,7 +359,8 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {"cpus": os.cpu_count(), "load_avg": list(os.getloadavg()), "python": platform.python_version()},
         "bundle": str(bundle),
         "ticks": len(stream),
-        "beams": args.beams,
+        "beams": len(stream[0].scan.ranges),
+        "stream": None if args.stream is None else str(args.stream),
         "world": world,
         "runs": runs,
     }
