@@ -13,6 +13,7 @@ import torch
 from scipy import ndimage
 
 from navcontract.subgoal import LookaheadRule, follow_path, open_subgoal
+from navsim.config import NavConfig
 from navsim.config_load import load_config
 from navsim.env import NavEnv
 from navsim.families import FAMILIES, FAMILY_INDEX, extent_half, family_half_extent, planned
@@ -337,14 +338,19 @@ def test_a_checkpoint_carries_the_curriculum_levels_into_the_resumed_run(tmp_pat
 # Path following in training uses the robot's rule
 
 
-def test_policy_goal_is_the_robot_sub_goal_rule():
+def _corridor_follower() -> tuple[NavConfig, NavEnv]:
+    """Four corridor worlds, every episode following its planned path."""
     cfg = _config(
         "env.worlds.families={corridors: 1.0}",
         "env.worlds.path_following=1.0",
         "env.worlds.pool_size=4",
         "env.worlds.refresh_size=2",
     )
-    env = NavEnv(cfg, num_envs=4, device="cpu", seed=1)
+    return cfg, NavEnv(cfg, num_envs=4, device="cpu", seed=1)
+
+
+def test_policy_goal_is_the_robot_sub_goal_rule():
+    cfg, env = _corridor_follower()
     rule = LookaheadRule(cfg.env.worlds.lookahead, cfg.env.worlds.search_window)
     progress = np.zeros(4, dtype=np.float32)
     for t in range(15):
@@ -385,13 +391,7 @@ def test_a_path_follower_is_rewarded_for_facing_the_sub_goal_it_was_given():
     """face_goal: the cosine of the bearing from the robot after the step to the sub-goal the policy
     observed for it (turned toward the open path where the guard cuts the line short), times its
     forward speed over v max."""
-    cfg = _config(
-        "env.worlds.families={corridors: 1.0}",
-        "env.worlds.path_following=1.0",
-        "env.worlds.pool_size=4",
-        "env.worlds.refresh_size=2",
-    )
-    env = NavEnv(cfg, num_envs=4, device="cpu", seed=1)
+    cfg, env = _corridor_follower()
     weight = cfg.rewards.face_goal.weight
     for _ in range(10):
         given = env.policy_goal.clone()
