@@ -82,6 +82,8 @@ class NumpyOps:
 
     @staticmethod
     def take_along(x: Any, index: Any, axis: int = -1) -> Any:
+        if x.ndim == 2 and index.ndim == 2 and axis in (1, -1):  # the rules' case, by plain indexing (faster)
+            return x[np.arange(x.shape[0])[:, None], index]
         return np.take_along_axis(x, index, axis=axis)
 
     @staticmethod
