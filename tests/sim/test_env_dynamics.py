@@ -184,3 +184,17 @@ def test_same_seed_same_rollout_and_different_seed_differs(make_env):
     obs_c, rew_c, _ = _rollout(make_env, seed=10)
     assert not torch.equal(obs_a[0], obs_c[0])
     assert not torch.equal(rew_a, rew_c)
+
+
+def test_a_reseeded_env_draws_from_the_new_seed_whatever_ran_before(make_env):
+    """NavEnv.reseed: the worlds, the sensor noise and the randomisation are drawn from the new seed
+    with the env's offsets, whatever ran before (an evaluation batch replays by itself)."""
+    env = make_env(4, seed=5)
+    for _ in range(3):
+        env.step(torch.full((4, 3), 0.5))
+    env.reseed(9)
+    for gen, offset in ((env.gen, 0), (env.noise_gen, 7919), (env.randomization.gen, 104_729)):
+        assert torch.equal(
+            torch.rand(5, generator=gen), torch.rand(5, generator=torch.Generator().manual_seed(9 + offset))
+        )
+    assert env.seed == 9

@@ -16,7 +16,7 @@ from navdeploy.node_params import NodeParams
 from navsim.env import NavEnv
 from navtrain.evaluate_cli import main
 from navtrain.evaluation import NodeActor, bundle_evaluator, with_overrides
-from navtrain.safety_suite import POST_RADIUS, ROWS, WORLDS, passable, run_suite, write_outputs
+from navtrain.safety_suite import POST_RADIUS, ROWS, WORLDS, passable, replay, run_suite, write_outputs
 from support.simenv import nav_config
 
 
@@ -92,3 +92,25 @@ def test_safety_arguments_are_refused_in_one_line(args, match, capsys, fixture_b
     assert main(["--bundle", str(fixture_bundle), *args, "--out", str(tmp_path / "s")]) == 2
     err = capsys.readouterr().err
     assert match in err and err.count("\n") == 1
+
+
+def test_an_episode_replays_by_itself_as_it_ran_in_its_row(fixture_bundle: Path, tmp_path: Path) -> None:
+    """Each batch of a row has its own seeds: the second batch's second world, run again alone, ends
+    as it did in the row, and its gate's trace has one entry per control tick it was driven."""
+    evaluator = bundle_evaluator(fixture_bundle, "dwa", ["env.episode_length_s=2.0"], node=NodeParams(), map_beams=720)
+    row = ROWS[1]
+    payload = run_suite(evaluator, episodes=4, seed=11, num_envs=2, rows=[row.name])
+    ran = payload["rows"][0]
+    assert ran["num_envs"] == 2 and len(ran["episode_outcomes"]) == len(ran["episode_time_s"]) == 4
+    again = replay(evaluator, row, 3, 11, 2)
+    assert again["outcome"] == ran["episode_outcomes"][3] and again["time_s"] == pytest.approx(ran["episode_time_s"][3])
+    assert again["path_m"] == pytest.approx(ran["episode_path_m"][3], abs=1e-3) and again["path_m"] > 0.5
+    assert len(again["ticks"]) == round(again["time_s"] / evaluator.cfg.env.control_period)
+    assert {"t", "state", "reason", "pose", "cmd", "subgoal", "guard_scale"} <= set(again["ticks"][0])
+    code = main(
+        ["--suite", "safety", "--bundle", str(fixture_bundle), "--node", "--controller", "dwa", "--rows", row.name]
+        + ["--replay", "3", "--num-envs", "2", "--seed", "11", "--out", str(tmp_path / "replay"), "--map-beams", "720"]
+        + ["env.episode_length_s=2.0"]
+    )
+    assert code == 0
+    assert json.loads((tmp_path / "replay.json").read_text())["outcome"] == again["outcome"]

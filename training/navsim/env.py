@@ -394,6 +394,15 @@ class NavEnv(VecEnv):
             0, self.max_episode_length, (self.num_envs,), generator=self.gen, device=self.device
         )
 
+    def reseed(self, seed: int) -> None:
+        """Seed the env's generators from ``seed`` with the offsets a new env uses: worlds ``seed``, sensor
+        noise ``seed + 7919``, randomisation ``seed + 104729`` (what comes next no longer depends on
+        what ran before: an evaluation batch replays by itself)."""
+        self.seed = int(seed)
+        self.gen.manual_seed(self.seed)
+        self.noise_gen.manual_seed(self.seed + 7919)
+        self.randomization.gen.manual_seed(self.seed + 104_729)
+
     def pose(self) -> torch.Tensor:
         return self.qpos[:, 0:3].clone()
 

@@ -53,6 +53,7 @@ import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from navtrain.checkpoint_file import CheckpointError, check_checkpoint_file
 from navtrain.cli import EXIT_USAGE, CliError, OneLineParser, at_least, check_can_create, report
@@ -109,6 +110,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--baseline", default=None, help="with --suite: another suite's JSON, shown side by side")
     p.add_argument("--label", default=None, help="with --suite: this policy's name in the outputs")
     p.add_argument("--rows", default=None, help="with --suite: only these rows (comma-separated names)")
+    p.add_argument(
+        "--replay",
+        type=at_least(0),
+        default=None,
+        help="with --suite safety and one row: run that episode again (its batch, with the --num-envs of the run "
+        "that named it) and write the trace of its gate, tick by tick, to STEM.json",
+    )
     p.add_argument("overrides", nargs="*")
     args = p.parse_args(argv)
     try:
@@ -260,6 +268,8 @@ def safety_main(args: argparse.Namespace) -> int:
         raise CliError("--baseline goes with --suite robustness")
     rows = chosen_rows(args, safety_suite.row_names())
     evaluator = suite_evaluator(args)
+    if args.replay is not None:
+        return safety_replay(args, evaluator, rows)
     payload = safety_suite.run_suite(
         evaluator, episodes=args.episodes or 1000, seed=args.seed, num_envs=args.num_envs, rows=rows
     )
@@ -269,9 +279,37 @@ def safety_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def safety_replay(args: argparse.Namespace, evaluator: Any, rows: list[str] | None) -> int:
+    """``--suite safety --replay EPISODE``: one world of one row again, with its gate's trace."""
+    from navtrain import safety_suite
+
+    if rows is None or len(rows) != 1:
+        raise CliError("--replay needs exactly one row: --rows NAME")
+    if args.num_envs is None:
+        raise CliError("--replay needs the --num-envs of the run that named the episode (its JSON's num_envs)")
+    row = next(r for r in safety_suite.ROWS if r.name == rows[0])
+    seed = evaluator.cfg.runner.eval_seed if args.seed is None else args.seed
+    out = safety_suite.replay(evaluator, row, args.replay, seed, args.num_envs)
+    path = Path(args.out).with_suffix(".json")
+    path.write_text(json.dumps(out, indent=1) + "\n")
+    print(
+        f"[safety] {row.name} episode {out['episode']} (batch of {out['num_envs']}): {out['outcome']} after "
+        f"{out['time_s']:.1f} s, {out['idle_s']:.1f} s without progress at the end, passable {out['passable']}"
+    )
+    last = None
+    for tick in out["ticks"]:
+        if tick["state"] != last:
+            print(f"  t {tick['t']:6.1f} s  {tick['state']}: {tick['reason']}")
+            last = tick["state"]
+    print(f"[evaluate] wrote {path}")
+    return 0
+
+
 def _suite_inputs(args: argparse.Namespace) -> None:
     """The suite's own arguments: output stem, baseline JSON (read here, kept on ``args``)."""
     args.baseline_data = None
+    if args.replay is not None and args.suite != "safety":
+        raise CliError("--replay goes with --suite safety")
     if not args.suite:
         for flag in ("baseline", "label", "rows", "out"):
             if getattr(args, flag) is not None:

@@ -244,7 +244,12 @@ class RobotSideActor:
             env.mj_model, env.m, env.d, env.num_envs, self.map_beams, self.max_range, robot_body, env.device
         )
         self.map_noise = torch.Generator(device=env.device)
-        self.map_noise.manual_seed(int(env.seed) + 7)
+        self.reseed(int(env.seed))
+
+    def reseed(self, seed: int) -> None:
+        """Seed the robot lidar's noise as for an env of ``seed`` (``seed + 7``)."""
+        if self.map_beams > 0:
+            self.map_noise.manual_seed(int(seed) + 7)
 
     def _map_scan(self) -> np.ndarray | None:
         """The dense scan of every world from its observed pose, with the lidar's noise (or None)."""
@@ -317,6 +322,7 @@ class NodeActor(RobotSideActor):
             self.fov_angle_min = float(angles[self.fov_beams[0]])
         self.states: dict[str, int] = {}
         self.gates: list[Any] = []
+        self.watch: Callable[[int, float, Any], None] | None = None  # (world, now, TickResult) each gate tick
 
     def reset(self) -> None:
         from navdeploy.gate import CommandGate
@@ -366,6 +372,8 @@ class NodeActor(RobotSideActor):
             quat = (0.0, 0.0, math.sin(yaw / 2), math.cos(yaw / 2))
             gate.set_odom((float(pose[i, 0]), float(pose[i, 1])), quat, tuple(float(v) for v in twist[i]), now, "odom")
             res = gate.tick(now)
+            if self.watch is not None:
+                self.watch(int(i), now, res)
             self.states[res.state.value] = self.states.get(res.state.value, 0) + 1
             to_goal = math.hypot(float(final[i, 0] - pose[i, 0]), float(final[i, 1] - pose[i, 1]))
             if to_goal <= self.best[i] - PROGRESS_STEP:  # the first tick too: best starts infinite

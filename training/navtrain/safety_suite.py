@@ -2,6 +2,8 @@
 and for getting stuck where the world is passable.
 
     python training/evaluate.py --suite safety --bundle DIR --controller policy|dwa [--episodes 1000]
+    python training/evaluate.py --suite safety --bundle DIR --controller dwa --rows posts270 --num-envs 100 \
+        --replay 426 --out STEM
 
 Every episode runs behind the node's own command gate (:class:`navtrain.evaluation.NodeActor`:
 ``policy_node``'s defaults, a 720-beam lidar, the scan map, stuck handling, the smoother and the
@@ -21,8 +23,13 @@ worlds that are **passable for the guard**: the grid planner (:mod:`navsim.grid_
 path that keeps the guard's passing clearance (:meth:`navcontract.guard.GuardRule.passing_clearance`
 on the contract's beams) from every surface. The bars: no collision at all; timeouts in at most
 0.5 % of the passable worlds. Those timeouts are split into *stalled* (no progress toward the goal
-for :data:`STALLED_S` before the end) and *slow* (still getting closer). Writes ``STEM.json``,
-``STEM.md`` and ``STEM.png``.
+for :data:`STALLED_S` before the end) and *slow* (still getting closer). Writes ``STEM.json``
+(with each episode's outcome, time and distance driven), ``STEM.md`` and ``STEM.png``.
+
+Each batch of ``num_envs`` worlds has seeds of its own (:data:`BATCH_SEED_STRIDE`), so one episode
+the JSON names runs again by itself: ``--replay EPISODE`` with one ``--rows`` and the run's
+``--num-envs`` writes ``STEM.json`` with the trace of its gate, tick by tick (state, reason, pose,
+command, sub-goal, the guard's scale), and prints its state changes.
 """
 
 from __future__ import annotations
@@ -75,6 +82,67 @@ ROWS = (
 )
 
 
+BATCH_SEED_STRIDE = 1_000_000
+"""Batch ``b`` of a row (``num_envs`` worlds) runs on seed ``seed + b * BATCH_SEED_STRIDE``: its worlds,
+the sensor noise, the randomisation and the robot lidar's noise (:func:`start_batch`), so a batch
+replays by itself (:func:`replay`). Larger than every offset a stream adds to its seed."""
+
+
+def start_batch(env: Any, act: NodeActor, gen: torch.Generator, seed: int, batch: int) -> Any:
+    """Seed everything for batch ``batch`` of the stream of ``seed`` and draw its worlds."""
+    s = seed + BATCH_SEED_STRIDE * batch
+    gen.manual_seed(s)
+    env.reseed(s)
+    act.reseed(s)
+    return env.new_rooms(env.num_envs, gen)
+
+
+def replay(evaluator: Evaluator, row: Row, episode: int, seed: int, num_envs: int) -> dict[str, Any]:
+    """Episode ``episode`` of ``row`` again (its batch of ``num_envs`` worlds, as in the run that
+    named it), with the trace of its gate: one entry per control tick (time, state, reason, pose,
+    command, sub-goal, the guard's scale)."""
+    cfg = with_overrides(evaluator.cfg, [*WORLDS, *row.overrides])
+    env, seed = eval_env(cfg, num_envs, seed, num_envs, evaluator.device)
+    act = evaluator.make_act(env)
+    if not isinstance(act, NodeActor):
+        raise ValueError("the safety suite runs behind the node's gate: evaluate a bundle with --node")
+    batch, k = divmod(episode, env.num_envs)
+    gen = torch.Generator(device=env.device)
+    rooms = start_batch(env, act, gen, seed, batch)
+    ticks: list[dict[str, Any]] = []
+
+    def watch(world: int, now: float, res: Any) -> None:
+        if world == k:
+            pose = env.observed_pose[k].cpu().numpy()
+            ticks.append(
+                {
+                    "t": round(now, 2),
+                    "state": res.state.value,
+                    "reason": res.reason,
+                    "pose": [round(float(v), 3) for v in pose],
+                    "cmd": [round(float(v), 3) for v in res.cmd],
+                    "subgoal": None if res.subgoal is None else [round(float(v), 3) for v in res.subgoal],
+                    "guard_scale": None if res.guard_scale is None else round(float(res.guard_scale), 3),
+                }
+            )
+
+    act.watch = watch
+    res, _ = run_episodes(env, act, rooms, label=f"replay {row.name} episode {episode}")
+    return {
+        "row": row.name,
+        "episode": episode,
+        "seed": seed,
+        "num_envs": env.num_envs,
+        "outcome": str(OUTCOMES[int(res["outcome"][k])]),
+        "time_s": float(res["time_s"][k]),
+        "path_m": float(res["path_len"][k]),
+        "idle_s": float(act.idle_seconds()[k]),
+        "passable": bool(passable(env, rooms, act.settings.plan_clearance or float(env.radius))[k]),
+        "goal": [float(v) for v in rooms.goal[k].cpu()],
+        "ticks": ticks,
+    }
+
+
 def row_names() -> list[str]:
     return [r.name for r in ROWS]
 
@@ -96,14 +164,15 @@ def run_row(evaluator: Evaluator, row: Row, episodes: int, seed: int, num_envs: 
     if clearance is None:  # no guard: passable for the robot's radius
         clearance = float(env.radius)
     gen = torch.Generator(device=env.device)
-    gen.manual_seed(seed)
-    outcomes, certified, idle = [], [], []
+    outcomes, certified, idle, times, driven = [], [], [], [], []
     done = 0
     while done < episodes:
-        rooms = env.new_rooms(env.num_envs, gen)
+        rooms = start_batch(env, act, gen, seed, done // env.num_envs)
         res, _ = run_episodes(env, act, rooms, label=f"safety {row.name}")
         take = min(env.num_envs, episodes - done)
         outcomes.append(res["outcome"][:take])
+        times.append(res["time_s"][:take])
+        driven.append(res["path_len"][:take])
         certified.append(passable(env, rooms, clearance)[:take])
         idle.append(act.idle_seconds()[:take])
         done += take
@@ -120,6 +189,7 @@ def run_row(evaluator: Evaluator, row: Row, episodes: int, seed: int, num_envs: 
         "description": row.description,
         "overrides": [*WORLDS, *row.overrides],
         "episodes": n,
+        "num_envs": env.num_envs,  # worlds per batch: --replay needs the same
         "success_rate": float((oc == code[Outcome.SUCCESS]).mean()),
         "success_interval": wilson_interval(int((oc == code[Outcome.SUCCESS]).sum()), n),
         "collisions": collisions,
@@ -140,6 +210,10 @@ def run_row(evaluator: Evaluator, row: Row, episodes: int, seed: int, num_envs: 
         ],
         "collision_worlds": [int(i) for i in np.flatnonzero(oc == code[Outcome.COLLISION])],
         "gate_states": dict(sorted(act.states.items())),
+        # Each episode's outcome and time, in the row's stream order (--replay EPISODE runs one again).
+        "episode_outcomes": [str(OUTCOMES[int(c)]) for c in oc],
+        "episode_time_s": [round(float(t), 2) for t in np.concatenate(times)],
+        "episode_path_m": [round(float(d), 3) for d in np.concatenate(driven)],
         "meets_bar": collisions / n <= MAX_COLLISION_RATE and stuck / max(1, int(ok.sum())) <= MAX_STUCK_RATE,
     }
 
