@@ -308,7 +308,7 @@ def safety_replay(args: argparse.Namespace, evaluator: Any, rows: list[str] | No
 def _suite_inputs(args: argparse.Namespace) -> None:
     """The suite's own arguments: output stem, baseline JSON (read here, kept on ``args``)."""
     args.baseline_data = None
-    if args.replay is not None and args.suite != "safety":
+    if getattr(args, "replay", None) is not None and args.suite != "safety":
         raise CliError("--replay goes with --suite safety")
     if not args.suite:
         for flag in ("baseline", "label", "rows", "out"):
