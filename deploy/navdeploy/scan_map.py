@@ -195,8 +195,9 @@ class ScanMap:
     def take_changes(self) -> np.ndarray | None:
         """The points (K, 2) where the map changed since the last call, and forget them: the return of
         each cell a scan marked that is occupied after it (newly occupied, or its return seen again,
-        which the lidar's noise moves), the centre of each cell a scan freed. None where that is not known: at the first call, after the
-        window moved or the map was reset, or beyond :data:`CHANGES_MAX` points."""
+        which the lidar's noise moves), the centre of each cell a scan freed. None where that is not
+        known: at the first call, after the window moved or the map was reset, or beyond
+        :data:`CHANGES_MAX` points."""
         changes, self._changes = self._changes, []
         if changes is None:
             return None
@@ -676,8 +677,9 @@ class ScanPlanner:
         within half a diagonal of it, so a change further than the clearance the path must keep plus
         :data:`CELL_REACH` cells from a segment (a cell's diagonal: a freed cell's centre lies within
         half a diagonal of the return it held) cannot bring a return inside it. The whole path ahead is
-        checked at least every ``replan_period``. The clearance grid is built on the box round the segments checked (its values do not
-        depend on the box: the distance transform sees the returns up to its cap beyond it)."""
+        checked at least every ``replan_period``. The clearance grid is built on the box round the
+        segments checked (its values do not depend on the box: the distance transform sees the returns
+        up to its cap beyond it)."""
         changes = self.map.take_changes()
         path = self.path
         if path is None or len(path) < 2:

@@ -107,9 +107,12 @@ def select(recipe: Recipe, plan: Plan, work: Work, device: str) -> tuple[Checkpo
     table = []
     for k, ckpt in enumerate(found, 1):
         digest = sha256(ckpt.path)
-        key: dict[str, Any] = {"episodes": episodes, "seed": sel.validation_seed, "overrides": sel.overrides}
-        if sel.controller != "policy":
-            key["controller"] = sel.controller
+        key = {
+            "episodes": episodes,
+            "seed": sel.validation_seed,
+            "overrides": sel.overrides,
+            **driven_by(sel.controller),
+        }
         entry = cache.get(digest)
         if entry is None or entry.get("key") != key:
             result = validate(ckpt, digest, episodes, sel.validation_seed, sel.overrides, sel.controller, work, device)
@@ -126,6 +129,12 @@ def select(recipe: Recipe, plan: Plan, work: Work, device: str) -> tuple[Checkpo
     best = max(range(len(table)), key=lambda i: (table[i]["score"], table[i]["iteration"]))  # ties: the later
     table[best]["chosen"] = True
     return found[best], table
+
+
+def driven_by(controller: str) -> dict[str, str]:
+    """What a step's cache key adds for its controller: nothing for ``policy`` (keys written before
+    the controller existed stay valid), else the controller."""
+    return {} if controller == "policy" else {"controller": controller}
 
 
 def validate(
@@ -232,7 +241,7 @@ def export_and_evaluate(recipe: Recipe, plan: Plan, folder: Path, digest: str, d
         from navtrain.evaluation import bundle_evaluator
 
         evaluator = bundle_evaluator(folder / "bundle", "policy", node=NodeParams())
-    where = {} if controller == "policy" else {"controller": controller}
+    where = driven_by(controller)
     key = {"episodes": size["evaluation"], "seed": seed, **where}
     if steps.done("evaluation", key) is None:
         say(f"evaluating on {size['evaluation']} evaluation worlds (seed {seed}, {evaluator.label})")

@@ -88,6 +88,12 @@ the sensor noise, the randomisation and the robot lidar's noise (:func:`start_ba
 replays by itself (:func:`replay`). Larger than every offset a stream adds to its seed."""
 
 
+def passable_clearance(act: NodeActor, env: Any) -> float:
+    """[m] The clearance a passable world keeps: the guard's passing one (no guard: the robot's radius)."""
+    clearance = act.settings.plan_clearance
+    return float(env.radius) if clearance is None else float(clearance)
+
+
 def start_batch(env: Any, act: NodeActor, gen: torch.Generator, seed: int, batch: int) -> Any:
     """Seed everything for batch ``batch`` of the stream of ``seed`` and draw its worlds."""
     s = seed + BATCH_SEED_STRIDE * batch
@@ -137,7 +143,7 @@ def replay(evaluator: Evaluator, row: Row, episode: int, seed: int, num_envs: in
         "time_s": float(res["time_s"][k]),
         "path_m": float(res["path_len"][k]),
         "idle_s": float(act.idle_seconds()[k]),
-        "passable": bool(passable(env, rooms, act.settings.plan_clearance or float(env.radius))[k]),
+        "passable": bool(passable(env, rooms, passable_clearance(act, env))[k]),
         "goal": [float(v) for v in rooms.goal[k].cpu()],
         "ticks": ticks,
     }
@@ -160,9 +166,7 @@ def run_row(evaluator: Evaluator, row: Row, episodes: int, seed: int, num_envs: 
     act = evaluator.make_act(env)
     if not isinstance(act, NodeActor):
         raise ValueError("the safety suite runs behind the node's gate: evaluate a bundle with --node")
-    clearance = act.settings.plan_clearance
-    if clearance is None:  # no guard: passable for the robot's radius
-        clearance = float(env.radius)
+    clearance = passable_clearance(act, env)
     gen = torch.Generator(device=env.device)
     outcomes, certified, idle, times, driven = [], [], [], [], []
     done = 0
