@@ -20,10 +20,13 @@ Each run starts the node with the scan map on (its default), off, or both one af
 (``--scan-map``, default both), on the executor the node spins on (``--executor``: its default
 ``events``, ``single_threaded``, or both side by side). Also reports the node's own inference time
 and tick time (timer callback to the command's publish call; status topic, after the warm-up) and
-its resident memory (VmRSS and peak VmHWM from /proc). Not a test: run it and
-copy the numbers into docs/ros2.md.
+its resident memory (VmRSS and peak VmHWM from /proc). ``--floor`` first drives the floor node
+(:mod:`navbags.floor_node`: the policy node's topics, timer and executor, no work) the same way: the
+latency any node has on this machine and middleware, below which the policy node cannot go. Not a
+test: run it and copy the numbers into docs/ros2.md.
 
     nav-benchmark-latency --messages 2000
+    nav-benchmark-latency --floor --messages 1000          # the floor beside the policy node
     nav-benchmark-latency --mode wall --control-period 0.02 --messages 1000
     python -m navbags.latency --bundle /path/to/bundle      # the same
 
@@ -56,6 +59,8 @@ FIXTURE_BUNDLE = Path("tests") / "fixtures" / "bundle"
 MAX_TICKS_PER_MESSAGE = 3
 """Clock mode gives up (one line, exit code 1) after this many ticks per requested message: a node
 that stays out of ``driving`` would otherwise be waited for forever."""
+CLOCK_PERIOD_S = 0.1
+"""[s] Clock mode: simulated time per tick, the policy node's control period in its installed config."""
 GOAL_DISTANCE = 1000.0
 """[m] The goal, straight ahead of the start: further than any benchmark drives."""
 CORRIDOR_HALF_WIDTH = 2.0
@@ -134,6 +139,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the node's executor parameter (default: events, the node's default); both: each scan-map run "
         "once per executor, side by side",
     )
+    ap.add_argument(
+        "--floor",
+        action="store_true",
+        help="first run the floor node (navbags.floor_node: the policy node's topics, timer and executor, no "
+        "work) the same way: what this machine and middleware cost any node",
+    )
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     return ap.parse_args(argv)
 
@@ -165,6 +176,24 @@ def node_command(
     if not scan_map:
         cmd += ["-p", "scan_map:=false"]
     return cmd
+
+
+def floor_command(sim_time: bool, control_period: float, executor: str = "events") -> list[str]:
+    """The floor node's command line (:mod:`navbags.floor_node`): the policy node's topics, timer and
+    ``executor``, on simulated time with the policy node's 0.1 s period or on wall time with
+    ``control_period``."""
+    return [
+        sys.executable,
+        "-m",
+        "navbags.floor_node",
+        "--ros-args",
+        "-p",
+        f"use_sim_time:={'true' if sim_time else 'false'}",
+        "-p",
+        f"control_period:={CLOCK_PERIOD_S if sim_time else control_period}",
+        "-p",
+        f"executor:={executor}",
+    ]
 
 
 @dataclass
@@ -278,7 +307,7 @@ def measure_clock(link: _Link, proc: NodeProc, scan, odom, rng, args: argparse.N
     lat: list[float] = []
     lost = 0
     t_ns = 1_000_000_000
-    period_ns = 100_000_000
+    period_ns = round(CLOCK_PERIOD_S * 1e9)
     pace = float(getattr(args, "pace", 0.0))
     odometer = Odometer()
     k = -1
@@ -381,18 +410,22 @@ def summarize(
     return results
 
 
-def measure(args: argparse.Namespace, bundle: Path, scan_map: bool, executor: str) -> dict[str, object]:
-    """One node (``scan_map`` on or off, spinning on ``executor``), driven as ``args.mode`` says; its results."""
+def measure(
+    args: argparse.Namespace, bundle: Path, scan_map: bool, executor: str, floor: bool = False
+) -> dict[str, object]:
+    """One node (``scan_map`` on or off, spinning on ``executor``; with ``floor`` the floor node in its
+    place), driven as ``args.mode`` says; its results."""
     work = Path(tempfile.mkdtemp(prefix="nav_latency_"))
     sim_time = args.mode == "clock"
     lease = DomainLease()
     try:
         with node_processes() as procs:
-            proc = NodeProc(
-                node_command(bundle, sim_time, args.control_period, scan_map, executor),
-                lease.domain_id,
-                work / "policy_node.log",
+            cmd = (
+                floor_command(sim_time, args.control_period, executor)
+                if floor
+                else node_command(bundle, sim_time, args.control_period, scan_map, executor)
             )
+            proc = NodeProc(cmd, lease.domain_id, work / ("floor_node.log" if floor else "policy_node.log"))
             procs.append(proc)
             link = _open_link(lease.domain_id, sim_time, procs)
             rng = np.random.default_rng(0)
@@ -408,7 +441,10 @@ def measure(args: argparse.Namespace, bundle: Path, scan_map: bool, executor: st
             link.ros.close()
     finally:
         lease.release()
-    return {"scan_map": scan_map, "executor": executor, **summarize(args, bundle, lat, lost, inf, tick, mem)}
+    results = summarize(args, bundle, lat, lost, inf, tick, mem)
+    if floor:
+        return {"node": "floor", "scan_map": None, "executor": executor, **results, "bundle": None}
+    return {"node": "policy_node", "scan_map": scan_map, "executor": executor, **results}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -417,6 +453,10 @@ def main(argv: list[str] | None = None) -> int:
     settings = {"on": [True], "off": [False], "both": [True, False]}[args.scan_map]
     executors = ["events", "single_threaded"] if args.executor == "both" else [args.executor]
     runs = []
+    if args.floor:
+        for executor in executors:
+            print(f"[latency] floor node, executor {executor}: {args.messages} messages, {args.mode} mode", flush=True)
+            runs.append(measure(args, bundle, False, executor, floor=True))
     for scan_map in settings:
         for executor in executors:
             print(

@@ -1,7 +1,8 @@
 """nav-benchmark-latency drives the installed node on simulated time with odometry that follows its
 commands: every measured tick is a driving one, with the scan map on and off, on either executor, and a run longer
 than the progress checker's window still ends (a robot whose odometry never moves would be
-declared stuck and never count as driving again)."""
+declared stuck and never count as driving again). ``--floor`` first drives the floor node the same
+way."""
 
 from __future__ import annotations
 
@@ -38,16 +39,21 @@ def test_the_odometer_moves_the_pose_by_the_command_in_the_body_frame() -> None:
 def test_clock_mode_measures_driving_ticks_past_the_progress_window(tmp_path: Path) -> None:
     out = tmp_path / "latency.json"
     # 10 warm-up + 90 measured ticks: 10 s of simulated time, twice the progress checker's 5 s.
-    args = ["--messages", "90", "--warmup", "10", "--pace", "0.02", "--executor", "both", "--json", str(out)]
-    assert main(args) == 0
+    args = ["--messages", "90", "--warmup", "10", "--pace", "0.02", "--executor", "both", "--floor"]
+    assert main([*args, "--json", str(out)]) == 0
     runs = json.loads(out.read_text())["runs"]
-    assert [(r["scan_map"], r["executor"]) for r in runs] == [
-        (True, "events"),
-        (True, "single_threaded"),
-        (False, "events"),
-        (False, "single_threaded"),
+    assert [(r["node"], r["scan_map"], r["executor"]) for r in runs] == [
+        ("floor", None, "events"),
+        ("floor", None, "single_threaded"),
+        ("policy_node", True, "events"),
+        ("policy_node", True, "single_threaded"),
+        ("policy_node", False, "events"),
+        ("policy_node", False, "single_threaded"),
     ]
-    for r in runs:
+    for r in runs[:2]:  # the floor node answers every tick, driving, and runs no policy
+        assert r["messages"] == 90 and r["unanswered_ticks"] == 0 and r["node_inference_ms"] is None
+        assert 0 < r["latency_ms"]["p50"] <= r["latency_ms"]["p99"] and r["bundle"] is None
+    for r in runs[2:]:
         assert r["messages"] == 90 and r["unanswered_ticks"] == 0 and r["pace_s"] == 0.02
         lat = r["latency_ms"]
         assert 0 < lat["p50"] <= lat["p99"] <= lat["max"]
