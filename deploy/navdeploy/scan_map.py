@@ -58,7 +58,11 @@ came into view only once it was inside), the same search tries the trail's point
 :data:`RETREAT_STEP` apart: the path is then the trail back to the nearest point with a path, and
 that path on (:attr:`ScanPlanner.retreating`). The robot fitted there a moment ago, so the trail's
 part of the path (and the step from its end to the first free cell) is not checked against the
-clearance (the blocked check starts beyond it). When
+clearance (the blocked check starts beyond it). The point the robot backed out from is a dead end
+for as long as the goal stands (:attr:`ScanPlanner.dead_ends`): every later plan keeps the
+clearance from it as from a return. Seen again from further away, the thin returns that closed the
+pocket can be cleared by beams passing between them, and the map would route the robot back in, to
+find it closed once more (a robot going in and out of one pocket until its time ran out). When
 no path exists from the robot or its trail (the goal in a mapped obstacle, the robot boxed in),
 :meth:`ScanPlanner.subgoal` returns None and the caller drives to the goal itself.
 
@@ -485,6 +489,7 @@ class ScanPlanner:
         seen is still there)."""
         self.path: np.ndarray | None = None
         self.raised: list[list[float]] = []  # [x, y, radius] of each return raised for the guard (odometry frame)
+        self.dead_ends: list[tuple[float, float]] = []  # where no path left the robot (module doc: backing out)
         self._forced = False  # the guard refused the path in use: the next update plans again
         self._open_key: tuple | None = None  # the path in use as last found open (_blocked), and when
         self._open_at: float | None = None
@@ -691,7 +696,7 @@ class ScanPlanner:
         k = int(np.searchsorted(arc, s0, side="right"))  # first waypoint beyond s0
         ahead = np.vstack([points_at(path, arc, np.array([s0])), path[k:]])
         keep = self.path_radius * 0.999 - self.cfg.block_margin
-        key = (self.path_id, self.path_radius, tuple(tuple(d) for d in self.raised))
+        key = (self.path_id, self.path_radius, tuple(tuple(d) for d in self.raised), len(self.dead_ends))
         recent = self._open_at is not None and 0.0 <= now - self._open_at < self.cfg.replan_period
         if key == self._open_key and recent and changes is not None:
             check = segments_near(changes, ahead, keep + CELL_REACH * self.map.h)
@@ -740,9 +745,11 @@ class ScanPlanner:
             dist = np.full((iy1 - iy0, ix1 - ix0), cap)
         clear = np.minimum(dist, cap)
         sub = GridFrame(frame.x0 + ix0 * m.h, frame.y0 + iy0 * m.h, m.h, m.h, clear.shape)
-        if self.raised:  # the returns raised for the guard: the distance to their discs
+        # The returns raised for the guard (the distance to their discs) and the dead ends (as returns).
+        discs = [*self.raised, *([x, y, 0.0] for x, y in self.dead_ends)]
+        if discs:
             xs, ys = sub.centres()
-            for x, y, r in self.raised:
+            for x, y, r in discs:
                 clear = np.minimum(clear, np.maximum(np.hypot(xs[None, :] - x, ys[:, None] - y) - r, 0.0))
         return sub, clear
 
@@ -771,6 +778,7 @@ class ScanPlanner:
                     self.planned_radius = radius
                     if k == 0:
                         return path
+                    self._dead_end(start)
                     trail = self._trail_back(start, float(back_s[k - 1]))
                     # Unchecked: the trail, and the step from its end to the free cell the path leaves from.
                     self._planned_trail = polyline_length(trail) + float(np.hypot(*(path[1] - path[0])))
@@ -778,6 +786,13 @@ class ScanPlanner:
             if margin >= self.cfg.box_margin_max or sub.shape == (m.n, m.n):
                 return None
             margin = min(2.0 * margin, self.cfg.box_margin_max)
+
+    def _dead_end(self, p: np.ndarray) -> None:
+        """No path leaves ``p``: keep it as a dead end (module doc: backing out), unless it lies within
+        the clearance a path keeps of one already kept."""
+        keep = self.plan_radii[1]
+        if all(math.hypot(p[0] - x, p[1] - y) > keep for x, y in self.dead_ends):
+            self.dead_ends.append((float(p[0]), float(p[1])))
 
     def _plan_at(
         self, starts: np.ndarray, goal: np.ndarray, sub: GridFrame, clear: np.ndarray, radius: float

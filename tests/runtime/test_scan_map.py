@@ -245,6 +245,39 @@ def test_a_robot_in_a_slot_narrower_than_the_plan_s_clearance_backs_out_along_it
     assert planner.path_id == path_id
 
 
+def test_the_point_a_robot_backed_out_from_stays_a_dead_end_when_the_map_forgets_the_pocket() -> None:
+    """Seen from afar, the thin returns that closed a pocket are cleared again by beams passing beside
+    them; the map then shows a way through where the robot found none. The point it backed out from
+    stays a dead end for the goal: the next plan keeps the clearance from it, where one without that
+    memory goes straight back in."""
+    planner = ScanPlanner(ScanMapCfg(), RADIUS, LookaheadRule(lookahead=0.5), clearance=0.2405)
+    goal = (4.0, 0.0)
+    for k, x in enumerate(np.arange(0.0, 2.01, 0.05)):  # into the slot
+        pose = np.array([x, 0.0, 0.0])
+        planner.observe(cast(pose, SLOT), pose)
+        planner.subgoal(pose, goal, now=0.1 * k)
+    planner.replan()
+    planner.subgoal(pose, goal, now=4.1)
+    assert planner.retreating and planner.dead_ends[-1] == (pytest.approx(2.0), pytest.approx(0.0))
+    ends = np.asarray(planner.dead_ends)
+    assert np.all(ends[:, 0] >= 1.0) and np.all(ends[:, 1] == 0.0)  # inside the slot, where it drove
+    out = np.array([0.0, 0.0, 0.0])
+    for _ in range(30):  # backed out; the slot's walls are cleared from the map (scans see nothing there)
+        planner.observe(cast(out, []), out)
+    assert not planner.map.occupied().any()
+    keep = planner.plan_radii[1]
+    path = planner.plan(out[:2], np.asarray(goal))
+    assert path is not None and np.allclose(path[-1], goal)
+    half_diagonal = math.hypot(planner.map.h, planner.map.h) / 2  # judged at cell centres
+    for end in ends:
+        assert seg_distance(end, list(zip(path[:-1], path[1:], strict=True))) > keep - half_diagonal
+    planner.dead_ends.clear()  # the same map without the memory: straight through the dead end
+    straight = planner.plan(out[:2], np.asarray(goal))
+    assert straight is not None and np.abs(straight[:, 1]).max() < 0.05
+    planner.new_goal()
+    assert planner.dead_ends == []
+
+
 def gap_wall(gap: float, half_length: float) -> list[tuple[tuple[float, float], tuple[float, float]]]:
     """A wall across the way at x = 2.025 with a gap of ``gap`` metres centred on y = 0.025 (a row
     and a column of cell centres: the clearance in the gap is then half the gap, to the beam spacing)."""
