@@ -39,7 +39,10 @@ the lidar's noise on a return does not flip the route every tick), and at once w
 gate reports that the guard keeps refusing the path (:meth:`ScanPlanner.block`: the return the guard
 stopped the robot before is raised to a disc of ``block_raise`` metres, a disc that one more refusal
 within it widens by ``block_raise`` again, for as long as the goal stands; the path in use then
-counts as blocked). A new plan replaces a usable
+counts as blocked). The mapped return that blocked the path in use is kept for as long as the goal
+stands (:attr:`ScanPlanner.kept`), as a return even where later scans clear its cell: seen again from
+further away a thin return can be cleared by beams passing beside it, and the map would send the
+robot back to the gap it found closed, again and again. A new plan replaces a usable
 path only when it is ``switch_gain`` shorter than what is left of it, or when the path in use is a
 squeezed one and the new plan keeps the full clearance: without a guard whatever its length (a
 squeezed path kept for its length led the robot into passages narrower than itself, where it stood
@@ -490,6 +493,7 @@ class ScanPlanner:
         self.path: np.ndarray | None = None
         self.raised: list[list[float]] = []  # [x, y, radius] of each return raised for the guard (odometry frame)
         self.dead_ends: list[tuple[float, float]] = []  # where no path left the robot (module doc: backing out)
+        self.kept: list[tuple[float, float]] = []  # returns that blocked the path in use (module doc: blocked)
         self._forced = False  # the guard refused the path in use: the next update plans again
         self._open_key: tuple | None = None  # the path in use as last found open (_blocked), and when
         self._open_at: float | None = None
@@ -696,7 +700,13 @@ class ScanPlanner:
         k = int(np.searchsorted(arc, s0, side="right"))  # first waypoint beyond s0
         ahead = np.vstack([points_at(path, arc, np.array([s0])), path[k:]])
         keep = self.path_radius * 0.999 - self.cfg.block_margin
-        key = (self.path_id, self.path_radius, tuple(tuple(d) for d in self.raised), len(self.dead_ends))
+        key = (
+            self.path_id,
+            self.path_radius,
+            tuple(tuple(d) for d in self.raised),
+            len(self.dead_ends),
+            len(self.kept),
+        )
         recent = self._open_at is not None and 0.0 <= now - self._open_at < self.cfg.replan_period
         if key == self._open_key and recent and changes is not None:
             check = segments_near(changes, ahead, keep + CELL_REACH * self.map.h)
@@ -708,6 +718,7 @@ class ScanPlanner:
             frame, clear = self._clearance(ends, margin=self.map.h)
             for a, b in zip(ahead[:-1][check], ahead[1:][check], strict=True):
                 if not sees(a, b[None], clear, frame, keep, certify=False)[0]:
+                    self._keep_blocking(a, b, clear, frame, keep)
                     self._open_key = None
                     return True
         self._open_key = key
@@ -745,11 +756,16 @@ class ScanPlanner:
             dist = np.full((iy1 - iy0, ix1 - ix0), cap)
         clear = np.minimum(dist, cap)
         sub = GridFrame(frame.x0 + ix0 * m.h, frame.y0 + iy0 * m.h, m.h, m.h, clear.shape)
-        # The returns raised for the guard (the distance to their discs) and the dead ends (as returns).
-        discs = [*self.raised, *([x, y, 0.0] for x, y in self.dead_ends)]
-        if discs:
+        # The returns raised for the guard (the distance to their discs), the dead ends and the returns
+        # kept for blocking a path (as returns); only those the capped clearance of the box can see.
+        discs = np.array([*self.raised, *([x, y, 0.0] for x, y in (*self.dead_ends, *self.kept))]).reshape(-1, 3)
+        x_lo, y_lo = sub.x0 - cap, sub.y0 - cap
+        x_hi, y_hi = sub.x0 + sub.shape[1] * m.h + cap, sub.y0 + sub.shape[0] * m.h + cap
+        near = (discs[:, 0] + discs[:, 2] > x_lo) & (discs[:, 0] - discs[:, 2] < x_hi)
+        near &= (discs[:, 1] + discs[:, 2] > y_lo) & (discs[:, 1] - discs[:, 2] < y_hi)
+        if near.any():
             xs, ys = sub.centres()
-            for x, y, r in discs:
+            for x, y, r in discs[near]:
                 clear = np.minimum(clear, np.maximum(np.hypot(xs[None, :] - x, ys[:, None] - y) - r, 0.0))
         return sub, clear
 
@@ -786,6 +802,35 @@ class ScanPlanner:
             if margin >= self.cfg.box_margin_max or sub.shape == (m.n, m.n):
                 return None
             margin = min(2.0 * margin, self.cfg.box_margin_max)
+
+    def _keep_blocking(self, a: np.ndarray, b: np.ndarray, clear: np.ndarray, frame: GridFrame, keep: float) -> None:
+        """The segment ``a``-``b`` of the path in use is blocked: keep the mapped return nearest its
+        first sample closer than ``keep`` to one (module doc: blocked), unless one kept is already in
+        that return's cell."""
+        m = self.map
+        length = float(np.hypot(*(b - a)))
+        t = np.linspace(0.0, 1.0, max(2, int(math.ceil(length / (m.h / 2))) + 1))
+        pts = a[None] + t[:, None] * (b - a)[None]
+        iy = np.clip(np.floor((pts[:, 1] - frame.y0) / frame.sy).astype(np.int64), 0, clear.shape[0] - 1)
+        ix = np.clip(np.floor((pts[:, 0] - frame.x0) / frame.sx).astype(np.int64), 0, clear.shape[1] - 1)
+        close = np.flatnonzero(clear[iy, ix] <= keep)
+        if not len(close):
+            return
+        q = pts[int(close[0])]
+        reach = int(math.ceil(keep / m.h)) + 2
+        cy, cx = m.frame.cell(q)
+        y0, y1, x0, x1 = max(cy - reach, 0), min(cy + reach + 1, m.n), max(cx - reach, 0), min(cx + reach + 1, m.n)
+        ys, xs = np.nonzero(m.occupied()[y0:y1, x0:x1])
+        if not len(ys):
+            return  # a raised return or a dead end blocks it: already kept
+        hits = m.hit_xy[ys + y0, xs + x0].astype(np.float64)
+        d = np.hypot(hits[:, 0] - q[0], hits[:, 1] - q[1])
+        j = int(np.argmin(d))
+        if d[j] > keep + m.h:
+            return
+        x, y = float(hits[j, 0]), float(hits[j, 1])
+        if all(math.hypot(x - kx, y - ky) > m.h for kx, ky in self.kept):
+            self.kept.append((x, y))
 
     def _dead_end(self, p: np.ndarray) -> None:
         """No path leaves ``p``: keep it as a dead end (module doc: backing out), unless it lies within

@@ -24,7 +24,10 @@ same planner, in a process of its own:
   meanwhile wait, and the newest is planned for when it rests no more;
 - the tick takes the newest plan that has come back and follows it itself
   (:func:`navdeploy.scan_map.follow_on`, the line-of-sight check on the clearance that came with it:
-  no map update, distance transform or search in the tick). Until the first plan of a goal comes back the tick has no
+  no map update, distance transform or search in the tick). A new path begins where the robot was at
+  the scan it was planned for; the tick finds the robot on it over the lookahead rule's search window
+  plus the distance the robot drove since that scan, so a late plan's first sub-goal is not behind
+  the robot. Until the first plan of a goal comes back the tick has no
   sub-goal (the gate drives to the goal itself, as when the map has no path).
 
 A process, not a thread: scipy's shortest-path search holds the interpreter lock for its whole run
@@ -106,6 +109,7 @@ class Job:
     path_id: int  # the path the tick follows (the worker's id), its progress and what is left of it
     progress: float
     remaining: float
+    odometer: float  # [m] how far the robot had driven at this tick (the tick side's count)
 
 
 @dataclass(frozen=True)
@@ -125,6 +129,7 @@ class Plan:
     sight: tuple[GridFrame, np.ndarray] | None
     sight_rule: SightRule
     busy_s: float  # the worker's time on the batch
+    odometer: float  # the odometer of the job planned for (a new path starts where the robot was then)
 
 
 @dataclass(frozen=True)
@@ -170,6 +175,7 @@ def _plan(planner: ScanPlanner, job: Job, slack: float, started: float) -> Plan:
         sight=planner.sight_clearance(p, slack) if planner.cfg.line_of_sight else None,
         sight_rule=planner.sight_rule,
         busy_s=time.perf_counter() - started,
+        odometer=job.odometer,
     )
 
 
@@ -344,6 +350,8 @@ class ScanPlannerWorker:
         self._seq = 0
         self._pending: Job | None = None
         self._sent_at: dict[int, float] = {}
+        self.odometer = 0.0  # [m] how far the robot has driven, from the poses of the ticks
+        self._last_p: np.ndarray | None = None
         self._forget()
 
     def _forget(self) -> None:
@@ -419,6 +427,10 @@ class ScanPlannerWorker:
         """One control tick: hand ``scan`` (None: no new scan) to the worker, take the newest plan that
         came back, and return the sub-goal along it (None: no plan yet, or no path on the map)."""
         self._check()
+        p = np.asarray(pose[:2], dtype=np.float64)
+        if self._last_p is not None:
+            self.odometer += float(np.hypot(*(p - self._last_p)))
+        self._last_p = p
         if scan is not None:
             self._submit(scan, pose, goal, now)
         if self.lockstep:
@@ -444,6 +456,19 @@ class ScanPlannerWorker:
         return float(sub[0]), float(sub[1])
 
     # ------------------------------------------------------------------ internals
+    def _catch_up(self, plan: Plan) -> None:
+        """A new path starts where the robot was at the scan it was planned for; the robot has driven
+        on since. Its progress along the new path is the projection of the robot's last pose searched
+        over the lookahead rule's window plus the distance driven since that scan, so that the first
+        sub-goal lies ahead of the robot, not behind it where the path began."""
+        if self.path is None or self._last_p is None:
+            return
+        driven = max(self.odometer - plan.odometer, 0.0)
+        if driven <= 0.0:
+            return
+        wide = LookaheadRule(self.rule.lookahead, self.rule.search_window + driven)
+        _, self.progress, self.remaining = follow_on(self.path, self.progress, wide, self._last_p)
+
     def _sight_grid(self, points: np.ndarray, margin: float) -> tuple[GridFrame, np.ndarray] | None:
         """The clearance that came with the plan, when its box holds ``points`` (else None)."""
         if self._sight is None:
@@ -504,6 +529,7 @@ class ScanPlannerWorker:
             path_id=self.path_id,
             progress=self.progress,
             remaining=self.remaining,
+            odometer=self.odometer,
         )
 
     def _flush(self) -> None:
@@ -556,6 +582,7 @@ class ScanPlannerWorker:
         if plan.path_id != self.path_id:
             self.path, self.path_id = plan.path, plan.path_id
             self.progress, self.remaining = plan.progress, plan.remaining
+            self._catch_up(plan)
         self.path_radius, self.failed, self.plans = plan.path_radius, plan.failed, plan.plans
         self.retreating = plan.retreating
         self._sight, self._sight_rule = plan.sight, plan.sight_rule

@@ -309,6 +309,38 @@ def test_a_gap_the_robot_fits_only_just_is_the_last_resort_and_a_narrower_one_is
     assert plan_through(gap_wall(2 * RADIUS, 4.0), strict) is None
 
 
+def square(cx: float, cy: float, half: float) -> list[tuple[tuple[float, float], tuple[float, float]]]:
+    corners = [(cx - half, cy - half), (cx + half, cy - half), (cx + half, cy + half), (cx - half, cy + half)]
+    return [(corners[k], corners[(k + 1) % 4]) for k in range(4)]
+
+
+def test_a_return_that_blocked_the_path_is_kept_when_later_scans_clear_its_cell() -> None:
+    """A post seen in a gap blocks the path through it and the robot is sent round the wall; when
+    later scans no longer show the post (seen again from afar, beams pass beside a thin return and
+    clear its cell), the planner keeps the return that blocked the path and does not send the robot
+    back to the gap. Without that memory the same map routes straight through the gap."""
+    p = ScanPlanner(ScanMapCfg(), RADIUS)
+    pose = np.array([0.8, 0.025, 0.0])
+    goal = (4.0, 0.025)
+    wall = gap_wall(0.8, 1.5)
+    p.step(cast(pose, wall), pose, goal, now=0.0)
+    assert p.path is not None and np.abs(p.path[:, 1]).max() < 0.1 and p.kept == []  # through the gap
+    post = square(2.025, 0.025, 0.05)
+    p.step(cast(pose, wall + post), pose, goal, now=0.1)
+    assert p.path is not None and np.abs(p.path[:, 1]).max() > 1.5  # blocked: round an end of the wall
+    assert len(p.kept) == 1 and seg_distance(np.asarray(p.kept[0]), post) < 0.02  # the post's return
+    for k in range(2, 40):  # 4 s of scans without the post: its cells are cleared, plans once a second
+        p.step(cast(pose, wall), pose, goal, now=0.1 * k)
+    assert not p.map.occupied()[p.map.frame.cell(np.array([2.025, 0.025]))]
+    assert p.path is not None and np.abs(p.path[:, 1]).max() > 1.5  # still round the wall
+    p.kept.clear()  # the same map without the memory: back through the gap
+    p.replan()
+    p.step(None, pose, goal, now=4.0)
+    assert p.path is not None and np.abs(p.path[:, 1]).max() < 0.1
+    p.new_goal()
+    assert p.kept == []
+
+
 def test_a_squeezed_path_gives_way_to_one_with_the_full_clearance_as_soon_as_there_is_one() -> None:
     """The map first shows only a gap the robot fits just (the last resort); when later scans show
     it wider, the next plan keeps radius + margin and replaces the squeezed path, though it is no

@@ -126,6 +126,47 @@ def test_the_tick_never_waits_for_a_plan_and_uses_the_previous_one(tmp_path: Pat
         worker.close()
 
 
+class HeldFromStartPlanner(ScanPlanner):
+    """A planner whose every search waits until the file ``release`` exists."""
+
+    def __init__(self, cfg: ScanMapCfg, radius: float, rule: LookaheadRule, release: str) -> None:
+        super().__init__(cfg, radius, rule)
+        self.release = Path(release)
+
+    def plan(self, start: np.ndarray, goal: np.ndarray):
+        deadline = time.monotonic() + 60.0
+        while not self.release.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return super().plan(start, goal)
+
+
+def test_a_late_plan_is_followed_from_where_the_robot_got_to_not_from_where_it_began(tmp_path: Path) -> None:
+    """A plan comes back after the robot drove 5 m on (a slow robot computer, a simulation run faster
+    than real time): its first sub-goal lies ahead of the robot, not behind it where the path began
+    (the lookahead rule's window alone would reach 2 m along it)."""
+    release = tmp_path / "release"
+    worker = ScanPlannerWorker(
+        ScanMapCfg(), RADIUS, RULE, planner=functools.partial(HeldFromStartPlanner, release=str(release))
+    )
+    try:
+        world = World((-3.0, 12.0, -3.0, 3.0), np.array([[11.0, 2.5, 0.1]]))  # one post in a corner
+        rng = np.random.default_rng(2)
+        pose = np.array([0.0, 0.0, 0.0])
+        assert tick(worker, scan_at(world, pose, rng), pose, GOAL, 0.0) is None
+        for k in range(1, 51):  # 5 m along the way without a plan: the tick drives to the goal itself
+            pose = np.array([0.1 * k, 0.0, 0.0])
+            assert tick(worker, None, pose, GOAL, 0.1 * k) is None
+        release.touch()
+        wait_for(lambda: tick(worker, None, pose, GOAL, 5.1) is not None)
+        assert worker.path is not None and float(np.hypot(*worker.path[0])) < 0.1  # planned from the start
+        sub = tick(worker, None, pose, GOAL, 5.2)
+        assert sub is not None
+        assert sub[0] > pose[0] + 0.5 * RULE.lookahead, (sub, pose)
+        assert worker.progress == pytest.approx(5.0, abs=0.2)
+    finally:
+        worker.close()
+
+
 class FailingPlanner(ScanPlanner):
     def update_path(self, p: np.ndarray, goal: np.ndarray, now: float) -> None:
         raise ValueError("planning broke")
