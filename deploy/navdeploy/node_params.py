@@ -318,8 +318,9 @@ PARAMS: tuple[Param, ...] = (
         "Where no path leaves the robot's position (it drove into a pocket narrower than the clearance a path "
         "keeps) the path backs out along the robot's own trail (its last 3 m) to the nearest point with a "
         "path, and the status reason starts with `backing out`. For as long as the goal stands, the point it "
-        "backed out from is kept as a return, even where later scans show the pocket open (the map does not "
-        "send the robot back into a pocket it found closed). When neither the robot nor its trail has a "
+        "backed out from and every mapped return that blocked the path in use are kept as returns, even where "
+        "later scans clear their cells (the map does not send the robot back to a pocket or a gap it found "
+        "closed). When neither the robot nor its trail has a "
         "path on the map (the goal inside a mapped obstacle, the robot boxed in) the goal itself is the "
         "policy's goal. Off for a bundle that does not state `robot.radius`.",
     ),
