@@ -400,3 +400,24 @@ def test_the_self_check_is_absolute_inside_the_clip_and_relative_beyond() -> Non
         compare_actions(np.array([[-31.89458, 0.50002, 0.99]], dtype=np.float32), want, 1e-5)
     with pytest.raises(ExportCheckError):  # a real difference on a large action still fails
         compare_actions(np.array([[-31.8, 0.5, 0.99]], dtype=np.float32), want, 1e-5)
+
+
+def test_the_recording_rollout_plans_a_small_pool_of_the_same_worlds() -> None:
+    """The export's recording rollout keeps the config's families, shares, curriculum and every other
+    key, with a pool of RECORD_POOL planned worlds per family and level instead of the training pool's
+    (which takes minutes to plan on a CPU); a config whose pool is no larger is used as it is."""
+    from navsim.config_load import to_dict
+    from navtrain.export import RECORD_POOL, recording_config
+
+    cfg = load_config(REPO / "conf" / "jackal.yaml")
+    assert cfg.env.worlds.pool_size > RECORD_POOL and len(cfg.env.worlds.families) > 1
+    small = recording_config(cfg)
+    assert small.env.worlds.pool_size == RECORD_POOL
+    assert small.env.worlds.refresh_size == min(cfg.env.worlds.refresh_size, RECORD_POOL)
+    a, b = to_dict(cfg), to_dict(small)
+    for d in (a, b):
+        del d["env"]["worlds"]["pool_size"], d["env"]["worlds"]["refresh_size"]
+    assert a == b
+    assert to_dict(cfg)["env"]["worlds"]["pool_size"] == cfg.env.worlds.pool_size  # the original untouched
+    tiny = load_config(REPO / "conf" / "jackal.yaml", ["env.worlds.pool_size=4", "env.worlds.refresh_size=2"])
+    assert recording_config(tiny) is tiny

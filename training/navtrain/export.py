@@ -28,6 +28,7 @@ import math
 import os
 import shutil
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -181,12 +182,28 @@ def actor_mean(actor: torch.nn.Module, obs: torch.Tensor) -> torch.Tensor:
     return actor(TensorDict({POLICY_GROUP: obs.float().cpu()}, batch_size=[obs.shape[0]]))
 
 
+RECORD_POOL = 8
+"""Planned worlds per family and curriculum level in the recording rollout (when the config's pool is
+larger): a few dozen worlds driven for a few dozen steps meet no more, and planning the training
+pool (128 per family and level) takes minutes on a CPU."""
+
+
+def recording_config(cfg: NavConfig) -> NavConfig:
+    """``cfg`` with its planned-world pool cut to :data:`RECORD_POOL` (families and shares kept)."""
+    w = cfg.env.worlds
+    if w.pool_size <= RECORD_POOL:
+        return cfg
+    worlds = replace(w, pool_size=RECORD_POOL, refresh_size=min(w.refresh_size, RECORD_POOL))
+    return replace(cfg, env=replace(cfg.env, worlds=worlds))
+
+
 @torch.no_grad()
 def record_observations(
     actor: torch.nn.Module, cfg: NavConfig, num_obs: int, num_envs: int = 32, device: str = "cpu", seed: int = 12345
 ) -> torch.Tensor:
-    """Roll the env out with the (stochastic) policy and keep every policy observation it saw."""
-    env = NavEnv(cfg, num_envs=num_envs, device=device, seed=seed)
+    """Roll the env out with the (stochastic) policy and keep every policy observation it saw (on the
+    config's worlds, from a pool of :data:`RECORD_POOL` planned worlds per family and level)."""
+    env = NavEnv(recording_config(cfg), num_envs=num_envs, device=device, seed=seed)
     steps = math.ceil(num_obs / num_envs)
     gen = torch.Generator().manual_seed(seed)
     std = actor.distribution.std_param.detach().abs().cpu() if hasattr(actor.distribution, "std_param") else 0.5
