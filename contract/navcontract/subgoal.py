@@ -180,18 +180,19 @@ def path_length(path: Any, count: Any) -> Any:
 
 def _point_at(seg: _Segments, arc: Any) -> Any:
     """(N, 2) the point of the path at arc length ``arc`` (N,), taken in [0, total]."""
+    return _points_at(seg, arc[:, None])[:, 0]
+
+
+def _points_at(seg: _Segments, arc: Any) -> Any:
+    """(N, M, 2) the points of the path at the arc lengths ``arc`` (N, M), each taken in [0, total]."""
     xp = ops_for(arc)
     # Segments ending before ``arc`` precede the one holding it (arc_end is non-decreasing).
-    before = xp.sum(seg.arc_end < arc[:, None], axis=1)
-    j = xp.minimum(before, seg.length.shape[1] - 1)[:, None]  # (N, 1)
-    t = xp.clip(
-        (arc - xp.take_along(seg.arc_start, j, axis=1)[:, 0]) / xp.take_along(seg.safe_length, j, axis=1)[:, 0],
-        0.0,
-        1.0,
-    )
-    t = xp.where(xp.take_along(seg.length, j, axis=1)[:, 0] > MIN_SEGMENT, t, 0.0)
-    x = xp.take_along(seg.start[..., 0], j, axis=1)[:, 0] + t * xp.take_along(seg.delta[..., 0], j, axis=1)[:, 0]
-    y = xp.take_along(seg.start[..., 1], j, axis=1)[:, 0] + t * xp.take_along(seg.delta[..., 1], j, axis=1)[:, 0]
+    before = xp.sum(seg.arc_end[:, None, :] < arc[:, :, None], axis=2)
+    j = xp.minimum(before, seg.length.shape[1] - 1)  # (N, M)
+    t = xp.clip((arc - xp.take_along(seg.arc_start, j, axis=1)) / xp.take_along(seg.safe_length, j, axis=1), 0.0, 1.0)
+    t = xp.where(xp.take_along(seg.length, j, axis=1) > MIN_SEGMENT, t, 0.0)
+    x = xp.take_along(seg.start[..., 0], j, axis=1) + t * xp.take_along(seg.delta[..., 0], j, axis=1)
+    y = xp.take_along(seg.start[..., 1], j, axis=1) + t * xp.take_along(seg.delta[..., 1], j, axis=1)
     return xp.stack([x, y], axis=-1)
 
 
@@ -285,13 +286,11 @@ def open_subgoal(
     progress = xp.minimum(xp.maximum(xp.as_float(progress), 0.0), seg.total)
     s_sub = xp.minimum(progress + float(rule.lookahead), seg.total)
     k_count = int(math.ceil(float(rule.lookahead) / SIGHT_STEP)) + 1
-    points, valid = [subgoal], [progress <= s_sub]
-    for k in range(1, k_count):
-        s = s_sub - k * SIGHT_STEP
-        points.append(_point_at(seg, xp.maximum(s, progress)))
-        valid.append(s >= progress - 1e-9)
-    q = xp.stack(points, axis=1)  # (N, K, 2): the sub-goal first, then back along the path
-    ok = xp.stack(valid, axis=1)
+    back = xp.constant([k * SIGHT_STEP for k in range(1, k_count)], subgoal)  # (K - 1,) [m]
+    s = s_sub[:, None] - back[None, :]  # (N, K - 1): back along the path from the sub-goal
+    behind = _points_at(seg, xp.maximum(s, progress[:, None]))
+    q = xp.concat([subgoal[:, None, :], behind], axis=1)  # (N, K, 2): the sub-goal first
+    ok = xp.concat([(progress <= s_sub)[:, None], s >= progress[:, None] - 1e-9], axis=1)
     dx, dy = q[..., 0] - pose[:, None, 0], q[..., 1] - pose[:, None, 1]
     dist = xp.sqrt(dx * dx + dy * dy)
     ok = ok & (dist >= SIGHT_STEP)

@@ -94,6 +94,10 @@ class NumpyOps:
     def as_index(x: Any, like: Any) -> Any:
         return np.asarray(x, dtype=np.int64)
 
+    @staticmethod
+    def constant(values: list[float], like: Any) -> Any:
+        return np.asarray(values, dtype=np.float32)
+
 
 class TorchOps:
     name = "torch"
@@ -161,6 +165,9 @@ class TorchOps:
 
     def as_index(self, x: Any, like: Any) -> Any:
         return self.t.as_tensor(x, dtype=self.t.int64, device=like.device)
+
+    def constant(self, values: list[float], like: Any) -> Any:
+        return self.t.tensor(values, dtype=self.t.float32, device=like.device)
 
 
 def ops_for(x: Any) -> Any:
