@@ -6,8 +6,11 @@
     python -m navdeploy.bench_tick --bundle DIR          # the same
 
 What one control tick of the node costs: the scan and odometry adapters and
-:meth:`navdeploy.gate.CommandGate.tick` (as ``policy_node`` runs them on each message and timer tick),
-on the gate the node builds (:func:`navdeploy.settings.resolve_settings` of the node's defaults over
+:meth:`navdeploy.gate.CommandGate.tick` up to the command (as ``policy_node`` runs them on each message
+and timer tick, the tick's scan held back: ``tick(now, dispatch=False)``), and apart from it what
+the node does once the command is published: :meth:`~navdeploy.gate.CommandGate.dispatch`, which
+hands the tick's scan to the map's worker (``dispatch_ms``; nothing in the other modes). On the gate
+the node builds (:func:`navdeploy.settings.resolve_settings` of the node's defaults over
 the bundle's contract, here with ``scan_map`` and ``scan_map_worker`` set per mode).
 
 The stream: a synthetic room (13 x 8 m) with a field of posts (most 0.075 m in radius, gaps at
@@ -236,13 +239,15 @@ def _feed(gate, tick: Tick):
 
 
 def run_mode(bundle: Path, mode: str, stream: list[Tick], pace: float, period: float) -> dict[str, Any]:
-    """Per tick: the adapters and the tick, timed (ms). The first :data:`WARMUP` ticks run untimed at
+    """Per tick: the adapters and the tick up to the command, timed (ms), and apart the hand-off of
+    the tick's scan that the node does once the command is out. The first :data:`WARMUP` ticks run untimed at
     the control ``period`` (the node's first second: the worker's first plans come back), the rest
     ``pace`` apart in wall time (0: back to back)."""
     gate, _ = make_gate(bundle, mode)
     if mode == "worker":
         time.sleep(1.0)  # the worker process starts (imports) before the first tick, as at the node's startup
-    times = []
+    times: list[float] = []
+    handoff: list[float] = []  # after the command: the tick's scan to the worker
     states: dict[str, int] = {}
     subgoals = 0
     next_at = time.perf_counter()
@@ -255,12 +260,20 @@ def run_mode(bundle: Path, mode: str, stream: list[Tick], pace: float, period: f
         t0 = time.perf_counter()
         gate.scan_message(tick.scan, tick.t)
         gate.odom_message(tick.odom, tick.t)
-        res = gate.tick(tick.t)
+        res = gate.tick(tick.t, dispatch=False)
+        t1 = time.perf_counter()
+        gate.dispatch()  # the node: once the command is published
         if k >= WARMUP:
-            times.append((time.perf_counter() - t0) * 1e3)
+            times.append((t1 - t0) * 1e3)
+            handoff.append((time.perf_counter() - t1) * 1e3)
             states[res.state.value] = states.get(res.state.value, 0) + 1
             subgoals += res.subgoal is not None
-    out: dict[str, Any] = {"tick_ms": summary(times), "states": states, "ticks_with_subgoal": subgoals}
+    out: dict[str, Any] = {
+        "tick_ms": summary(times),
+        "dispatch_ms": summary(handoff),
+        "states": states,
+        "ticks_with_subgoal": subgoals,
+    }
     planner = gate.scan_planner
     timings = list(getattr(planner, "timings", ()))
     if timings:
@@ -311,13 +324,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def table(results: dict[str, Any]) -> str:
-    lines = ["| pace [s] | mode | tick p50 [ms] | p99 | max | mean |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| pace [s] | mode | tick p50 [ms] | p99 | max | mean | after the command: dispatch p50 / p99 / max [ms] |",
+        "|---|---|---|---|---|---|---|",
+    ]
     notes = []
     for run in results["runs"]:
         for mode, r in run["modes"].items():
             s = r["tick_ms"]
+            d = r["dispatch_ms"]
             lines.append(
-                f"| {run['pace_s']:g} | {mode} | {s['p50']:.2f} | {s['p99']:.2f} | {s['max']:.2f} | {s['mean']:.2f} |"
+                f"| {run['pace_s']:g} | {mode} | {s['p50']:.2f} | {s['p99']:.2f} | {s['max']:.2f} | {s['mean']:.2f} "
+                f"| {d['p50']:.2f} / {d['p99']:.2f} / {d['max']:.2f} |"
             )
             if "plan_age_ms" in r:
                 age, busy = r["plan_age_ms"], r["worker_busy_ms"]

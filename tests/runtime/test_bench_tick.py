@@ -29,3 +29,26 @@ def test_a_foreign_file_is_refused(tmp_path: Path) -> None:
     other.write_bytes(b"\x80\x05N.")  # a pickled None
     with pytest.raises(SystemExit, match="not a stream this benchmark wrote"):
         bench_tick.load_stream(other)
+
+
+def test_the_tick_is_timed_to_the_command_and_the_hand_off_after_it_apart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the node runs it: the tick up to the command, then (once the command is out) the hand-off of
+    the tick's scan to the map's worker, each timed on its own."""
+    from navdeploy.gate import CommandGate
+
+    stream, world = bench_tick.record_stream(bench_tick.DEFAULT_BUNDLE, 14, 72, 0)
+    held: list[bool] = []
+    real_tick = CommandGate.tick
+
+    def tick(self, now: float, dispatch: bool = True):
+        held.append(dispatch)
+        return real_tick(self, now, dispatch)
+
+    monkeypatch.setattr(CommandGate, "tick", tick)
+    monkeypatch.setattr(CommandGate, "dispatch", lambda self: __import__("time").sleep(0.02))
+    out = bench_tick.run_mode(bench_tick.DEFAULT_BUNDLE, "off", stream, 0.0, world["control_period_s"])
+    assert held and not any(held)  # every tick held its scan back for the hand-off after it
+    assert out["dispatch_ms"]["p50"] >= 20.0
+    assert out["tick_ms"]["max"] < 20.0
