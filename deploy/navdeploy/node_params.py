@@ -320,7 +320,8 @@ PARAMS: tuple[Param, ...] = (
         "path, and the status reason starts with `backing out`. For as long as the goal stands, the point it "
         "backed out from and every mapped return that blocked the path in use are kept as returns, even where "
         "later scans clear their cells (the map does not send the robot back to a pocket or a gap it found "
-        "closed). When neither the robot nor its trail has a "
+        "closed); where these memories and the returns raised for the guard leave no path at all, they are "
+        "dropped and the map plans again on what it shows. When neither the robot nor its trail has a "
         "path on the map (the goal inside a mapped obstacle, the robot boxed in) the goal itself is the "
         "policy's goal. Off for a bundle that does not state `robot.radius`.",
     ),

@@ -69,6 +69,14 @@ find it closed once more (a robot going in and out of one pocket until its time 
 no path exists from the robot or its trail (the goal in a mapped obstacle, the robot boxed in),
 :meth:`ScanPlanner.subgoal` returns None and the caller drives to the goal itself.
 
+**Forgetting.** The raised returns, the dead ends and the kept returns are memories of the goal:
+each closes a gap the robot found closed. Where together they leave no path at all, a gap was
+closed that is open (a return raised too wide, a pocket that was a way through seen from inside),
+and a robot without a path drives at the goal straight into what stands between. So when a plan
+finds no path while memories stand, they are dropped (:meth:`ScanPlanner.forget`, counted in
+:attr:`ScanPlanner.forgotten`) and the map plans again on what it shows now, as a navigation
+stack's recovery clears its costmap.
+
 A tick is two halves: :meth:`ScanPlanner.update_path` (the map's: plan again when due or blocked)
 and :meth:`ScanPlanner.follow` (the tick's: the lookahead rule and the line-of-sight check).
 :meth:`ScanPlanner.step` runs both inline (the evaluation, the bag tools, the node with
@@ -502,6 +510,7 @@ class ScanPlanner:
         self.remaining = 0.0  # [m] path still to go
         self.planned_at: float | None = None
         self.plans = 0
+        self.forgotten = 0  # how often the memories were dropped for leaving no path (forget)
         self.failed = False  # the last plan found no path
         self.path_radius = self.plan_radii[0]  # the clearance the path in use was planned with
         self.planned_radius = self.plan_radii[0]  # the clearance of the last plan found
@@ -579,6 +588,13 @@ class ScanPlanner:
             self.raised.append([x, y, step])
         self.replan()
 
+    def forget(self) -> None:
+        """Drop the goal's memories: the raised returns, the dead ends and the kept returns (module doc,
+        *Forgetting*); the map and the path in use stay."""
+        self.raised, self.dead_ends, self.kept = [], [], []
+        self.forgotten += 1
+        self._open_key = None
+
     def replan(self) -> None:
         """Plan again at the next update; the new plan replaces the path in use whatever its length
         (the path counts as blocked; none found: no path)."""
@@ -649,6 +665,9 @@ class ScanPlanner:
         moved on), or wider: one keeping the full clearance replaces a squeezed one whatever its
         length."""
         new = self.plan(p, goal)
+        if new is None and (self.raised or self.dead_ends or self.kept):
+            self.forget()  # the memories leave no path: plan on what the map shows now (module doc)
+            new = self.plan(p, goal)
         self.planned_at, self.plans = now, self.plans + 1
         self.failed = new is None
         if new is None:

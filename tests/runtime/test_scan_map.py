@@ -341,6 +341,37 @@ def test_a_return_that_blocked_the_path_is_kept_when_later_scans_clear_its_cell(
     assert p.kept == []
 
 
+@pytest.mark.parametrize("forgetting", [True, False])
+def test_memories_that_leave_no_path_are_forgotten_and_the_map_plans_on_what_it_shows(
+    forgetting: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gap in a wall is the only way (the wall reaches beyond every planning box). A return seen
+    in the gap blocks the path and is kept, and then no path is left: the planner drops its
+    memories and plans on what the map shows. When later scans show the gap open again (what stood
+    there moved away), the path goes through it. A planner that kept its memories (the rule undone)
+    would leave the robot without a path for as long as the goal stands."""
+    if not forgetting:
+        monkeypatch.setattr(ScanPlanner, "forget", lambda self: None)
+    cfg = ScanMapCfg(box_margin_max=ScanMapCfg().box_margin)
+    p = ScanPlanner(cfg, RADIUS)
+    pose = np.array([0.8, 0.025, 0.0])
+    goal = (4.0, 0.025)
+    wall = gap_wall(0.6, 4.0)
+    p.step(cast(pose, wall), pose, goal, now=0.0)
+    assert p.path is not None and np.abs(p.path[:, 1]).max() < 0.1  # through the gap
+    post = square(2.025, 0.025, 0.05)
+    p.step(cast(pose, wall + post), pose, goal, now=0.1)
+    assert p.path is None and p.failed  # blocked, and no way round
+    assert p.kept == [] if forgetting else len(p.kept) == 1
+    for k in range(2, 40):  # the post is gone: 4 s of scans of the open gap, plans once a second
+        p.step(cast(pose, wall), pose, goal, now=0.1 * k)
+    assert not p.map.occupied()[p.map.frame.cell(np.array([2.025, 0.025]))]
+    if forgetting:
+        assert p.forgotten == 1 and p.path is not None and np.abs(p.path[:, 1]).max() < 0.1  # through the gap
+    else:
+        assert p.path is None and p.failed
+
+
 def test_a_squeezed_path_gives_way_to_one_with_the_full_clearance_as_soon_as_there_is_one() -> None:
     """The map first shows only a gap the robot fits just (the last resort); when later scans show
     it wider, the next plan keeps radius + margin and replaces the squeezed path, though it is no
