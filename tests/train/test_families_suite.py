@@ -58,3 +58,41 @@ def test_path_rows_follow_the_path_in_every_episode_and_goal_rows_in_none(tmp_pa
     assert "success, 95 % interval" in table and "| 0.0–49.0 % |" in table
     assert json.loads(json_path.read_text())["rows"][0]["results"]["standing still"]["success_interval"][0] == 0.0
     assert png_path.stat().st_size > 5000  # success bars with their intervals
+
+
+def test_a_suite_stopped_part_way_goes_on_from_the_next_row(tmp_path: Path) -> None:
+    """With a row log, a suite stopped in its second row (Ctrl-C, the end of a session) keeps its first
+    row: run again, it runs only the second; with another episode count it runs both again."""
+    calls: list[str] = []
+    stop = {"at": "clutter"}
+
+    def make_act(env):
+        families = env.cfg["env"]["worlds"]["families"]
+        name = "clutter" if families.get("clutter") == 1.0 else "rooms16"
+        calls.append(name)
+
+        def act(obs, _unused=None):
+            if name == stop["at"]:
+                raise KeyboardInterrupt
+            return torch.zeros(env.num_envs, env.num_actions)
+
+        return act
+
+    evaluator = Evaluator(nav_config("env.episode_length_s=0.5"), "standing still", "cpu", make_act)
+    log = tmp_path / "families_rows.json"
+    try:
+        run_suite(evaluator, episodes=4, seed=5, rows=["rooms16", "clutter"], log=log, log_key={"checkpoint": "abc"})
+    except KeyboardInterrupt:
+        pass
+    assert calls == ["rooms16", "clutter"] and log.is_file()
+    first = json.loads(log.read_text())["rows"]["rooms16"]["entry"]
+    calls.clear()
+    stop["at"] = ""
+    payload = run_suite(
+        evaluator, episodes=4, seed=5, rows=["rooms16", "clutter"], log=log, log_key={"checkpoint": "abc"}
+    )
+    assert calls == ["clutter"]  # the first row came from the log
+    assert [r["name"] for r in payload["rows"]] == ["rooms16", "clutter"] and payload["rows"][0] == first
+    calls.clear()
+    run_suite(evaluator, episodes=3, seed=5, rows=["rooms16", "clutter"], log=log, log_key={"checkpoint": "abc"})
+    assert calls == ["rooms16", "clutter"]  # another episode count: nothing is taken from the log

@@ -33,6 +33,7 @@ from typing import Any
 
 from navsim.config import WorldsCfg
 from navtrain.evaluation import Evaluator, format_metric, plot_trace, with_overrides
+from navtrain.row_log import RowLog
 from navtrain.suite_files import write_suite_files
 
 SUITE = "families"
@@ -114,12 +115,30 @@ def run_suite(
     num_envs: int | None = None,
     rows: list[str] | None = None,
     out: str | Path | None = None,
+    log: str | Path | None = None,
+    log_key: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Every row (or those named in ``rows``); with ``out`` also each row's picture."""
+    """Every row (or those named in ``rows``); with ``out`` also each row's picture. ``log``: a file
+    that keeps each finished row (:class:`navtrain.row_log.RowLog`, its key ``log_key`` added to the
+    suite's own), so that a run stopped part way goes on from the next row."""
     chosen = [r for r in ROWS if rows is None or r.name in rows]
     used_seed = evaluator.cfg.runner.eval_seed if seed is None else seed
     entries = []
+    kept = RowLog(
+        log, {"suite": SUITE, "policy": evaluator.label, "episodes": episodes, "seed": used_seed, **(log_key or {})}
+    )
     for k, row in enumerate(chosen, 1):
+        definition = {
+            "name": row.name,
+            "description": row.description,
+            "overrides": list(row.overrides),
+            "out": str(out),
+        }
+        done = kept.get(row.name, definition)
+        if done is not None:
+            print(f"[families] {k}/{len(chosen)} {row.name}: kept from an earlier run ({kept.path})", flush=True)
+            entries.append(done)
+            continue
         cfg = with_overrides(evaluator.cfg, [*NOMINAL, *row.overrides])
         t0 = time.perf_counter()
         result, trace = evaluator.run(cfg, episodes=episodes, seed=used_seed, num_envs=num_envs, plot_rooms=6)
@@ -140,6 +159,7 @@ def run_suite(
             )
             plot_trace(trace, cfg.env, picture, title=title)
             entry["picture"] = picture.name
+        kept.put(row.name, definition, entry)
         entries.append(entry)
     return {"suite": SUITE, "episodes": episodes, "seed": used_seed, "policies": [evaluator.label], "rows": entries}
 

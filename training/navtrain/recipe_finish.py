@@ -254,7 +254,7 @@ def export_and_evaluate(recipe: Recipe, plan: Plan, folder: Path, digest: str, d
         key = {**suite, "seed": seed, **(where if name != "compare" else {})}
         if steps.done(name, key) is None:
             say(f"{name} suite: {suite['episodes']} worlds per row (seed {seed})")
-            run_suite(name, evaluator, suite, seed, folder)
+            run_suite(name, evaluator, suite, seed, folder, {"checkpoint": digest, **where})
             steps.record(name, key)
     for name in SUITES:  # a suite the recipe no longer lists leaves no stale files behind
         if name not in size["suites"]:
@@ -263,7 +263,11 @@ def export_and_evaluate(recipe: Recipe, plan: Plan, folder: Path, digest: str, d
     return {"evaluation_seed": seed, "sizes": size, "controller": evaluator.label}
 
 
-def run_suite(name: str, evaluator: Any, suite: dict[str, Any], seed: int, folder: Path) -> None:
+def run_suite(name: str, evaluator: Any, suite: dict[str, Any], seed: int, folder: Path, key: dict[str, Any]) -> None:
+    """One suite on the chosen checkpoint; the robustness and families suites keep each finished row in
+    ``<name>_rows.json`` (``key``: the checkpoint's hash and the driver), so that a run stopped part
+    way goes on from the next row."""
+    log = folder / f"{name}_rows.json"
     if name == "compare":
         from navtrain import compare
 
@@ -273,12 +277,16 @@ def run_suite(name: str, evaluator: Any, suite: dict[str, Any], seed: int, folde
     elif name == "robustness":
         from navtrain import robustness
 
-        payload = robustness.run_suite(evaluator, episodes=suite["episodes"], seed=seed, rows=suite["rows"])
+        payload = robustness.run_suite(
+            evaluator, episodes=suite["episodes"], seed=seed, rows=suite["rows"], log=log, log_key=key
+        )
         robustness.write_outputs(payload, folder / "robustness")
     else:
         from navtrain import families_suite
 
-        payload = families_suite.run_suite(evaluator, episodes=suite["episodes"], seed=seed, rows=suite["rows"])
+        payload = families_suite.run_suite(
+            evaluator, episodes=suite["episodes"], seed=seed, rows=suite["rows"], log=log, log_key=key
+        )
         families_suite.write_outputs(payload, folder / "families")
 
 

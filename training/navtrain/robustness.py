@@ -39,6 +39,7 @@ from typing import Any
 from navsim.config import NavConfig
 from navsim.randomization import DELAY_TERMS, RANDOMIZATION_TERMS, Range
 from navtrain.evaluation import Evaluator, format_metric
+from navtrain.row_log import RowLog
 
 SUITE = "robustness"
 SEVERE, BEYOND = 1.0, 2.0
@@ -108,14 +109,26 @@ def run_suite(
     seed: int | None = None,
     num_envs: int | None = None,
     rows: list[str] | None = None,
+    log: str | Path | None = None,
+    log_key: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Every row (or those named in ``rows``) for ``evaluator``; the suite's JSON payload."""
+    """Every row (or those named in ``rows``) for ``evaluator``; the suite's JSON payload. ``log``: a
+    file that keeps each finished row (:class:`navtrain.row_log.RowLog`, its key ``log_key`` added to
+    the suite's own), so that a run stopped part way goes on from the next row."""
     cfg = evaluator.cfg
     chosen = [r for r in suite_rows(cfg) if rows is None or r.name in rows]
     out_rows = []
     used_seed = cfg.runner.eval_seed if seed is None else seed
+    kept = RowLog(
+        log, {"suite": SUITE, "policy": evaluator.label, "episodes": episodes, "seed": used_seed, **(log_key or {})}
+    )
     for k, row in enumerate(chosen, 1):
         entry = asdict(row)
+        done = kept.get(row.name, entry)
+        if done is not None:
+            print(f"[robustness] {k}/{len(chosen)} {row.name}: kept from an earlier run ({kept.path})", flush=True)
+            out_rows.append(done)
+            continue
         if row.skipped:
             print(f"[robustness] {k}/{len(chosen)} {row.name}: skipped ({row.skipped})", flush=True)
             entry["results"] = {}
@@ -136,7 +149,9 @@ def run_suite(
             f"({result.episodes} episodes, {time.perf_counter() - t0:.0f} s)",
             flush=True,
         )
+        definition = asdict(row)
         entry["results"] = {evaluator.label: asdict(result)}
+        kept.put(row.name, definition, entry)
         out_rows.append(entry)
     return {"suite": SUITE, "episodes": episodes, "seed": used_seed, "policies": [evaluator.label], "rows": out_rows}
 

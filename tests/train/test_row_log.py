@@ -1,0 +1,23 @@
+"""A suite's row log (navtrain.row_log): a kept row comes back only for the same key and the same row
+definition, and the file is written as each row ends."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from navtrain.row_log import RowLog
+
+
+def test_a_row_comes_back_only_for_the_same_key_and_definition(tmp_path: Path) -> None:
+    path = tmp_path / "rows.json"
+    log = RowLog(path, {"suite": "robustness", "episodes": 500, "seed": 3})
+    log.put("nominal", {"overrides": []}, {"name": "nominal", "results": {"p": {"success_rate": 0.98}}})
+    assert path.is_file()  # written at once
+    again = RowLog(path, {"suite": "robustness", "episodes": 500, "seed": 3})
+    assert again.get("nominal", {"overrides": []}) == {"name": "nominal", "results": {"p": {"success_rate": 0.98}}}
+    assert again.get("nominal", {"overrides": ["randomization.enabled=true"]}) is None  # the row changed
+    assert again.get("all", {"overrides": []}) is None  # never run
+    assert RowLog(path, {"suite": "robustness", "episodes": 1000, "seed": 3}).get("nominal", {"overrides": []}) is None
+    assert RowLog(None, {}).get("nominal", {}) is None  # no file: nothing kept
+    path.write_text("not json")
+    assert RowLog(path, {"suite": "robustness", "episodes": 500, "seed": 3}).rows == {}  # unreadable: run again

@@ -1,0 +1,46 @@
+"""A long suite's finished rows, written to a file as each row ends, so that a run stopped part way
+(Ctrl-C, the end of a working session on a CPU) goes on from the next row instead of from the first.
+
+A row is taken from the file only when everything that made it is the same: the file's ``key`` (the
+suite, the policy, the episode count, the seed, and whatever the caller adds, such as the checkpoint's
+hash) and the row's own definition. Anything else is run again and replaces what the file held.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+
+class RowLog:
+    """Finished rows by name, kept in ``path`` (None: nothing kept, every row runs)."""
+
+    def __init__(self, path: str | Path | None, key: dict[str, Any]) -> None:
+        self.path = None if path is None else Path(path)
+        self.key = json.loads(json.dumps(key))  # as it reads back from the file
+        self.rows: dict[str, dict[str, Any]] = {}
+        if self.path is not None and self.path.is_file():
+            try:
+                data = json.loads(self.path.read_text())
+            except (OSError, ValueError):
+                data = None
+            if isinstance(data, dict) and data.get("key") == self.key and isinstance(data.get("rows"), dict):
+                self.rows = data["rows"]
+
+    def get(self, name: str, definition: dict[str, Any]) -> dict[str, Any] | None:
+        """The entry kept for row ``name`` when it was made from ``definition``; else None."""
+        kept = self.rows.get(name)
+        if kept is None or kept.get("definition") != json.loads(json.dumps(definition)):
+            return None
+        return kept["entry"]
+
+    def put(self, name: str, definition: dict[str, Any], entry: dict[str, Any]) -> None:
+        """Keep row ``name``'s ``entry`` (and write the file at once)."""
+        self.rows[name] = json.loads(json.dumps({"definition": definition, "entry": entry}))
+        if self.path is None:
+            return
+        tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
+        tmp.write_text(json.dumps({"key": self.key, "rows": self.rows}, indent=1) + "\n")
+        os.replace(tmp, self.path)
