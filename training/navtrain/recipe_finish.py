@@ -19,7 +19,9 @@
    ``out``: the files named here are replaced, anything else in ``out`` is left alone.
 
 Steps 2-3 are kept in the work folder's ``final/`` with the checkpoint's sha256 and their sizes
-(``final/steps.json``): a rerun after an interruption does only what is missing.
+(``final/steps.json``): a rerun after an interruption does only what is missing. The robustness and
+families suites keep each finished row (``final/<suite>_rows.json``, :mod:`navtrain.row_log`), so a
+rerun stopped inside a suite goes on from the row it was running.
 
 The checkpoint is the training checkpoint as nav-train saved it (actor, critic, normalisers,
 optimizer state, iteration, config; about 2.3 MB for the 256x256 networks), so
