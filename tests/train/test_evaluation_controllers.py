@@ -252,3 +252,35 @@ def test_a_long_batch_reports_its_progress(
     assert len(lines) == env.max_episode_length == 10
     assert lines[0] == "[evaluate] four rooms: tick 0/10, 0 of 4 worlds ended (0 success, 0 collision)"
     assert len(res["outcome"]) == 4
+
+
+def test_a_comparison_stopped_part_way_goes_on_from_the_next_row(
+    fixture_bundle: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a row log, a comparison stopped in its second row keeps its first: run again, it drives
+    only the second row's worlds, and the first row comes back as it was."""
+    from navtrain import compare, evaluation
+
+    made: list[str] = []
+    real = evaluation.bundle_evaluator
+
+    def counted(bundle, name, overrides, *args, **kwargs):
+        made.append("clutter" if any("clutter: 1" in o for o in overrides) else "rooms")
+        if made[-1] == stop[0]:
+            raise KeyboardInterrupt
+        return real(bundle, name, overrides, *args, **kwargs)
+
+    stop = ["clutter"]
+    monkeypatch.setattr(evaluation, "bundle_evaluator", counted)
+    rows = compare.parse_rows("rooms,clutter")
+    log = tmp_path / "compare_rows.json"
+    short = ["env.episode_length_s=3.0"]
+    with pytest.raises(KeyboardInterrupt):
+        compare.run_compare(fixture_bundle, rows, 2, 7, overrides=short, log=log)
+    assert made == ["rooms", "rooms", "clutter"]  # both drivers of the first row, then the stop
+    first = json.loads(log.read_text())["rows"]["rooms"]["entry"]
+    made.clear()
+    stop[0] = ""
+    payload = compare.run_compare(fixture_bundle, rows, 2, 7, overrides=short, log=log)
+    assert made == ["clutter", "clutter"] and list(payload["rows"]) == ["rooms", "clutter"]
+    assert payload["rows"]["rooms"] == first

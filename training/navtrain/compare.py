@@ -204,11 +204,16 @@ def run_compare(
     num_envs: int | None = None,
     dwa_params: str | Path | None = None,
     overrides: list[str] | None = None,
+    log: str | Path | None = None,
+    log_key: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Both drivers of ``bundle`` on ``episodes`` worlds of each row (:func:`parse_rows`), behind the
-    node's gate unless ``node`` is false: the payload :func:`write_outputs` writes."""
+    node's gate unless ``node`` is false: the payload :func:`write_outputs` writes. ``log``: a file
+    that keeps each finished row (:class:`navtrain.row_log.RowLog`, its key ``log_key`` added to the
+    comparison's own), so that a run stopped part way goes on from the next row."""
     from navdeploy.node_params import NodeParams
     from navtrain.evaluation import bundle_evaluator
+    from navtrain.row_log import RowLog
 
     params = NodeParams() if node else None
     extra = list(overrides or [])
@@ -223,8 +228,27 @@ def run_compare(
         "seed": None,
         "rows": {},
     }
+    kept = RowLog(
+        log,
+        {
+            "suite": "compare",
+            "bundle": str(bundle),
+            "episodes": episodes,
+            "seed": seed,
+            "node": node,
+            "dwa_params": None if dwa_params is None else str(dwa_params),
+            **(log_key or {}),
+        },
+    )
     for row in rows:
         row_overrides = [*row.overrides, *TOP_LEVEL, *extra]
+        definition = {"description": row.description, "overrides": row_overrides}
+        done = kept.get(row.name, definition)
+        if done is not None:
+            payload["rows"][row.name] = done
+            payload["seed"] = done["results"]["policy"]["seed"]
+            print(f"[compare] {row.name}: kept from an earlier run ({kept.path})", flush=True)
+            continue
         results, runs = {}, {}
         for name in CONTROLLERS:
             evaluator = bundle_evaluator(bundle, name, row_overrides, dwa_params, node=params)
@@ -243,6 +267,7 @@ def run_compare(
                 for name in CONTROLLERS
             },
         }
+        kept.put(row.name, definition, payload["rows"][row.name])
         print(f"[compare] {payload['rows'][row.name]['verdict']}", flush=True)
     return payload
 

@@ -19,9 +19,9 @@
    ``out``: the files named here are replaced, anything else in ``out`` is left alone.
 
 Steps 2-3 are kept in the work folder's ``final/`` with the checkpoint's sha256 and their sizes
-(``final/steps.json``): a rerun after an interruption does only what is missing. The robustness and
-families suites keep each finished row (``final/<suite>_rows.json``, :mod:`navtrain.row_log`), so a
-rerun stopped inside a suite goes on from the row it was running.
+(``final/steps.json``): a rerun after an interruption does only what is missing. Every suite keeps
+each finished row (``final/<suite>_rows.json``, :mod:`navtrain.row_log`), so a rerun stopped inside
+a suite goes on from the row it was running.
 
 The checkpoint is the training checkpoint as nav-train saved it (actor, critic, normalisers,
 optimizer state, iteration, config; about 2.3 MB for the 256x256 networks), so
@@ -266,15 +266,15 @@ def export_and_evaluate(recipe: Recipe, plan: Plan, folder: Path, digest: str, d
 
 
 def run_suite(name: str, evaluator: Any, suite: dict[str, Any], seed: int, folder: Path, key: dict[str, Any]) -> None:
-    """One suite on the chosen checkpoint; the robustness and families suites keep each finished row in
-    ``<name>_rows.json`` (``key``: the checkpoint's hash and the driver), so that a run stopped part
-    way goes on from the next row."""
+    """One suite on the chosen checkpoint; each keeps its finished rows in ``<name>_rows.json``
+    (``key``: the checkpoint's hash and the driver), so that a run stopped part way goes on from the
+    next row."""
     log = folder / f"{name}_rows.json"
     if name == "compare":
         from navtrain import compare
 
         rows = compare.parse_rows(suite["rows"])
-        payload = compare.run_compare(folder / "bundle", rows, suite["episodes"], seed)
+        payload = compare.run_compare(folder / "bundle", rows, suite["episodes"], seed, log=log, log_key=key)
         compare.write_outputs(payload, folder / "compare")
     elif name == "robustness":
         from navtrain import robustness
