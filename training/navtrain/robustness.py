@@ -123,8 +123,9 @@ def run_suite(
         log, {"suite": SUITE, "policy": evaluator.label, "episodes": episodes, "seed": used_seed, **(log_key or {})}
     )
     for k, row in enumerate(chosen, 1):
-        entry = asdict(row)
-        done = kept.get(row.name, entry)
+        definition = asdict(row)
+        entry = dict(definition)
+        done = kept.get(row.name, definition)
         if done is not None:
             print(f"[robustness] {k}/{len(chosen)} {row.name}: kept from an earlier run ({kept.path})", flush=True)
             out_rows.append(done)
@@ -149,7 +150,6 @@ def run_suite(
             f"({result.episodes} episodes, {time.perf_counter() - t0:.0f} s)",
             flush=True,
         )
-        definition = asdict(row)
         entry["results"] = {evaluator.label: asdict(result)}
         kept.put(row.name, definition, entry)
         out_rows.append(entry)
