@@ -11,7 +11,10 @@ and timer tick, the tick's scan held back: ``tick(now, dispatch=False)``), and a
 the node does once the command is published: :meth:`~navdeploy.gate.CommandGate.dispatch`, which
 hands the tick's scan to the map's worker (``dispatch_ms``; nothing in the other modes). On the gate
 the node builds (:func:`navdeploy.settings.resolve_settings` of the node's defaults over
-the bundle's contract, here with ``scan_map`` and ``scan_map_worker`` set per mode).
+the bundle's contract, here with ``scan_map`` and ``scan_map_worker`` set per mode). Beside each
+tick's wall time, its own CPU time (the thread's): where the wall time exceeds it by more than
+:data:`DESCHEDULED_MS` the tick waited off the CPU (``ticks_descheduled``), so a tail that is the
+machine's scheduler and not the tick's work shows as such.
 
 The stream: a synthetic room (13 x 8 m) with a field of posts (most 0.075 m in radius, gaps at
 least 0.45 m), ray-cast in numpy by a 720-beam 360-degree lidar with 12 m range and 1 cm noise; a
@@ -64,6 +67,9 @@ RANGE_MAX = 12.0  # [m] the lidar's
 RANGE_MIN = 0.05
 MODES = ("worker", "sync", "off")
 WARMUP = 10  # untimed ticks at the control period before the timed ones
+DESCHEDULED_MS = 1.0
+"""[ms] A tick whose wall time exceeds its CPU time by more than this waited off the CPU (another
+process ran, or the machine's scheduler took the core): counted as ``ticks_descheduled``."""
 
 
 @dataclass(frozen=True)
@@ -247,6 +253,7 @@ def run_mode(bundle: Path, mode: str, stream: list[Tick], pace: float, period: f
     if mode == "worker":
         time.sleep(1.0)  # the worker process starts (imports) before the first tick, as at the node's startup
     times: list[float] = []
+    cpu: list[float] = []  # the tick's own CPU time (this thread's), beside its wall time
     handoff: list[float] = []  # after the command: the tick's scan to the worker
     states: dict[str, int] = {}
     subgoals = 0
@@ -257,19 +264,23 @@ def run_mode(bundle: Path, mode: str, stream: list[Tick], pace: float, period: f
             time.sleep(left)
         if tick.goal is not None:
             gate.goal_message(tick.goal)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         gate.scan_message(tick.scan, tick.t)
         gate.odom_message(tick.odom, tick.t)
         res = gate.tick(tick.t, dispatch=False)
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.thread_time()
         gate.dispatch()  # the node: once the command is published
         if k >= WARMUP:
             times.append((t1 - t0) * 1e3)
+            cpu.append((c1 - c0) * 1e3)
             handoff.append((time.perf_counter() - t1) * 1e3)
             states[res.state.value] = states.get(res.state.value, 0) + 1
             subgoals += res.subgoal is not None
+    waited = np.asarray(times) - np.asarray(cpu)
     out: dict[str, Any] = {
         "tick_ms": summary(times),
+        "tick_cpu_ms": summary(cpu),
+        "ticks_descheduled": int((waited > DESCHEDULED_MS).sum()),
         "dispatch_ms": summary(handoff),
         "states": states,
         "ticks_with_subgoal": subgoals,
@@ -325,16 +336,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def table(results: dict[str, Any]) -> str:
     lines = [
-        "| pace [s] | mode | tick p50 [ms] | p99 | max | mean | after the command: dispatch p50 / p99 / max [ms] |",
-        "|---|---|---|---|---|---|---|",
+        "| pace [s] | mode | tick p50 [ms] | p99 | max | mean | tick CPU p50 / p99 / max [ms] | descheduled "
+        "| after the command: dispatch p50 / p99 / max [ms] |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     notes = []
     for run in results["runs"]:
         for mode, r in run["modes"].items():
             s = r["tick_ms"]
             d = r["dispatch_ms"]
+            c = r["tick_cpu_ms"]
             lines.append(
                 f"| {run['pace_s']:g} | {mode} | {s['p50']:.2f} | {s['p99']:.2f} | {s['max']:.2f} | {s['mean']:.2f} "
+                f"| {c['p50']:.2f} / {c['p99']:.2f} / {c['max']:.2f} | {r['ticks_descheduled']} "
                 f"| {d['p50']:.2f} / {d['p99']:.2f} / {d['max']:.2f} |"
             )
             if "plan_age_ms" in r:

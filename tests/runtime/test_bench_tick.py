@@ -52,3 +52,26 @@ def test_the_tick_is_timed_to_the_command_and_the_hand_off_after_it_apart(
     assert held and not any(held)  # every tick held its scan back for the hand-off after it
     assert out["dispatch_ms"]["p50"] >= 20.0
     assert out["tick_ms"]["max"] < 20.0
+
+
+def test_a_tick_that_waits_off_the_cpu_is_counted_descheduled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tick's wall time and its own CPU time apart: a tick that sleeps inside (as one the scheduler
+    takes the core from) shows the wait in its wall time only, and is counted."""
+    import time
+
+    from navdeploy.gate import CommandGate
+
+    stream, world = bench_tick.record_stream(bench_tick.DEFAULT_BUNDLE, 14, 72, 0)
+    real_tick = CommandGate.tick
+    slept = iter(range(len(stream)))
+
+    def tick(self, now: float, dispatch: bool = True):
+        if next(slept) % 2:
+            time.sleep(0.005)
+        return real_tick(self, now, dispatch)
+
+    monkeypatch.setattr(CommandGate, "tick", tick)
+    out = bench_tick.run_mode(bench_tick.DEFAULT_BUNDLE, "off", stream, 0.0, world["control_period_s"])
+    timed = len(stream) - bench_tick.WARMUP
+    assert out["ticks_descheduled"] in (timed // 2, timed - timed // 2)
+    assert out["tick_ms"]["max"] >= 5.0 > out["tick_cpu_ms"]["max"]
