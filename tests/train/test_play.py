@@ -211,6 +211,48 @@ def test_scan_map_episodes_show_the_path_planned_on_the_robot_s_scans(tmp_path: 
     assert code == 0 and "+ scan map" in stdout and out.exists()
 
 
+def test_node_episodes_show_what_the_node_s_gate_planned_and_handed(tmp_path: Path, capsys) -> None:
+    """--node drives behind the node's own gate (its scan map, guard, smoother): the recording keeps
+    the gate's map path as it changed and the sub-goal the gate took each tick, not the env's goal."""
+    from navdeploy.node_params import NodeParams
+    from navtrain.evaluation import NodeActor, bundle_evaluator, eval_env
+    from navtrain.play import record
+
+    overrides = [NO_RANDOMIZATION, "env.worlds.families={clutter: 1.0}", "env.worlds.path_following=0.0"]
+    evaluator = bundle_evaluator(FIXTURE_BUNDLE, "policy", overrides, None, None, 720, NodeParams())
+    env, seed = eval_env(evaluator.cfg, 2, None, None, evaluator.device)
+    act = evaluator.make_act(env)
+    assert isinstance(act, NodeActor)
+    rooms = env.new_rooms(2, torch.Generator().manual_seed(seed))
+    rec = record(env, act, rooms, max_steps=12)
+    assert rec.mapped.all() and not rec.follow.any()
+    for i in range(2):
+        planned = [path for _, path in rec.map_paths[i] if path is not None]
+        assert planned and np.allclose(planned[0][-1], rec.rooms.goal[i].numpy(), atol=0.1)
+        # 10-12 m to the goal: the gate handed the policy the map's sub-goal, which the recording shows
+        assert np.linalg.norm(rec.goals[-1, i] - rec.rooms.goal[i].numpy()) > 5.0
+    out = tmp_path / "node.gif"
+    code, stdout, _ = play(
+        capsys,
+        "--bundle",
+        str(FIXTURE_BUNDLE),
+        "--node",
+        "--family",
+        "clutter",
+        "--episodes",
+        "1",
+        "--max-steps",
+        "3",
+        "--out",
+        str(out),
+        NO_RANDOMIZATION,
+    )
+    assert code == 0 and "behind the node's gate" in stdout and out.exists()
+    assert_one_line(
+        *refused(capsys, "--bundle", str(FIXTURE_BUNDLE), "--node", "--scan-map", "--out", str(out)), "--node"
+    )
+
+
 def test_family_flags_name_the_known_families() -> None:
     from navsim.families import FAMILIES as KNOWN
 

@@ -82,17 +82,17 @@ def add_policy_source(p: argparse.ArgumentParser) -> None:
         help="with --scan-map: beams of the lidar the map is built from; with --node: of the lidar the node "
         "gets (evenly over 360 degrees; 0: the policy's own sector readings)",
     )
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = OneLineParser(prog=TOOL, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_policy_source(p)
     p.add_argument(
         "--node",
         action="store_true",
         help="with --bundle: behind the node's own command gate with policy_node's defaults (scan rules, "
         "scan map, stuck handling, smoother, the guard last; the simulator's guard off)",
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = OneLineParser(prog=TOOL, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_policy_source(p)
     p.add_argument("--episodes", type=at_least(1), default=None, help="rooms (default 500; 1000 per row with --suite)")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--json", default=None, help="write the metrics here")

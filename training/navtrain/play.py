@@ -47,7 +47,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -104,7 +104,7 @@ def record(env: NavEnv, act: ActFn, rooms: RoomBatch, max_steps: int, every: int
     import torch
 
     from navsim.outcomes import OUTCOMES
-    from navtrain.evaluation import RobotSideActor
+    from navtrain.evaluation import NodeActor, RobotSideActor
 
     assert not env.auto_reset, "playing needs auto_reset off"
     env.reset(rooms=rooms)
@@ -115,7 +115,17 @@ def record(env: NavEnv, act: ActFn, rooms: RoomBatch, max_steps: int, every: int
     poses, scans, goals = [env.pose()], [env.scan.clone()], [env.policy_goal.clone()]
     obs = env.get_observations()
     planners = None
-    if isinstance(act, RobotSideActor):
+    handed = np.full((n, 2), np.nan)  # behind the node's gate: the sub-goal each gate's last tick took
+    if isinstance(act, NodeActor):
+        act.reset()
+        if any(g.scan_planner is not None for g in act.gates):
+            planners = [g.scan_planner for g in act.gates]
+
+        def watch(i: int, now: float, res: Any) -> None:
+            handed[i] = np.nan if res.subgoal is None else res.subgoal
+
+        act.watch = watch
+    elif isinstance(act, RobotSideActor):
         act.reset()
         planners = act.planners
     mapped = np.zeros(n, dtype=bool) if planners is None else ~env.follow.cpu().numpy()
@@ -130,8 +140,9 @@ def record(env: NavEnv, act: ActFn, rooms: RoomBatch, max_steps: int, every: int
         scans.append(torch.where(live[:, None], env.scan, scans[-1]))
         seen = env.policy_goal
         if planners is not None:  # the sub-goal the map gave (the goal where it had no path)
-            handed = torch.as_tensor(act.last_goals, dtype=seen.dtype, device=seen.device)
-            seen = torch.where(torch.as_tensor(mapped, device=seen.device)[:, None], handed, seen)
+            given = act.last_goals if not isinstance(act, NodeActor) else np.where(np.isnan(handed), seen.cpu(), handed)
+            given = torch.as_tensor(given, dtype=seen.dtype, device=seen.device)
+            seen = torch.where(torch.as_tensor(mapped, device=seen.device)[:, None], given, seen)
             for i in np.flatnonzero(mapped & live.cpu().numpy()):
                 path = planners[i].path
                 if not map_paths[i] or map_paths[i][-1][1] is not path:
@@ -484,12 +495,13 @@ def check_inputs(args: argparse.Namespace) -> None:
 
         if not torch.cuda.is_available():
             raise CliError("--device cuda requested but torch sees no CUDA device")
-    from navtrain.evaluate_cli import prepare, scan_map_cfg
+    from navtrain.evaluate_cli import node_params, prepare, scan_map_cfg
 
     inputs = {"checkpoint": args.checkpoint, "bundle": args.bundle, "overrides": args.overrides}
     no_outputs = dict.fromkeys(("suite", "json", "plot", "baseline", "label", "rows", "out"))
     prepare(argparse.Namespace(**inputs, dwa_params=args.dwa_params, **no_outputs))
     scan_map_cfg(args)  # --scan-map with a bundle's policy only, --map-beams >= 0
+    node_params(args)  # --node with a bundle, not with --scan-map
 
 
 def world_overrides(args: argparse.Namespace) -> list[str]:
@@ -534,12 +546,19 @@ def play(args: argparse.Namespace) -> int:
         evaluator = checkpoint_evaluator(args.checkpoint, args.overrides, args.device)
         name = Path(args.checkpoint).name
     else:
-        from navtrain.evaluate_cli import scan_map_cfg
+        from navtrain.evaluate_cli import node_params, scan_map_cfg
 
         evaluator = bundle_evaluator(
-            args.bundle, args.controller, args.overrides, args.dwa_params, scan_map_cfg(args), args.map_beams
+            args.bundle,
+            args.controller,
+            args.overrides,
+            args.dwa_params,
+            scan_map_cfg(args),
+            args.map_beams,
+            node_params(args),
         )
-        name = f"{Path(args.bundle).name} ({args.controller}{' + scan map' if args.scan_map else ''})"
+        driver = args.controller + (" + scan map" if args.scan_map else ", behind the node's gate" if args.node else "")
+        name = f"{Path(args.bundle).name} ({driver})"
     cfg = copy.deepcopy(evaluator.cfg)
     env, seed = eval_env(cfg, args.episodes, args.seed, None, evaluator.device)
     act = evaluator.make_act(env)
