@@ -8,7 +8,11 @@ one over loopback DDS (private domain, UDPv4 on 127.0.0.1 only). Two modes:
   process publishes a scan and odometry stamped t, then /clock = t; the node's control timer fires
   on that clock tick, runs the policy on that scan and publishes /cmd_vel. The measured wall time from the scan's
   publish call to the command's arrival is the whole pipeline (two DDS hops, resampling,
-  observation, ONNX inference, clamping) without the phase of the control timer.
+  observation, ONNX inference, clamping) without the phase of the control timer. ``latency_ms``
+  ends when this process's callback of the command runs (its wake-up and executor included);
+  ``latency_received_ms`` when the command reached this process's DDS reader, and
+  ``latency_to_node_publish_ms`` when the node's publish call sent it (the middleware's stamps on the
+  system clock, against the system clock read before the scan's publish call).
 ``wall``: the node runs on wall time with its own timer (``--control-period``) while scans stream
   in at ``--scan-rate``; the latency of a command is its arrival time minus the publish time of
   the newest scan the node had (the scan age the robot actually acts on, timer phase included).
@@ -207,11 +211,15 @@ class _Link:
     goal_pub: Any
     clock_pub: Any
     arrivals: list[float] = field(default_factory=list)
+    stamps: list[tuple[int, int]] = field(default_factory=list)  # per /cmd_vel: (sent, received) [ns, system clock]
     status: list[dict] = field(default_factory=list)
     command: tuple[float, float, float] = (0.0, 0.0, 0.0)  # the newest /cmd_vel: vx, vy [m/s], wz [rad/s]
 
-    def on_command(self, msg: Any) -> None:
+    def on_command(self, msg: Any, info: Any) -> None:
+        """A /cmd_vel: when this callback ran, and the middleware's stamps of its publish call in the node
+        (``source_timestamp``) and of its arrival in this process's reader (``received_timestamp``)."""
         self.arrivals.append(time.perf_counter())
+        self.stamps.append((int(info["source_timestamp"]), int(info["received_timestamp"])))
         self.command = (msg.linear.x, msg.linear.y, msg.angular.z)
 
 
@@ -295,16 +303,27 @@ def _messages(beams: int):
     return scan, odom, goal
 
 
-def measure_clock(link: _Link, proc: NodeProc, scan, odom, rng, args: argparse.Namespace) -> tuple[list[float], int]:
-    """``clock`` mode: per tick, scan and odometry stamped t then /clock = t; the latency (ms) from the
-    scan's publish call to the command's arrival, for ticks after the warm-up whose status is
-    ``driving``. Returns the latencies and the ticks after the warm-up the node did not answer within 1 s
-    (those are skipped)."""
+@dataclass
+class ClockLatency:
+    """Per measured tick [ms], from the scan's publish call: to this process's callback of the command
+    (``callback``), to the command's arrival in this process's reader (``received``: without the
+    wake-up and executor of the measuring process) and to the node's publish call of it (``published``:
+    the inbound hop and the node's work); the last two by the middleware's stamps (system clock)."""
+
+    callback: list[float] = field(default_factory=list)
+    received: list[float] = field(default_factory=list)
+    published: list[float] = field(default_factory=list)
+
+
+def measure_clock(link: _Link, proc: NodeProc, scan, odom, rng, args: argparse.Namespace) -> tuple[ClockLatency, int]:
+    """``clock`` mode: per tick, scan and odometry stamped t then /clock = t; the latencies of
+    :class:`ClockLatency` for ticks after the warm-up whose status is ``driving``. Returns them and the
+    ticks after the warm-up the node did not answer within 1 s (those are skipped)."""
     from rosgraph_msgs.msg import Clock
 
     from nav_policy.ros_common import ns_to_stamp
 
-    lat: list[float] = []
+    lat = ClockLatency()
     lost = 0
     t_ns = 1_000_000_000
     period_ns = round(CLOCK_PERIOD_S * 1e9)
@@ -312,7 +331,7 @@ def measure_clock(link: _Link, proc: NodeProc, scan, odom, rng, args: argparse.N
     odometer = Odometer()
     k = -1
     next_at = time.perf_counter()
-    while len(lat) < args.messages:
+    while len(lat.callback) < args.messages:
         k += 1
         next_at += pace
         while (left := next_at - time.perf_counter()) > 0:
@@ -320,7 +339,7 @@ def measure_clock(link: _Link, proc: NodeProc, scan, odom, rng, args: argparse.N
         if k >= args.warmup + MAX_TICKS_PER_MESSAGE * args.messages:
             states = Counter(s["state"] for s in link.status)
             raise SystemExit(
-                f"nav-benchmark-latency: {len(lat)} of {args.messages} ticks driving after {k} ticks "
+                f"nav-benchmark-latency: {len(lat.callback)} of {args.messages} ticks driving after {k} ticks "
                 f"(the node's states: {dict(states)}); see {proc.log_path}"
             )
         t_ns += period_ns
@@ -331,7 +350,7 @@ def measure_clock(link: _Link, proc: NodeProc, scan, odom, rng, args: argparse.N
         clock = Clock()
         ns_to_stamp(t_ns, clock.clock)
         before = len(link.arrivals)
-        t0 = time.perf_counter()
+        t0, t0_ns = time.perf_counter(), time.time_ns()
         link.scan_pub.publish(scan)
         link.odom_pub.publish(odom)
         link.clock_pub.publish(clock)
@@ -345,7 +364,10 @@ def measure_clock(link: _Link, proc: NodeProc, scan, odom, rng, args: argparse.N
             continue  # a clock tick the node did not see (discovery still settling): next one
         driving = bool(link.status) and link.status[-1]["state"] == "driving"
         if k >= args.warmup and driving:
-            lat.append((link.arrivals[before] - t0) * 1e3)
+            sent_ns, received_ns = link.stamps[before]
+            lat.callback.append((link.arrivals[before] - t0) * 1e3)
+            lat.received.append((received_ns - t0_ns) * 1e-6)
+            lat.published.append((sent_ns - t0_ns) * 1e-6)
     return lat, lost
 
 
@@ -388,10 +410,16 @@ def summarize(
     inf: list[float],
     tick: list[float],
     mem: dict[str, float],
+    stamped: ClockLatency | None = None,
 ) -> dict[str, object]:
     """The printed / written results: latency percentiles, the node's own inference and tick times
-    (its status topic) and its memory."""
+    (its status topic) and its memory; in clock mode also the latencies by the middleware's stamps
+    (:class:`ClockLatency`)."""
     sim_time = args.mode == "clock"
+
+    def spread(values: list[float]) -> dict[str, float]:
+        return {"p50": pct(values, 50), "p90": pct(values, 90), "p99": pct(values, 99), "max": max(values)}
+
     results = {
         "mode": args.mode,
         "messages": len(lat),
@@ -399,7 +427,9 @@ def summarize(
         "bundle": str(bundle),
         "unanswered_ticks": lost if sim_time else None,
         "pace_s": args.pace if sim_time else None,
-        "latency_ms": {"p50": pct(lat, 50), "p90": pct(lat, 90), "p99": pct(lat, 99), "max": max(lat)},
+        "latency_ms": spread(lat),
+        "latency_received_ms": spread(stamped.received) if stamped else None,
+        "latency_to_node_publish_ms": spread(stamped.published) if stamped else None,
         "node_inference_ms": {"p50": pct(inf, 50), "p99": pct(inf, 99)} if inf else None,
         "node_tick_ms": {"p50": pct(tick, 50), "p99": pct(tick, 99), "max": max(tick)} if tick else None,
         "node_memory_mib": mem,
@@ -431,8 +461,10 @@ def measure(
             rng = np.random.default_rng(0)
             scan, odom, goal = _messages(args.beams)
             link.goal_pub.publish(goal)
+            stamped: ClockLatency | None = None
             if sim_time:
-                lat, lost = measure_clock(link, proc, scan, odom, rng, args)
+                stamped, lost = measure_clock(link, proc, scan, odom, rng, args)
+                lat = stamped.callback
             else:
                 lat, lost = measure_wall(link, proc, scan, odom, rng, args), 0
             mem = proc_memory(proc.pid)
@@ -441,7 +473,7 @@ def measure(
             link.ros.close()
     finally:
         lease.release()
-    results = summarize(args, bundle, lat, lost, inf, tick, mem)
+    results = summarize(args, bundle, lat, lost, inf, tick, mem, stamped)
     if floor:
         return {"node": "floor", "scan_map": None, "executor": executor, **results, "bundle": None}
     return {"node": "policy_node", "scan_map": scan_map, "executor": executor, **results}

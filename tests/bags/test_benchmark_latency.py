@@ -57,6 +57,10 @@ def test_clock_mode_measures_driving_ticks_past_the_progress_window(tmp_path: Pa
         assert r["messages"] == 90 and r["unanswered_ticks"] == 0 and r["pace_s"] == 0.02
         lat = r["latency_ms"]
         assert 0 < lat["p50"] <= lat["p99"] <= lat["max"]
+        # by the middleware's stamps: the node's publish call, then the arrival in the benchmark's reader,
+        # then its callback (the benchmark's own wake-up and executor)
+        sent, received = r["latency_to_node_publish_ms"], r["latency_received_ms"]
+        assert 0 < sent["p50"] < received["p50"] < lat["p50"] + 0.05
         tick = r["node_tick_ms"]  # the node's own part of each latency
         assert 0 < tick["p50"] <= tick["p99"] <= tick["max"] and tick["p50"] < lat["p50"]
         assert r["node_memory_mib"]["VmRSS"] > 20
