@@ -224,8 +224,9 @@ class ScanMap:
             raise RuntimeError("the scan map has no scan yet")
         return GridFrame(self.x0, self.y0, self.h, self.h, (self.n, self.n))
 
-    def occupied(self) -> np.ndarray:
-        return self.logodds > 0.0
+    def occupied(self, rows: slice = slice(None), cols: slice = slice(None)) -> np.ndarray:
+        """The occupied cells of the window, or of its block ``rows`` x ``cols``."""
+        return self.logodds[rows, cols] > 0.0
 
     def _place(self, x: float, y: float) -> None:
         """Centre the window on (x, y) (whole cells), keeping what overlaps."""
@@ -759,7 +760,7 @@ class ScanPlanner:
         pad = int(math.ceil((self.base + self.cfg.keep) / m.h)) + 1
         ox0, oy0 = max(ix0 - pad, 0), max(iy0 - pad, 0)
         ox1, oy1 = min(ix1 + pad, m.n), min(iy1 + pad, m.n)
-        occ = m.occupied()[oy0:oy1, ox0:ox1]
+        occ = m.occupied(slice(oy0, oy1), slice(ox0, ox1))
         cap = self.base + self.cfg.keep + m.h
         if occ.any():
             # Distance from each cell centre to the return kept in the nearest occupied cell.
@@ -839,7 +840,7 @@ class ScanPlanner:
         reach = int(math.ceil(keep / m.h)) + 2
         cy, cx = m.frame.cell(q)
         y0, y1, x0, x1 = max(cy - reach, 0), min(cy + reach + 1, m.n), max(cx - reach, 0), min(cx + reach + 1, m.n)
-        ys, xs = np.nonzero(m.occupied()[y0:y1, x0:x1])
+        ys, xs = np.nonzero(m.occupied(slice(y0, y1), slice(x0, x1)))
         if not len(ys):
             return  # a raised return or a dead end blocks it: already kept
         hits = m.hit_xy[ys + y0, xs + x0].astype(np.float64)
