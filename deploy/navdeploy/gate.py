@@ -60,7 +60,9 @@ progress toward the goal or along its path for ``progress_time`` is ``stuck`` (z
 that holds a motion toward the sub-goal (if one does) is raised in the map, the robot backs off, has
 the map plan again and drives on; after ``max_recoveries`` it stays ``stuck`` with zero until a new goal or path. A back-off
 (state ``recovering``) moves away from the returns near the robot, smoothed and guarded like a
-driving command. The same for every driver.
+driving command; a diff-drive base then turns in place toward the new sub-goal (state
+``recovering``, :data:`TURN_RATE`) before the driver drives again, as it cannot slide back onto its
+way. The same for every driver.
 """
 
 from __future__ import annotations
@@ -92,6 +94,16 @@ from navdeploy.scan_worker import ScanPlannerWorker
 from navdeploy.settings import GateSettings, Limits
 from navdeploy.smoother import VelocitySmoother
 from navdeploy.states import FAULT_STATES, MOVING_STATES, SCAN_FAULT_STATE, State, TickResult
+
+TURN_RATE = 0.5
+"""[rad/s] A diff drive's turn in place after a back-off, toward the new sub-goal: at most this and the
+base's yaw-rate limit, and at most :data:`TURN_GAIN` times the heading error left."""
+
+TURN_GAIN = 2.0
+"""[1/s] The turn's rate is at most this times the heading error left."""
+
+TURN_DONE = math.radians(10.0)
+"""[rad] The turn ends when the robot faces the sub-goal this closely."""
 
 _UNCHANGED = "; nothing changed (the current path or goal stands)"
 
@@ -222,6 +234,7 @@ class CommandGate:
         self._checked: np.ndarray | None = None  # the command the guard checked this tick
         self._note: str | None = None  # this tick's reason, when driving says more than "driving"
         self._backoff: tuple[float, ProgressRule, str] | None = None  # the back-off in course: until, rule, why
+        self._turn: tuple[float, ProgressRule, str] | None = None  # a diff drive's turn after it: until, rule, why
 
     # ---------------------------------------------------------------- inputs
     def input_stamps(self) -> tuple[float | None, float | None]:
@@ -350,7 +363,7 @@ class CommandGate:
             self.checker.reset()
         if self.blocked is not None:
             self.blocked.clear()
-        self._backoff = None
+        self._backoff = self._turn = None
 
     def final_goal(self) -> tuple[float, float] | None:
         """Where the robot is going: the path's last point while a path is set, else the goal pose."""
@@ -608,6 +621,16 @@ class CommandGate:
             res.cmd, res.state = clamp_command(cmd, self.limits), State.RECOVERING
             res.reason = f"recovering ({why}): {what} at {rule.recovery_speed:g} m/s"
             return res
+        if self._turn is not None:
+            rule, why = self._turn[1], self._turn[2]
+            error = self._heading_error()
+            if error is not None and abs(error) > TURN_DONE:
+                rate = min(TURN_RATE, self.limits.omega_max, TURN_GAIN * abs(error))
+                res.cmd, res.state = np.array([0.0, 0.0, math.copysign(rate, error)]), State.RECOVERING
+                res.reason = f"recovering ({why}): turning toward the way ahead, {math.degrees(error):.0f} deg to go"
+                return res
+            self._end_turn()  # facing the way ahead: the driver drives again
+            self._note = f"driving again after {why}, turned toward the way ahead"
         if chk is None or res.distance is None or not chk.update(now, res.distance, *self._path_state()):
             return res
         rule = chk.rule
@@ -625,10 +648,15 @@ class CommandGate:
 
     def _end_backoff(self, now: float) -> None:
         """At the first tick after a back-off: the map plans again at once, the driver starts afresh and
-        the progress clock starts again (the least distance to the goal is kept)."""
+        the progress clock starts again (the least distance to the goal is kept). A diff drive first
+        turns in place toward the new sub-goal (:data:`TURN_RATE`, at most half a turn's time), then
+        drives."""
+        if self._turn is not None and now >= self._turn[0]:
+            self._note = f"driving again after {self._turn[2]}, the turn's time spent"
+            self._end_turn()
         if self._backoff is None or now < self._backoff[0]:
             return
-        why = self._backoff[2]
+        rule, why = self._backoff[1], self._backoff[2]
         self._backoff = None
         self._need_reset = True
         if self.checker is not None:
@@ -636,6 +664,27 @@ class CommandGate:
         if self.scan_planner is not None and self.path is None:
             self.scan_planner.replan()
         self._note = f"replanning after {why}"
+        if not self.limits.holonomic:
+            self._turn = (now + math.pi / min(TURN_RATE, self.limits.omega_max), rule, why)
+
+    def _end_turn(self) -> None:
+        """The turn after a back-off is over: the driver starts afresh, the progress clock again."""
+        self._turn = None
+        self._need_reset = True
+        if self.checker is not None:
+            self.checker.pause()
+
+    def _heading_error(self) -> float | None:
+        """[rad] From the robot's heading to the bearing of this tick's sub-goal (the goal without one),
+        in (-pi, pi]; None without a pose or a target."""
+        if self.odom is None:
+            return None
+        pose = self.odom.value[0]
+        target = self._subgoal if self._subgoal is not None else self.final_goal()
+        if target is None:
+            return None
+        bearing = math.atan2(target[1] - pose[1], target[0] - pose[0])
+        return math.atan2(math.sin(bearing - pose[2]), math.cos(bearing - pose[2]))
 
     def _watch(self, res: TickResult, target: np.ndarray, now: float) -> None:
         """The blocked watch on a driving tick (:mod:`navdeploy.progress`): after ``blocked_time`` of the

@@ -30,7 +30,8 @@ planar motion at ``recovery_speed`` away from the returns the scan saw within :d
 (each weighted by the inverse square of its range: away from the nearest, and out between two that
 stand on either side; a diff-drive base backs when that direction lies behind, else drives forward),
 smoothed and guarded like every driving command; then it asks the map for a new plan at once,
-resets the driver and drives again. Backing off does not count as progress: the least distance to the goal is kept, so a robot that only
+resets the driver and drives again (a diff-drive base first turns in place toward the new
+sub-goal: :mod:`navdeploy.gate`). Backing off does not count as progress: the least distance to the goal is kept, so a robot that only
 moves back and forth stays stuck. After ``max_recoveries`` recoveries without getting
 ``progress_distance`` closer to the goal, the state stays ``stuck`` with a zero command until a new
 goal or path comes: a robot does not dither forever. Getting ``progress_distance`` closer to the goal

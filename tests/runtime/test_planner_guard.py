@@ -15,7 +15,7 @@ from navcontract.bundle import read_contract
 from navcontract.guard import GuardRule, apply_guard, free_distances, guard_scale
 from navcontract.scan import ScanInput, resample_scan
 from navcontract.subgoal import LookaheadRule
-from navdeploy.gate import CommandGate
+from navdeploy.gate import TURN_RATE, CommandGate
 from navdeploy.node_params import NodeParams
 from navdeploy.progress import ProgressChecker, ProgressRule
 from navdeploy.scan_map import ScanMapCfg, ScanPlanner, plan_radii
@@ -287,9 +287,9 @@ def test_a_path_the_driver_stops_short_of_is_marked_blocked_too() -> None:
 def test_a_robot_without_progress_is_stuck_recovers_and_after_max_recoveries_stays_stuck(drive: str) -> None:
     """Odometry that never moves (wheels spinning on the spot): stuck within progress_time + one tick
     (zero); then for recovery_time a back-off straight away from the nearest return (the post ahead),
-    guarded (a wall behind slows it) and not zero; then the map plans again at once and driving resumes.
-    After max_recoveries recoveries without getting closer, stuck with zero for good; a new goal
-    starts over."""
+    guarded (a wall behind slows it) and not zero; then the map plans again at once and driving resumes,
+    a diff drive first turning in place toward the new sub-goal (its odometry turns with it). After
+    max_recoveries recoveries without getting closer, stuck with zero for good; a new goal starts over."""
     limits = Limits(1.0, 1.0, True) if drive == "holonomic" else Limits(1.0, 1.0, False, DIFF_DRIVE, 0.5)
     ranges = np.full(B, R_MAX)
     ranges[B // 2] = 0.26  # a post dead ahead (the nearest return)
@@ -301,10 +301,13 @@ def test_a_robot_without_progress_is_stuck_recovers_and_after_max_recoveries_sta
     gate = make_gate(Pusher(), limits=limits, guard=GUARD, max_range=R_MAX, scan_planner=planner, progress=rule)
     gate.set_goal(3.0, 1.0, "odom")
     pose = np.zeros(3)
-    log, plans = [], []
-    for k in range(120):
-        log.append((DT * k, tick_at(gate, pose, scan, DT * k)))
+    log, plans, yaws = [], [], []
+    for k in range(320):  # a diff drive's turns make each recovery longer
+        yaws.append(float(pose[2]))
+        log.append((DT * k, res := tick_at(gate, pose, scan, DT * k)))
         plans.append((planner.plans, planner.planned_at))
+        if res.state == State.RECOVERING and res.cmd[0] == 0.0:  # a turn in place: the base turns
+            pose[2] += res.cmd[2] * DT
     states = [r.state for _, r in log]
     stuck = [k for k, s in enumerate(states) if s == State.STUCK and (k == 0 or states[k - 1] != State.STUCK)]
     assert len(stuck) == 4 and log[stuck[0]][0] <= rule.progress_time + DT + 1e-9, stuck
@@ -317,8 +320,26 @@ def test_a_robot_without_progress_is_stuck_recovers_and_after_max_recoveries_sta
             assert r.cmd[0] < 0.0 and abs(r.cmd[1]) < 1e-9 and r.cmd[2] == 0.0  # away from the post ahead
             assert r.cmd == pytest.approx(apply_guard(ranges, np.array([-0.1, 0.0, 0.0]), GUARD, R_MAX)[0])
         t_end, after = log[k + back]
-        assert after.state == State.DRIVING and after.reason == f"replanning after recovery {n} of 3"
         assert plans[k + back][1] == pytest.approx(t_end) and plans[k + back][0] > plans[k + back - 1][0]  # at once
+        if drive == "holonomic":
+            assert after.state == State.DRIVING and after.reason == f"replanning after recovery {n} of 3"
+            continue
+        turn = k + back
+        while log[turn][1].state == State.RECOVERING:
+            r = log[turn][1]
+            assert r.cmd[0] == r.cmd[1] == 0.0 and r.cmd[2] != 0.0 and "turning toward the way ahead" in r.reason
+            turn += 1
+        assert turn > k + back  # it turned, then drives facing the sub-goal
+        end = log[turn][1]
+        assert end.state == State.DRIVING and end.reason.startswith(f"driving again after recovery {n} of 3")
+        sub = end.subgoal
+        assert sub is not None
+        if end.reason.endswith("turned toward the way ahead"):  # facing the sub-goal
+            bearing = math.atan2(sub[1] - pose[1], sub[0] - pose[0])
+            assert abs(math.remainder(bearing - yaws[turn], math.tau)) <= math.radians(10.0) + 0.05
+        else:  # or after half a turn's time (this scan turns with the robot: its sub-goal keeps moving)
+            assert end.reason.endswith("the turn's time spent")
+            assert log[turn][0] - t_end == pytest.approx(math.pi / TURN_RATE, abs=DT + 1e-9)
     assert all(s == State.STUCK for s in states[stuck[3] :]) and "3 recoveries" in log[-1][1].reason
     assert not any(r.cmd.any() for _, r in log[stuck[3] :])
     gate.set_goal(3.0, -1.0, "odom")  # a new goal starts over
