@@ -160,6 +160,13 @@ def test_recording_keeps_world_extents_path_and_sub_goals() -> None:
     plt.close(fig)
 
 
+def play_a_clutter_field(capsys: pytest.CaptureFixture[str], out: Path, *flags: str) -> tuple[int, str]:
+    """nav-play of the fixture bundle in one clutter field for three steps, with ``flags``: exit code, stdout."""
+    args = ["--bundle", str(FIXTURE_BUNDLE), *flags, "--family", "clutter", "--episodes", "1", "--max-steps", "3"]
+    code, stdout, _ = play(capsys, *args, "--out", str(out), NO_RANDOMIZATION)
+    return code, stdout
+
+
 def test_scan_map_episodes_show_the_path_planned_on_the_robot_s_scans(tmp_path: Path, capsys) -> None:
     """--scan-map drives goal-mode worlds along the node's own map path: the recording keeps that
     path as it changed and the sub-goal handed to the policy, and the panel draws both."""
@@ -193,21 +200,7 @@ def test_scan_map_episodes_show_the_path_planned_on_the_robot_s_scans(tmp_path: 
     assert len(dashed) == 1 and len(dashed[0].get_xdata()) >= 2
     plt.close(fig)
     out = tmp_path / "map.gif"
-    code, stdout, _ = play(
-        capsys,
-        "--bundle",
-        str(FIXTURE_BUNDLE),
-        "--scan-map",
-        "--family",
-        "clutter",
-        "--episodes",
-        "1",
-        "--max-steps",
-        "3",
-        "--out",
-        str(out),
-        NO_RANDOMIZATION,
-    )
+    code, stdout = play_a_clutter_field(capsys, out, "--scan-map")
     assert code == 0 and "+ scan map" in stdout and out.exists()
 
 
@@ -232,21 +225,7 @@ def test_node_episodes_show_what_the_node_s_gate_planned_and_handed(tmp_path: Pa
         # 10-12 m to the goal: the gate handed the policy the map's sub-goal, which the recording shows
         assert np.linalg.norm(rec.goals[-1, i] - rec.rooms.goal[i].numpy()) > 5.0
     out = tmp_path / "node.gif"
-    code, stdout, _ = play(
-        capsys,
-        "--bundle",
-        str(FIXTURE_BUNDLE),
-        "--node",
-        "--family",
-        "clutter",
-        "--episodes",
-        "1",
-        "--max-steps",
-        "3",
-        "--out",
-        str(out),
-        NO_RANDOMIZATION,
-    )
+    code, stdout = play_a_clutter_field(capsys, out, "--node")
     assert code == 0 and "behind the node's gate" in stdout and out.exists()
     assert_one_line(
         *refused(capsys, "--bundle", str(FIXTURE_BUNDLE), "--node", "--scan-map", "--out", str(out)), "--node"

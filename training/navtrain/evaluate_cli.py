@@ -208,25 +208,31 @@ def node_params(args: argparse.Namespace):
     return NodeParams()
 
 
-def suite_evaluator(args: argparse.Namespace):
-    """The evaluator a suite runs: the checkpoint's torch actor, or a bundle's robot-side controller."""
+def policy_source(args: argparse.Namespace) -> tuple[Any, str, str | None]:
+    """What the options of :func:`add_policy_source` name: the evaluator (a checkpoint's torch actor,
+    or a bundle's robot-side controller), the file or folder's name, and for a bundle its driver in
+    words (``policy + scan map``, ``dwa, behind the node's gate``; None for a checkpoint)."""
     from navtrain.evaluation import bundle_evaluator, checkpoint_evaluator
 
     if args.checkpoint:
-        evaluator = checkpoint_evaluator(args.checkpoint, args.overrides, args.device)
-        evaluator.label = args.label or Path(args.checkpoint).name
-    else:
-        evaluator = bundle_evaluator(
-            args.bundle,
-            args.controller,
-            args.overrides,
-            args.dwa_params,
-            scan_map_cfg(args),
-            args.map_beams,
-            node_params(args),
-        )
-        map_note = " + scan map" if args.scan_map else (", behind the node's gate" if args.node else "")
-        evaluator.label = args.label or f"{Path(args.bundle).name} ({args.controller}{map_note}, robot runtime)"
+        return checkpoint_evaluator(args.checkpoint, args.overrides, args.device), Path(args.checkpoint).name, None
+    evaluator = bundle_evaluator(
+        args.bundle,
+        args.controller,
+        args.overrides,
+        args.dwa_params,
+        scan_map_cfg(args),
+        args.map_beams,
+        node_params(args),
+    )
+    note = " + scan map" if args.scan_map else (", behind the node's gate" if args.node else "")
+    return evaluator, Path(args.bundle).name, args.controller + note
+
+
+def suite_evaluator(args: argparse.Namespace):
+    """The evaluator a suite runs: the checkpoint's torch actor, or a bundle's robot-side controller."""
+    evaluator, name, driver = policy_source(args)
+    evaluator.label = args.label or (name if driver is None else f"{name} ({driver}, robot runtime)")
     return evaluator
 
 

@@ -540,25 +540,12 @@ def play(args: argparse.Namespace) -> int:
     """Build the evaluation worlds, record the episodes, write the GIF (inputs already checked)."""
     import torch
 
-    from navtrain.evaluation import bundle_evaluator, checkpoint_evaluator, eval_env
+    from navtrain.evaluate_cli import policy_source
+    from navtrain.evaluation import eval_env
 
-    if args.checkpoint:
-        evaluator = checkpoint_evaluator(args.checkpoint, args.overrides, args.device)
-        name = Path(args.checkpoint).name
-    else:
-        from navtrain.evaluate_cli import node_params, scan_map_cfg
-
-        evaluator = bundle_evaluator(
-            args.bundle,
-            args.controller,
-            args.overrides,
-            args.dwa_params,
-            scan_map_cfg(args),
-            args.map_beams,
-            node_params(args),
-        )
-        driver = args.controller + (" + scan map" if args.scan_map else ", behind the node's gate" if args.node else "")
-        name = f"{Path(args.bundle).name} ({driver})"
+    evaluator, name, driver = policy_source(args)
+    if driver is not None:
+        name = f"{name} ({driver})"
     cfg = copy.deepcopy(evaluator.cfg)
     env, seed = eval_env(cfg, args.episodes, args.seed, None, evaluator.device)
     act = evaluator.make_act(env)
