@@ -284,3 +284,43 @@ def test_a_comparison_stopped_part_way_goes_on_from_the_next_row(
     payload = compare.run_compare(fixture_bundle, rows, 2, 7, overrides=short, log=log)
     assert made == ["clutter", "clutter"] and list(payload["rows"]) == ["rooms", "clutter"]
     assert payload["rows"]["rooms"] == first
+
+
+def test_the_node_s_lidar_meets_the_world_s_lidar_terms() -> None:
+    """Behind the node's gate the robot's own 720-beam lidar (NodeActor) is cast from the pose the
+    env's lidar is cast from, turned by the world's mounting yaw, and carries the world's lidar faults
+    (the robustness suite's lidar rows reach the node): a 90-degree yaw offset turns the scan by 180
+    beams, a dropout probability of 1 leaves no reading."""
+    from navdeploy.node_params import NodeParams
+    from navtrain.evaluate_cli import bundle_config
+    from navtrain.evaluation import NodeActor
+    from support.simenv import empty_rooms, place_obstacle
+
+    cfg = bundle_config(DEFAULT_BUNDLE)
+    cfg.env.guard.enabled = False
+    cfg.env.smoother.enabled = False
+    cfg.randomization.enabled = False
+    cfg.env.lidar.noise_std = 0.0
+    env, _ = eval_env(cfg, 1, 0, 1, "cpu")
+    rooms = empty_rooms(env, start=(0.0, 0.0, 0.0), goal=(3.0, 0.0))
+    place_obstacle(rooms, 0, 0, (1.5, 0.3))
+    env.reset(rooms=rooms)
+    actor = NodeActor(env, lambda: _StraightAtGoal(DEFAULT_BUNDLE), NodeParams(), 720)
+    plain = actor._map_scan()
+    assert plain is not None and np.isfinite(plain).all()
+
+    class Terms:
+        def __init__(self, values: dict[str, dict[str, float]]) -> None:
+            self.values = values
+
+        def enabled(self, term: str) -> bool:
+            return term in self.values
+
+        def value(self, term: str, param: str) -> torch.Tensor:
+            return torch.tensor([self.values[term][param]])
+
+    env.randomization = Terms({"lidar_yaw": {"deg": 90.0}})
+    turned = actor._map_scan()
+    assert np.allclose(turned[0], np.roll(plain[0], -180), atol=1e-4)  # beam j now sees what beam j + 180 saw
+    env.randomization = Terms({"lidar_dropout": {"prob": 1.0}})
+    assert np.isnan(actor._map_scan()).all()

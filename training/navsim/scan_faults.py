@@ -139,3 +139,31 @@ class LidarFaults:
         drop = (rand.rand(*x.shape) < rand.value("lidar_dropout", "prob")[:, None]) & self.seen
         readings = torch.where(drop, torch.full_like(x, float("nan")), x)
         return self.missing_fill(x, drop), readings
+
+
+def dense_faults(
+    raw: torch.Tensor, rand: RandomizationManager, max_range: float, noise_std: float, gen: torch.Generator
+) -> torch.Tensor:
+    """The enabled lidar terms of ``rand`` on a robot's own scan (N, M) of M beams, beam by beam, as a
+    real lidar's faults fall on its beams (the node's scan rule then takes each sector's minimum):
+    ``lidar_bias`` on every return (below ``max_range``), Gaussian noise of the world's
+    ``lidar_noise`` std (else ``noise_std``), clipped to ``[0, max_range]``, a spurious no-return
+    (``max_range``) and a dropped reading (NaN, as a driver publishes it) with the world's
+    probabilities. Every draw comes from ``gen``, never from ``rand``'s own stream (the worlds the env
+    draws stay those without this scan)."""
+    x = raw
+    if rand.enabled("lidar_bias"):
+        scale = rand.value("lidar_bias", "scale")[:, None]
+        offset = rand.value("lidar_bias", "offset")[:, None]
+        x = torch.where(raw < max_range, scale * raw + offset, raw)
+    std = rand.value("lidar_noise", "std")[:, None] if rand.enabled("lidar_noise") else noise_std
+    if rand.enabled("lidar_noise") or noise_std > 0:
+        x = x + std * torch.randn(x.shape, generator=gen, device=x.device)
+    x = x.clamp(0.0, max_range)
+    if rand.enabled("lidar_spurious"):
+        hit = torch.rand(x.shape, generator=gen, device=x.device) < rand.value("lidar_spurious", "prob")[:, None]
+        x = torch.where(hit, torch.full_like(x, max_range), x)
+    if rand.enabled("lidar_dropout"):
+        drop = torch.rand(x.shape, generator=gen, device=x.device) < rand.value("lidar_dropout", "prob")[:, None]
+        x = torch.where(drop, torch.full_like(x, float("nan")), x)
+    return x

@@ -58,6 +58,7 @@ from navsim.families.rooms import RoomBatch
 from navsim.lidar import BatchedLidar
 from navsim.outcomes import OUTCOMES, Outcome
 from navsim.robot import slot_sizes
+from navsim.scan_faults import dense_faults
 from navtrain.checkpoint import (
     CheckpointError,
     build_actor,
@@ -252,15 +253,21 @@ class RobotSideActor:
             self.map_noise.manual_seed(int(seed) + 7)
 
     def _map_scan(self) -> np.ndarray | None:
-        """The dense scan of every world from its observed pose, with the lidar's noise (or None)."""
+        """The dense scan of every world (or None): cast from the pose the env's lidar is cast from
+        (the observed pose, turned by the world's ``lidar_yaw`` offset), with the world's lidar faults
+        beam by beam (:func:`navsim.scan_faults.dense_faults`: bias, noise, spurious no-returns, dropped
+        readings as NaN), else the lidar's noise."""
         if self.map_lidar is None:
             return None
         env = self.env
-        ranges = self.map_lidar.scan(env.observed_pose)
-        noise = env.env_cfg.lidar.noise_std
-        if noise > 0:
-            ranges = ranges + noise * torch.randn(ranges.shape, generator=self.map_noise, device=env.device)
-        return ranges.clamp(0.0, self.max_range).cpu().numpy().astype(np.float64)
+        rand = env.randomization
+        pose = env.observed_pose
+        if rand.enabled("lidar_yaw"):
+            pose = pose.clone()
+            pose[:, 2] += torch.deg2rad(rand.value("lidar_yaw", "deg"))
+        ranges = self.map_lidar.scan(pose)
+        ranges = dense_faults(ranges, rand, self.max_range, float(env.env_cfg.lidar.noise_std), self.map_noise)
+        return ranges.cpu().numpy().astype(np.float64)
 
     @property
     def ms_per_call(self) -> float | None:
