@@ -32,11 +32,14 @@ def test_row_names_are_unique_and_every_path_row_has_a_goal_mode_twin() -> None:
 
 
 def test_path_rows_follow_the_path_in_every_episode_and_goal_rows_in_none(tmp_path: Path) -> None:
-    seen: dict[int, list[bool]] = {}
+    follows: list[list[bool]] = []  # one list per row: an env's id can be reused once it is freed
 
     def make_act(env):  # records which episodes follow the path; stands still
+        row: list[bool] = []
+        follows.append(row)
+
         def act(obs, _unused=None):
-            seen.setdefault(id(env), []).extend(env.follow.tolist())
+            row.extend(env.follow.tolist())
             return torch.zeros(env.num_envs, env.num_actions)
 
         return act
@@ -45,8 +48,7 @@ def test_path_rows_follow_the_path_in_every_episode_and_goal_rows_in_none(tmp_pa
     evaluator = Evaluator(cfg, "standing still", "cpu", make_act)
     payload = run_suite(evaluator, episodes=4, seed=5, rows=["rooms16+path", "clutter", "clutter+path"])
     assert [r["name"] for r in payload["rows"]] == ["rooms16+path", "clutter", "clutter+path"]
-    follows = list(seen.values())
-    assert len(follows) == 3
+    assert len(follows) == 3 and all(follows)
     assert all(follows[0]) and not any(follows[1]) and all(follows[2])
     for row in payload["rows"]:
         result = row["results"]["standing still"]
