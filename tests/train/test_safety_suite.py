@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -16,7 +17,18 @@ from navdeploy.node_params import NodeParams
 from navsim.env import NavEnv
 from navtrain.evaluate_cli import main
 from navtrain.evaluation import NodeActor, bundle_evaluator, with_overrides
-from navtrain.safety_suite import POST_RADIUS, ROWS, WORLDS, passable, replay, run_suite, write_outputs
+from navtrain.safety_suite import (
+    LIDAR_ERROR_STEP,
+    POST_RADIUS,
+    ROWS,
+    WORLDS,
+    lidar_error,
+    passable,
+    passable_for_lidar,
+    replay,
+    run_suite,
+    write_outputs,
+)
 from support.simenv import nav_config
 
 
@@ -47,6 +59,56 @@ def test_passable_follows_the_clearance_asked_for() -> None:
     assert wide.dtype == np.bool_ and wide.shape == (6,)
 
 
+class _LidarTerms:
+    """A randomisation manager's lidar terms with fixed values per world."""
+
+    def __init__(self, **values: dict[str, list[float]]) -> None:
+        self.values = {t: {p: torch.tensor(v) for p, v in ps.items()} for t, ps in values.items()}
+
+    def enabled(self, term: str) -> bool:
+        return term in self.values
+
+    def value(self, term: str, param: str) -> torch.Tensor:
+        return self.values[term][param]
+
+
+def _env_with(terms: _LidarTerms, n: int, noise_std: float = 0.01) -> SimpleNamespace:
+    lidar = SimpleNamespace(noise_std=noise_std)
+    return SimpleNamespace(randomization=terms, num_envs=n, env_cfg=SimpleNamespace(lidar=lidar))
+
+
+def test_lidar_error_is_the_calibrations_short_reading_at_the_passing_distance_plus_one_noise_std() -> None:
+    c = 0.25
+    # World 0 reads 2 % + 1 cm short; world 1 reads long (no allowance for it); world 2 is exact.
+    bias = {"scale": [0.98, 1.02, 1.0], "offset": [-0.01, 0.0, 0.0]}
+    noise = {"std": [0.0, 0.02, 0.03]}
+    err = lidar_error(_env_with(_LidarTerms(lidar_bias=bias, lidar_noise=noise), 3), c)
+    assert err == pytest.approx([0.02 * c + 0.01, 0.02, 0.03])
+    # Without the noise term, the lidar's base noise; without the bias term, no short reading.
+    assert lidar_error(_env_with(_LidarTerms(lidar_bias=bias), 3, noise_std=0.01), c) == pytest.approx(
+        [0.02 * c + 0.01 + 0.01, 0.01, 0.01]
+    )
+    assert lidar_error(_env_with(_LidarTerms(), 2, noise_std=0.0), c) == pytest.approx([0.0, 0.0])
+
+
+def test_a_world_passable_for_its_lidar_keeps_the_clearance_plus_its_lidar_error() -> None:
+    cfg = with_overrides(nav_config(), list(WORLDS))
+    env = NavEnv(cfg, num_envs=6, device="cpu", world_pool=False)
+    gen = torch.Generator()
+    gen.manual_seed(3)
+    rooms = env.new_rooms(env.num_envs, gen)
+    c = float(env.radius)
+    exact = passable(env, rooms, c)
+    assert np.array_equal(passable_for_lidar(env, rooms, c, np.zeros(6)), exact)
+    wider = passable(env, rooms, c + 2 * LIDAR_ERROR_STEP)
+    # An error between two steps counts as the step above it; each world is judged at its own error.
+    mixed = np.array([0.0, 1.2 * LIDAR_ERROR_STEP] * 3)
+    expect = np.where(mixed > 0, wider, exact)
+    assert np.array_equal(passable_for_lidar(env, rooms, c, mixed), expect)
+    half_width = cfg.env.worlds.clutter.width / 2
+    assert not passable_for_lidar(env, rooms, c, np.full(6, half_width)).any()
+
+
 def test_a_row_runs_behind_the_nodes_gate_with_the_lidars_field_of_view(fixture_bundle: Path, tmp_path: Path) -> None:
     evaluator = bundle_evaluator(fixture_bundle, "dwa", ["env.episode_length_s=0.5"], node=NodeParams(), map_beams=720)
     actors: list[NodeActor] = []
@@ -65,7 +127,9 @@ def test_a_row_runs_behind_the_nodes_gate_with_the_lidars_field_of_view(fixture_
     assert fov is not None and len(fov) == 541  # 270 of 360 degrees of 720 beams, both edges
     assert math.isclose(actors[1].fov_angle_min, -0.75 * math.pi)
     for row in payload["rows"]:
-        assert row["episodes"] == 2 and 0 <= row["passable"] <= 2
+        assert row["episodes"] == 2 and 0 <= row["passable"] <= row["passable_nominal"] <= 2
+        assert len(row["episode_lidar_error_m"]) == 2 and min(row["episode_lidar_error_m"]) > 0  # noise at least
+        assert row["stuck_in_passable"] <= row["stuck_in_passable_nominal"]
         assert row["collisions"] + round(row["success_rate"] * 2) + round(row["timeout_rate"] * 2) == 2
         # The fixture bundle has no guard section: the node's default guard, whose passing clearance is
         # (0.2 + 0.01) / (1 - sin(2.5 deg)) on 72 beams.

@@ -300,7 +300,8 @@ def safety_replay(args: argparse.Namespace, evaluator: Any, rows: list[str] | No
     path.write_text(json.dumps(out, indent=1) + "\n")
     print(
         f"[safety] {row.name} episode {out['episode']} (batch of {out['num_envs']}): {out['outcome']} after "
-        f"{out['time_s']:.1f} s, {out['idle_s']:.1f} s without progress at the end, passable {out['passable']}"
+        f"{out['time_s']:.1f} s, {out['idle_s']:.1f} s without progress at the end, passable {out['passable']} "
+        f"for its lidar (error {100 * out['lidar_error_m']:.1f} cm; with a perfect lidar {out['passable_nominal']})"
     )
     last = None
     for tick in out["ticks"]:

@@ -19,10 +19,14 @@ Rows:
 * ``posts270``: a 270-degree lidar centred on forward (the 90 degrees behind the robot unseen).
 
 Per row: success, collision and timeout rates with Wilson intervals, and the timeouts among the
-worlds that are **passable for the guard**: the grid planner (:mod:`navsim.grid_planner`) finds a
-path that keeps the guard's passing clearance (:meth:`navcontract.guard.GuardRule.passing_clearance`
-on the contract's beams) from every surface. The bars: no collision at all; timeouts in at most
-0.5 % of the passable worlds. Those timeouts are split into *stalled* (no progress toward the goal
+worlds that are **passable for the guard as its lidar reads them**: the grid planner
+(:mod:`navsim.grid_planner`) finds a path that keeps the guard's passing clearance
+(:meth:`navcontract.guard.GuardRule.passing_clearance` on the contract's beams) from every surface,
+plus that world's lidar error (:func:`lidar_error`). A lidar that reads a post 2 cm short shows every
+gap 2 cm narrower, to the guard and to the map alike: a gap wider than the guard's clearance by less
+than that is one the guard rightly refuses, on that robot. The worlds passable with a perfect lidar
+(``passable_nominal``) and the timeouts among them are reported beside. The bars: no collision at
+all; timeouts in at most 0.5 % of the passable worlds. Those timeouts are split into *stalled* (no progress toward the goal
 for :data:`STALLED_S` before the end) and *slow* (still getting closer). Writes ``STEM.json``
 (with each episode's outcome, time and distance driven), ``STEM.md`` and ``STEM.png``.
 
@@ -94,6 +98,43 @@ def passable_clearance(act: NodeActor, env: Any) -> float:
     return float(env.radius) if clearance is None else float(clearance)
 
 
+LIDAR_ERROR_STEP = 0.005
+"""[m] A world's lidar error is rounded up to a multiple of this for the passable check (one grid
+planner run per multiple that occurs)."""
+
+
+def lidar_error(env: Any, clearance: float) -> np.ndarray:
+    """(n,) [m] How much nearer than they are each world's lidar shows surfaces at the guard's
+    passing distance ``clearance``: the short reading of its calibration (``lidar_bias``'s
+    ``scale * range + offset`` below the true range, none where it reads long) plus one standard
+    deviation of its range noise (``lidar_noise``'s std, else ``env.lidar.noise_std``). The node's
+    sector minimum of n noisy beams reads about 1.5 standard deviations short on average for n = 10;
+    one is the smaller allowance. The values are those of the episode the env was last reset to."""
+    rand = env.randomization
+    n = env.num_envs
+    short = np.zeros(n)
+    if rand.enabled("lidar_bias"):
+        scale = rand.value("lidar_bias", "scale").cpu().numpy().astype(np.float64)
+        offset = rand.value("lidar_bias", "offset").cpu().numpy().astype(np.float64)
+        short = np.maximum(0.0, -((scale - 1.0) * clearance + offset))
+    if rand.enabled("lidar_noise"):
+        std = rand.value("lidar_noise", "std").cpu().numpy().astype(np.float64)
+    else:
+        std = np.full(n, float(env.env_cfg.lidar.noise_std))
+    return short + std
+
+
+def passable_for_lidar(env: Any, rooms: Any, clearance: float, error: np.ndarray) -> np.ndarray:
+    """(n,) bool: :func:`passable` at ``clearance`` plus each world's ``error`` (rounded up to
+    :data:`LIDAR_ERROR_STEP`)."""
+    levels = np.ceil(np.round(np.asarray(error) / LIDAR_ERROR_STEP, 6)) * LIDAR_ERROR_STEP
+    out = np.zeros(len(levels), dtype=bool)
+    for level in np.unique(levels):
+        chosen = levels == level
+        out[chosen] = passable(env, rooms, clearance + float(level))[chosen]
+    return out
+
+
 def start_batch(env: Any, act: NodeActor, gen: torch.Generator, seed: int, batch: int) -> Any:
     """Seed everything for batch ``batch`` of the stream of ``seed`` and draw its worlds."""
     s = seed + BATCH_SEED_STRIDE * batch
@@ -134,6 +175,8 @@ def replay(evaluator: Evaluator, row: Row, episode: int, seed: int, num_envs: in
 
     act.watch = watch
     res, _ = run_episodes(env, act, rooms, label=f"replay {row.name} episode {episode}")
+    clearance = passable_clearance(act, env)
+    error = lidar_error(env, clearance)
     return {
         "row": row.name,
         "episode": episode,
@@ -143,7 +186,9 @@ def replay(evaluator: Evaluator, row: Row, episode: int, seed: int, num_envs: in
         "time_s": float(res["time_s"][k]),
         "path_m": float(res["path_len"][k]),
         "idle_s": float(act.idle_seconds()[k]),
-        "passable": bool(passable(env, rooms, passable_clearance(act, env))[k]),
+        "passable_nominal": bool(passable(env, rooms, clearance)[k]),
+        "passable": bool(passable_for_lidar(env, rooms, clearance, error)[k]),
+        "lidar_error_m": round(float(error[k]), 4),
         "goal": [float(v) for v in rooms.goal[k].cpu()],
         "ticks": ticks,
     }
@@ -168,7 +213,7 @@ def run_row(evaluator: Evaluator, row: Row, episodes: int, seed: int, num_envs: 
         raise ValueError("the safety suite runs behind the node's gate: evaluate a bundle with --node")
     clearance = passable_clearance(act, env)
     gen = torch.Generator(device=env.device)
-    outcomes, certified, idle, times, driven = [], [], [], [], []
+    outcomes, certified, nominal, errors, idle, times, driven = [], [], [], [], [], [], []
     done = 0
     while done < episodes:
         rooms = start_batch(env, act, gen, seed, done // env.num_envs)
@@ -177,17 +222,22 @@ def run_row(evaluator: Evaluator, row: Row, episodes: int, seed: int, num_envs: 
         outcomes.append(res["outcome"][:take])
         times.append(res["time_s"][:take])
         driven.append(res["path_len"][:take])
-        certified.append(passable(env, rooms, clearance)[:take])
+        error = lidar_error(env, clearance)  # the randomisation of the batch just run
+        errors.append(error[:take])
+        certified.append(passable_for_lidar(env, rooms, clearance, error)[:take])
+        nominal.append(passable(env, rooms, clearance)[:take])
         idle.append(act.idle_seconds()[:take])
         done += take
         print(f"[safety] {row.name}: {done}/{episodes} episodes", flush=True)
     oc, ok, idle_s = np.concatenate(outcomes), np.concatenate(certified), np.concatenate(idle)
+    ok_nominal, error_m = np.concatenate(nominal), np.concatenate(errors)
     code = {o: OUTCOMES.index(o) for o in (Outcome.SUCCESS, Outcome.COLLISION, Outcome.TIMEOUT)}
     n = len(oc)
     collisions = int((oc == code[Outcome.COLLISION]).sum())
     stuck_mask = (oc == code[Outcome.TIMEOUT]) & ok
     stuck = int(stuck_mask.sum())
     stalled = int((stuck_mask & (idle_s >= STALLED_S)).sum())
+    stuck_nominal = int(((oc == code[Outcome.TIMEOUT]) & ok_nominal).sum())
     return {
         "name": row.name,
         "description": row.description,
@@ -202,6 +252,10 @@ def run_row(evaluator: Evaluator, row: Row, episodes: int, seed: int, num_envs: 
         "timeout_rate": float((oc == code[Outcome.TIMEOUT]).mean()),
         "passable": int(ok.sum()),
         "passable_clearance_m": clearance,
+        "passable_rule": "the guard's passing clearance plus the world's lidar error",
+        "passable_nominal": int(ok_nominal.sum()),  # with a perfect lidar
+        "stuck_in_passable_nominal": stuck_nominal,
+        "stuck_rate_nominal": stuck_nominal / max(1, int(ok_nominal.sum())),
         "stuck_in_passable": stuck,
         "stuck_rate": stuck / max(1, int(ok.sum())),
         "stalled_in_passable": stalled,  # of stuck_in_passable: no progress for STALLED_S before the end
@@ -218,6 +272,7 @@ def run_row(evaluator: Evaluator, row: Row, episodes: int, seed: int, num_envs: 
         "episode_outcomes": [str(OUTCOMES[int(c)]) for c in oc],
         "episode_time_s": [round(float(t), 2) for t in np.concatenate(times)],
         "episode_path_m": [round(float(d), 3) for d in np.concatenate(driven)],
+        "episode_lidar_error_m": [round(float(e), 4) for e in error_m],
         "meets_bar": collisions / n <= MAX_COLLISION_RATE and stuck / max(1, int(ok.sum())) <= MAX_STUCK_RATE,
     }
 
@@ -266,20 +321,23 @@ def markdown(payload: dict[str, Any]) -> str:
         f"{100 * MAX_STUCK_RATE:.1f} % of the worlds passable for the guard.",
         "",
         "| row | success | collisions | collision (95 %) | passable worlds | stuck in passable (stalled / slow) "
-        "| stuck (95 %) | bar |",
-        "|---|---|---|---|---|---|---|---|",
+        "| stuck (95 %) | bar | passable, perfect lidar | stuck there |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in payload["rows"]:
         lines.append(
             f"| {r['name']} | {pct(r['success_rate'])} | {r['collisions']}/{r['episodes']} | "
             f"{span(r['collision_interval'])} | {r['passable']} | {r['stuck_in_passable']} "
             f"({r['stalled_in_passable']} / {r['slow_in_passable']}) | "
-            f"{span(r['stuck_interval'])} | {'met' if r['meets_bar'] else 'not met'} |"
+            f"{span(r['stuck_interval'])} | {'met' if r['meets_bar'] else 'not met'} | "
+            f"{r.get('passable_nominal', '-')} | {r.get('stuck_in_passable_nominal', '-')} |"
         )
     lines += [
         "",
         "Passable: the grid planner's path keeps the guard's passing clearance "
-        f"({payload['rows'][0]['passable_clearance_m']:.3f} m) from every surface. Stalled: no "
+        f"({payload['rows'][0]['passable_clearance_m']:.3f} m) plus the world's lidar error (its calibration's "
+        "short reading and one standard deviation of its noise) from every surface; with a perfect lidar, the "
+        "clearance alone. Stalled: no "
         f"{PROGRESS_STEP:g} m of progress toward the goal in the last {STALLED_S:g} s; slow: still getting closer "
         "when time ran out."
         if payload["rows"]
