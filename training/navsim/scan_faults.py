@@ -119,17 +119,7 @@ class LidarFaults:
         """(N, B) sector minima (unseen sectors at max_range) -> (policy scan, readings), both
         (N, B) in metres; the readings hold NaN where a reading dropped out."""
         rand, r_max = self.rand, self.max_range
-        x = raw
-        if rand.enabled("lidar_bias"):
-            scale = rand.value("lidar_bias", "scale")[:, None]
-            offset = rand.value("lidar_bias", "offset")[:, None]
-            x = torch.where(raw < r_max, scale * raw + offset, raw)
-        if rand.enabled("lidar_noise"):
-            std = rand.value("lidar_noise", "std")[:, None]
-            x = x + std * torch.randn(x.shape, generator=noise_gen, device=x.device)
-        elif self.noise_std > 0:
-            x = x + self.noise_std * torch.randn(x.shape, generator=noise_gen, device=x.device)
-        x = x.clamp(0.0, r_max)
+        x = biased_and_noisy(raw, rand, r_max, self.noise_std, noise_gen)
         if rand.enabled("lidar_spurious"):
             hit = rand.rand(*x.shape) < rand.value("lidar_spurious", "prob")[:, None]
             x = torch.where(hit & self.seen, torch.full_like(x, r_max), x)
@@ -139,6 +129,24 @@ class LidarFaults:
         drop = (rand.rand(*x.shape) < rand.value("lidar_dropout", "prob")[:, None]) & self.seen
         readings = torch.where(drop, torch.full_like(x, float("nan")), x)
         return self.missing_fill(x, drop), readings
+
+
+def biased_and_noisy(
+    raw: torch.Tensor, rand: RandomizationManager, max_range: float, noise_std: float, gen: torch.Generator
+) -> torch.Tensor:
+    """Steps 1-2 of the module docstring on (N, B) ranges: ``lidar_bias`` on every return (below
+    ``max_range``), then Gaussian noise of the world's ``lidar_noise`` std (else ``noise_std``; none
+    at 0) drawn from ``gen``, clipped to ``[0, max_range]``."""
+    x = raw
+    if rand.enabled("lidar_bias"):
+        scale = rand.value("lidar_bias", "scale")[:, None]
+        offset = rand.value("lidar_bias", "offset")[:, None]
+        x = torch.where(raw < max_range, scale * raw + offset, raw)
+    if rand.enabled("lidar_noise"):
+        x = x + rand.value("lidar_noise", "std")[:, None] * torch.randn(x.shape, generator=gen, device=x.device)
+    elif noise_std > 0:
+        x = x + noise_std * torch.randn(x.shape, generator=gen, device=x.device)
+    return x.clamp(0.0, max_range)
 
 
 def dense_faults(
@@ -151,15 +159,7 @@ def dense_faults(
     (``max_range``) and a dropped reading (NaN, as a driver publishes it) with the world's
     probabilities. Every draw comes from ``gen``, never from ``rand``'s own stream (the worlds the env
     draws stay those without this scan)."""
-    x = raw
-    if rand.enabled("lidar_bias"):
-        scale = rand.value("lidar_bias", "scale")[:, None]
-        offset = rand.value("lidar_bias", "offset")[:, None]
-        x = torch.where(raw < max_range, scale * raw + offset, raw)
-    std = rand.value("lidar_noise", "std")[:, None] if rand.enabled("lidar_noise") else noise_std
-    if rand.enabled("lidar_noise") or noise_std > 0:
-        x = x + std * torch.randn(x.shape, generator=gen, device=x.device)
-    x = x.clamp(0.0, max_range)
+    x = biased_and_noisy(raw, rand, max_range, noise_std, gen)
     if rand.enabled("lidar_spurious"):
         hit = torch.rand(x.shape, generator=gen, device=x.device) < rand.value("lidar_spurious", "prob")[:, None]
         x = torch.where(hit, torch.full_like(x, max_range), x)
