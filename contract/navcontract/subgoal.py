@@ -134,8 +134,10 @@ class TrainedPathFollowing:
 
 
 @dataclass
-class _Segments:
-    """The path's segments with padding folded onto the last valid point; all (N, S) or (N, S, 2)."""
+class PathSegments:
+    """The path's segments with padding folded onto the last valid point; all (N, S) or (N, S, 2).
+    :func:`path_segments` makes them; a caller that follows one path for many ticks keeps them and
+    hands them to :func:`follow_path`."""
 
     start: Any  # (N, S, 2) segment start points
     delta: Any  # (N, S, 2) end - start
@@ -146,7 +148,8 @@ class _Segments:
     total: Any  # (N,) total arc length
 
 
-def _segments(path: Any, count: Any) -> _Segments:
+def path_segments(path: Any, count: Any) -> PathSegments:
+    """The segments of ``path`` (N, K, 2) over its first ``count`` (N,) waypoints."""
     xp = ops_for(path)
     path = xp.as_float(path)
     n, k = path.shape[0], path.shape[1]
@@ -162,7 +165,7 @@ def _segments(path: Any, count: Any) -> _Segments:
     length = xp.sqrt(delta[..., 0] * delta[..., 0] + delta[..., 1] * delta[..., 1])
     arc = xp.cumsum(length, axis=1)
     arc_start = xp.concat([xp.zeros((n, 1), like=path), arc[:, :-1]], axis=1)
-    return _Segments(
+    return PathSegments(
         start=start,
         delta=delta,
         length=length,
@@ -175,15 +178,15 @@ def _segments(path: Any, count: Any) -> _Segments:
 
 def path_length(path: Any, count: Any) -> Any:
     """(N,) total arc length of ``path`` (N, K, 2) over its first ``count`` (N,) waypoints."""
-    return _segments(path, count).total
+    return path_segments(path, count).total
 
 
-def _point_at(seg: _Segments, arc: Any) -> Any:
+def _point_at(seg: PathSegments, arc: Any) -> Any:
     """(N, 2) the point of the path at arc length ``arc`` (N,), taken in [0, total]."""
     return _points_at(seg, arc[:, None])[:, 0]
 
 
-def _points_at(seg: _Segments, arc: Any) -> Any:
+def _points_at(seg: PathSegments, arc: Any) -> Any:
     """(N, M, 2) the points of the path at the arc lengths ``arc`` (N, M), each taken in [0, total]."""
     xp = ops_for(arc)
     # Segments ending before ``arc`` precede the one holding it (arc_end is non-decreasing).
@@ -197,7 +200,12 @@ def _points_at(seg: _Segments, arc: Any) -> Any:
 
 
 def follow_path(
-    path: Any, count: Any, position: Any, progress: Any, rule: LookaheadRule = LookaheadRule()
+    path: Any,
+    count: Any,
+    position: Any,
+    progress: Any,
+    rule: LookaheadRule = LookaheadRule(),
+    segments: PathSegments | None = None,
 ) -> tuple[Any, Any, Any]:
     """One step of the lookahead rule (module docstring) for N worlds at once.
 
@@ -206,11 +214,13 @@ def follow_path(
     position:  (N, 2) robot position in the same frame.
     progress:  (N,) arc length already reached (0 for a new path).
 
+    segments:  :func:`path_segments` of ``path`` and ``count``, when the caller keeps them (else made here).
+
     Returns ``(subgoal (N, 2), new_progress (N,), remaining (N,))``, float32, in the array type of
     ``path``.
     """
     xp = ops_for(path)
-    seg = _segments(path, count)
+    seg = path_segments(path, count) if segments is None else segments
     position = xp.as_float(position)
     progress = xp.minimum(xp.maximum(xp.as_float(progress), 0.0), seg.total)
     lo = progress[:, None]
@@ -280,7 +290,7 @@ def open_subgoal(
     from navcontract.guard import free_distances
 
     xp = ops_for(path)
-    seg = _segments(path, count)
+    seg = path_segments(path, count)
     pose = xp.as_float(pose)
     subgoal = xp.as_float(subgoal)
     progress = xp.minimum(xp.maximum(xp.as_float(progress), 0.0), seg.total)

@@ -93,7 +93,7 @@ from typing import Any
 
 import numpy as np
 
-from navcontract.subgoal import LookaheadRule, follow_path
+from navcontract.subgoal import LookaheadRule, follow_path, path_segments
 from navdeploy.grid_search import (
     GridFrame,
     cell_points,
@@ -379,15 +379,37 @@ Clearance = Callable[[np.ndarray, float], "tuple[GridFrame, np.ndarray] | None"]
 """The clearance grid on the box round some points plus a margin (None: not known there)."""
 
 
-def follow_on(path: np.ndarray, progress: float, rule: LookaheadRule, p: np.ndarray) -> tuple[np.ndarray, float, float]:
+class PathShape:
+    """What following one path tick after tick needs of it, computed once per path: the lookahead
+    rule's segments (float32, as :func:`follow_on` hands the path to it) and the arc length at each
+    waypoint. :meth:`of` keeps one and makes a new one only when the path is another array."""
+
+    def __init__(self, path: np.ndarray) -> None:
+        self.path = path
+        self.batch = path[None].astype(np.float32)
+        self.count = np.array([len(path)])
+        self.segments = path_segments(self.batch, self.count)
+        self.arc = arc_lengths(path)
+
+    @staticmethod
+    def of(shape: PathShape | None, path: np.ndarray) -> PathShape:
+        """``shape`` when it is ``path``'s (the same array), else a new one."""
+        return shape if shape is not None and shape.path is path else PathShape(path)
+
+
+def follow_on(
+    path: np.ndarray, progress: float, rule: LookaheadRule, p: np.ndarray, shape: PathShape | None = None
+) -> tuple[np.ndarray, float, float]:
     """The lookahead rule (:func:`navcontract.subgoal.follow_path`) on one path from ``p``: the
-    sub-goal (2,), the new progress and the path still to go."""
+    sub-goal (2,), the new progress and the path still to go. ``shape``: ``path``'s, when kept."""
+    shape = PathShape.of(shape, path)
     sub, new, remaining = follow_path(
-        path[None].astype(np.float32),
-        np.array([len(path)]),
+        shape.batch,
+        shape.count,
         p[None].astype(np.float32),
         np.array([progress], dtype=np.float32),
         rule,
+        segments=shape.segments,
     )
     return np.asarray(sub[0], dtype=np.float64), float(new[0]), float(remaining[0])
 
@@ -400,11 +422,13 @@ def visible(
     sub: np.ndarray,
     rule: SightRule,
     clearance: Clearance,
+    arc: np.ndarray | None = None,
 ) -> tuple[float, float]:
     """The sub-goal ``sub``, or where it cuts a corner into a mapped surface, the furthest point of the
     path before it that the robot at ``p`` reaches in a straight line keeping its radius. Where
-    ``clearance`` knows nothing of the box, the sub-goal stands."""
-    arc = arc_lengths(path)
+    ``clearance`` knows nothing of the box, the sub-goal stands. ``arc``: :func:`arc_lengths` of
+    ``path``, when kept."""
+    arc = arc_lengths(path) if arc is None else arc
     s_end = min(progress + lookahead, float(arc[-1]))
     pts = points_at(path, arc, np.arange(s_end, progress - 1e-9, -rule.step))  # sub-goal first
     if not len(pts):  # progress at the path's end (within float32 rounding): the sub-goal is its end
@@ -500,6 +524,7 @@ class ScanPlanner:
         """Drop the path and the returns raised for the guard (:meth:`block`); the map stays (what was
         seen is still there)."""
         self.path: np.ndarray | None = None
+        self._shape: PathShape | None = None  # the path's, kept while it is followed
         self.raised: list[list[float]] = []  # [x, y, radius] of each return raised for the guard (odometry frame)
         self.dead_ends: list[tuple[float, float]] = []  # where no path left the robot (module doc: backing out)
         self.kept: list[tuple[float, float]] = []  # returns that blocked the path in use (module doc: blocked)
@@ -563,9 +588,11 @@ class ScanPlanner:
         """The tick's half: advance along the path from ``p`` and return the sub-goal (None: no path)."""
         if self.path is None:
             return None
-        sub, self.progress, self.remaining = follow_on(self.path, self.progress, self.rule, p)
+        self._shape = shape = PathShape.of(self._shape, self.path)
+        sub, self.progress, self.remaining = follow_on(self.path, self.progress, self.rule, p, shape)
         if self.cfg.line_of_sight:
-            return visible(self.path, self.progress, self.rule.lookahead, p, sub, self.sight_rule, self._sight)
+            lookahead = self.rule.lookahead
+            return visible(self.path, self.progress, lookahead, p, sub, self.sight_rule, self._sight, shape.arc)
         return float(sub[0]), float(sub[1])
 
     @property

@@ -67,7 +67,16 @@ import numpy as np
 
 from navcontract.subgoal import LookaheadRule
 from navdeploy.grid_search import GridFrame
-from navdeploy.scan_map import ScanMapCfg, ScanPlanner, SightRule, checked_geometry, follow_on, plan_radii, visible
+from navdeploy.scan_map import (
+    PathShape,
+    ScanMapCfg,
+    ScanPlanner,
+    SightRule,
+    checked_geometry,
+    follow_on,
+    plan_radii,
+    visible,
+)
 
 IN_FLIGHT = 2
 """Scans handed to the worker and not yet answered, at most."""
@@ -366,6 +375,7 @@ class ScanPlannerWorker:
         self._sight: tuple[GridFrame, np.ndarray] | None = None
         self._sight_rule: SightRule | None = None
         self._pending = None
+        self._shape: PathShape | None = None  # the path's, kept while it is followed
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -450,9 +460,11 @@ class ScanPlannerWorker:
         """Advance along the path in use from ``p``; the sub-goal, as :meth:`ScanPlanner.follow`."""
         if self.path is None:
             return None
-        sub, self.progress, self.remaining = follow_on(self.path, self.progress, self.rule, p)
+        self._shape = shape = PathShape.of(self._shape, self.path)
+        sub, self.progress, self.remaining = follow_on(self.path, self.progress, self.rule, p, shape)
         if self.cfg.line_of_sight and self._sight_rule is not None:
-            return visible(self.path, self.progress, self.rule.lookahead, p, sub, self._sight_rule, self._sight_grid)
+            lookahead, rule = self.rule.lookahead, self._sight_rule
+            return visible(self.path, self.progress, lookahead, p, sub, rule, self._sight_grid, shape.arc)
         return float(sub[0]), float(sub[1])
 
     # ------------------------------------------------------------------ internals
@@ -467,7 +479,8 @@ class ScanPlannerWorker:
         if driven <= 0.0:
             return
         wide = LookaheadRule(self.rule.lookahead, self.rule.search_window + driven)
-        _, self.progress, self.remaining = follow_on(self.path, self.progress, wide, self._last_p)
+        self._shape = shape = PathShape.of(self._shape, self.path)
+        _, self.progress, self.remaining = follow_on(self.path, self.progress, wide, self._last_p, shape)
 
     def _sight_grid(self, points: np.ndarray, margin: float) -> tuple[GridFrame, np.ndarray] | None:
         """The clearance that came with the plan, when its box holds ``points`` (else None)."""

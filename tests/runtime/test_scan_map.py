@@ -11,7 +11,7 @@ import pytest
 
 from navcontract.subgoal import LookaheadRule
 from navdeploy.runtime import ScanInput
-from navdeploy.scan_map import ScanMap, ScanMapCfg, ScanPlanner
+from navdeploy.scan_map import PathShape, ScanMap, ScanMapCfg, ScanPlanner, arc_lengths, follow_on
 from navdeploy.settings import Limits
 from navdeploy.states import State
 from support.gates import GoalRecorder, make_gate
@@ -619,3 +619,25 @@ def test_a_robot_at_the_path_s_end_gets_its_end_as_the_sub_goal() -> None:
     end = p.path[-1]
     sub = p.step(None, np.array([end[0], end[1], 0.0]), (x, start[1]), now=0.1)
     assert sub is not None and np.allclose(sub, end, atol=1e-5)
+
+
+def test_a_kept_path_shape_follows_the_path_exactly_as_one_made_each_tick() -> None:
+    """The tick keeps a path's segments and arc lengths (:class:`PathShape`) while it follows it: the
+    sub-goal, progress and remaining distance are those of the lookahead rule made afresh, tick by
+    tick, and a new path (another array) gets a shape of its own."""
+    rng = np.random.default_rng(4)
+    path = np.cumsum(rng.normal(0.1, 0.05, (60, 2)), axis=0)
+    rule = LookaheadRule()
+    shape = PathShape.of(None, path)
+    assert PathShape.of(shape, path) is shape and np.array_equal(shape.arc, arc_lengths(path))
+    kept, fresh = 0.0, 0.0
+    for k in range(0, 55, 3):
+        p = path[k] + rng.normal(0.0, 0.05, 2)
+        sub_kept, kept, left_kept = follow_on(path, kept, rule, p, shape)
+        sub_fresh, fresh, left_fresh = follow_on(path, fresh, rule, p)
+        assert np.array_equal(sub_kept, sub_fresh) and kept == fresh and left_kept == left_fresh
+    assert kept > 3.0  # it went along the path
+    other = path + 1.0
+    new = PathShape.of(shape, other)
+    assert new is not shape and new.path is other
+    assert np.allclose(new.batch[0], other.astype(np.float32))
