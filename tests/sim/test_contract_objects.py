@@ -14,7 +14,7 @@ from navcontract.response import ResponseError, RobotResponse
 from navcontract.subgoal import LookaheadRule, PathFollowingError, TrainedPathFollowing
 from navcontract.terms import SensorDims
 from navdeploy.runtime import ContractError, PolicyRuntime
-from navsim.config import NavConfig
+from navsim.config import ConfigError, NavConfig
 from navsim.config_load import config_from_data, load_config, to_dict
 from navsim.contract_objects import (
     ContractObjects,
@@ -174,4 +174,13 @@ def test_bundle_contract_carries_every_section_and_parses() -> None:
     assert contract.response == objects.response and contract.path_following == objects.path_following
     assert contract.guard == objects.guard and contract.robot_radius == cfg.env.robot.radius
     assert data["lidar"]["simulator"]["rays_per_beam"] == cfg.env.lidar.rays_per_beam
+    assert "noise_beams" not in data["lidar"]["simulator"]  # one draw per sector: as every bundle before it
     assert config_from_data(data["source"]["nav_config"]) == cfg
+
+
+def test_a_sectors_noise_of_several_beams_is_recorded_and_zero_beams_refused() -> None:
+    cfg = load_config(overrides=["env.lidar.noise_beams=10"])
+    data = bundle_contract(cfg, 1e-8, {"source": {"nav_config": to_dict(cfg)}})
+    assert data["lidar"]["simulator"]["noise_beams"] == 10
+    with pytest.raises(ConfigError, match=r"env\.lidar\.noise_beams must be >= 1"):
+        load_config(overrides=["env.lidar.noise_beams=0"])

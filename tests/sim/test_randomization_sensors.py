@@ -212,3 +212,30 @@ def test_a_robots_own_scan_gets_the_worlds_lidar_faults_beam_by_beam():
     dropped, spurious = torch.isnan(out[1]), (out[1] == r_max) & (raw[1] < r_max)
     assert 0.05 < float(dropped.float().mean()) < 0.15  # beam by beam, not sector by sector
     assert 0.35 < float(spurious.sum()) / float((~dropped & (raw[1] < r_max)).sum()) < 0.65
+
+
+@pytest.mark.parametrize("terms", [False, True])
+def test_a_sectors_noise_is_the_minimum_of_its_beams_readings(make_env, terms: bool):
+    """With ``env.lidar.noise_beams`` k a sector reads as the node's rule reads a real lidar: the
+    minimum of k noisy readings, short of the surface by the expected minimum of k standard normals
+    (1.539 std for 10), where one reading (k = 1) is unbiased. With and without the noise term."""
+    std = 0.05
+    over = (
+        only("lidar_noise", lidar_noise__std=f"[{std},{std}]")
+        if terms
+        else ["randomization.enabled=false", f"env.lidar.noise_std={std}"]
+    )
+    shortfall = {}
+    for k in (1, 10):
+        env = make_env(N, *QUIET, "env.lidar.max_range=3.0", f"env.lidar.noise_beams={k}", *over, seed=3)
+        env.reset(_rooms(env))
+        errors = []
+        for _ in range(6):
+            env.step(torch.zeros(N, 3))
+            returns = env.scan_clean < 2.5  # away from the clip at max_range
+            errors.append((env.scan - env.scan_clean)[returns])
+        err = torch.cat(errors)
+        assert err.numel() > 300
+        shortfall[k] = -float(err.mean()) / std
+    assert abs(shortfall[1]) < 0.15
+    assert shortfall[10] == pytest.approx(1.539, abs=0.15)

@@ -66,6 +66,10 @@ class LidarCfg:
     num_beams: int = 72
     max_range: float = 6.0
     noise_std: float = 0.01  # Gaussian range noise in training [m]; truth_scan_clean has none
+    # The robot's lidar beams per sector: the node takes each sector's minimum of that many noisy
+    # readings, which reads short of the surface (about 1.5 std for 10 beams). A sector's noise is
+    # the minimum of this many draws (1: one draw on the sector minimum), navsim.scan_faults.
+    noise_beams: int = 1
     # Each beam is the minimum over its sector (the robot's rule, navcontract.scan.resample_scan):
     # 0 = exact (analytic: edge rays + each geom's closest point, navsim.sectors); K >= 1 = K
     # sub-rays from sector edge to edge, 1 = the sector centre only. Cost and error:

@@ -87,6 +87,8 @@ def _check_lidar(e: EnvCfg) -> None:
         raise ConfigError("env.lidar needs num_beams >= 1 and max_range > 0")
     if lidar.rays_per_beam < 0:
         raise ConfigError(f"env.lidar.rays_per_beam must be >= 0 (0 = exact), got {lidar.rays_per_beam}")
+    if lidar.noise_beams < 1:
+        raise ConfigError(f"env.lidar.noise_beams must be >= 1 (noisy readings per sector), got {lidar.noise_beams}")
     if not 0.0 < lidar.fov_deg <= 360.0:
         raise ConfigError(f"env.lidar.fov_deg must be in (0, 360], got {lidar.fov_deg}")
     try:

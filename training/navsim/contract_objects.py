@@ -200,12 +200,15 @@ def path_following(cfg: NavConfig) -> TrainedPathFollowing:
 def simulator_lidar(cfg: NavConfig) -> dict[str, Any]:
     """How the simulator rendered the scan: the contract's record ``lidar.simulator``."""
     lidar = cfg.env.lidar
-    return {
+    out: dict[str, Any] = {
         "rule": "each beam: the minimum over its sector (the robot's rule)",
         "rays_per_beam": lidar.rays_per_beam,
         "fov_fill": lidar.fov_fill,
         "noise_std": lidar.noise_std,
     }
+    if lidar.noise_beams > 1:  # a sector's noise: the minimum of this many draws
+        out["noise_beams"] = lidar.noise_beams
+    return out
 
 
 @dataclass(frozen=True)

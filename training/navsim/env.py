@@ -54,7 +54,7 @@ from navsim.outcomes import OUTCOMES
 from navsim.randomization import RandomizationManager
 from navsim.rewards import RewardManager, RewardState
 from navsim.robot import OBSTACLE_HALF_HEIGHT, PARK_Z, build_mjcf, geom_ids, slot_sizes
-from navsim.scan_faults import LidarFaults, MissingFill
+from navsim.scan_faults import LidarFaults, MissingFill, sector_noise
 from navsim.sectors import FovFill, SectorRays
 from navsim.world_pool import Curriculum
 from navsim.world_source import PlannedWorldSource, RoomSource, WorldSource
@@ -232,7 +232,7 @@ class NavEnv(VecEnv):
                 self.dims.num_beams, self.dims.max_range, lcfg.fov_fill, lcfg.fov_fill_value, self.device
             )
         self.lidar_faults = LidarFaults(
-            rand, self.fov_seen, self.dims.max_range, lcfg.noise_std, self.lidar.fill, missing
+            rand, self.fov_seen, self.dims.max_range, lcfg.noise_std, self.lidar.fill, missing, lcfg.noise_beams
         )
 
     def _build_buffers(self) -> None:
@@ -551,7 +551,8 @@ class NavEnv(VecEnv):
         else:
             noise = self.env_cfg.lidar.noise_std
             if noise > 0:
-                noisy = raw + noise * torch.randn(raw.shape, generator=self.noise_gen, device=self.device)
+                beams = self.env_cfg.lidar.noise_beams
+                noisy = raw + noise * sector_noise(raw.shape, beams, self.noise_gen, self.device)
                 self.scan = self.lidar.fill(noisy.clamp(0.0, self.dims.max_range))
             else:
                 self.scan = self.lidar.fill(raw)

@@ -7,7 +7,10 @@ Per scan, in this order (each step only when its term is enabled, values from
    ``scale * range + offset``; a sector with no return stays ``max_range`` (a real lidar reports no
    return as inf, which the robot reads as max_range whatever its calibration).
 2. ``lidar_noise``: Gaussian noise of the world's std (instead of ``env.lidar.noise_std``), drawn
-   from the env's noise stream as without randomisation; then clipped to ``[0, max_range]``.
+   from the env's noise stream as without randomisation; then clipped to ``[0, max_range]``. With
+   ``env.lidar.noise_beams`` k > 1 a sector's noise is the minimum of k draws (:func:`sector_noise`):
+   the node's scan rule takes the minimum of the k noisy readings of a real lidar's beams in the
+   sector, which reads short of the surface.
 3. ``lidar_spurious``: a sector reads ``max_range`` (a spurious no-return) with the world's probability.
 4. Sectors outside the field of view are filled as without randomisation (``navsim.lidar``).
 5. ``lidar_dropout``: a seen sector has no valid reading with the world's probability.
@@ -106,6 +109,7 @@ class LidarFaults:
         noise_std: float,
         fov_fill: Callable[[torch.Tensor], torch.Tensor],
         missing_fill: MissingFill,
+        noise_beams: int = 1,
     ) -> None:
         self.rand = rand
         self.seen = seen
@@ -113,13 +117,14 @@ class LidarFaults:
         self.noise_std = float(noise_std)
         self.fov_fill = fov_fill
         self.missing_fill = missing_fill
+        self.noise_beams = int(noise_beams)
         self.active = any(rand.enabled(t) for t in self.TERMS)
 
     def apply(self, raw: torch.Tensor, noise_gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """(N, B) sector minima (unseen sectors at max_range) -> (policy scan, readings), both
         (N, B) in metres; the readings hold NaN where a reading dropped out."""
         rand, r_max = self.rand, self.max_range
-        x = biased_and_noisy(raw, rand, r_max, self.noise_std, noise_gen)
+        x = biased_and_noisy(raw, rand, r_max, self.noise_std, noise_gen, self.noise_beams)
         if rand.enabled("lidar_spurious"):
             hit = rand.rand(*x.shape) < rand.value("lidar_spurious", "prob")[:, None]
             x = torch.where(hit & self.seen, torch.full_like(x, r_max), x)
@@ -131,21 +136,35 @@ class LidarFaults:
         return self.missing_fill(x, drop), readings
 
 
+def sector_noise(shape: torch.Size, beams: int, gen: torch.Generator, device: torch.device) -> torch.Tensor:
+    """Unit noise of a sector read as the minimum of ``beams`` noisy readings: the minimum of that
+    many standard normal draws per sector (one draw for 1)."""
+    if beams == 1:
+        return torch.randn(shape, generator=gen, device=device)
+    return torch.randn((*shape, beams), generator=gen, device=device).amin(dim=-1)
+
+
 def biased_and_noisy(
-    raw: torch.Tensor, rand: RandomizationManager, max_range: float, noise_std: float, gen: torch.Generator
+    raw: torch.Tensor,
+    rand: RandomizationManager,
+    max_range: float,
+    noise_std: float,
+    gen: torch.Generator,
+    beams: int = 1,
 ) -> torch.Tensor:
     """Steps 1-2 of the module docstring on (N, B) ranges: ``lidar_bias`` on every return (below
     ``max_range``), then Gaussian noise of the world's ``lidar_noise`` std (else ``noise_std``; none
-    at 0) drawn from ``gen``, clipped to ``[0, max_range]``."""
+    at 0) drawn from ``gen`` as the minimum over ``beams`` readings (:func:`sector_noise`), clipped
+    to ``[0, max_range]``."""
     x = raw
     if rand.enabled("lidar_bias"):
         scale = rand.value("lidar_bias", "scale")[:, None]
         offset = rand.value("lidar_bias", "offset")[:, None]
         x = torch.where(raw < max_range, scale * raw + offset, raw)
     if rand.enabled("lidar_noise"):
-        x = x + rand.value("lidar_noise", "std")[:, None] * torch.randn(x.shape, generator=gen, device=x.device)
+        x = x + rand.value("lidar_noise", "std")[:, None] * sector_noise(x.shape, beams, gen, x.device)
     elif noise_std > 0:
-        x = x + noise_std * torch.randn(x.shape, generator=gen, device=x.device)
+        x = x + noise_std * sector_noise(x.shape, beams, gen, x.device)
     return x.clamp(0.0, max_range)
 
 
