@@ -13,6 +13,7 @@ from test_randomization import only
 
 from navcontract.scan import ScanInput, ScanOptions, resample_scan
 from navsim.scan_faults import MissingFill
+from support.lidar_terms import LidarTerms
 from support.simenv import NO_GUARD, empty_rooms, place_obstacle
 
 N = 8
@@ -175,20 +176,6 @@ def test_missing_fill_is_the_runtimes_rule_for_every_fill_policy():
             assert np.allclose(ours[w], resample_scan(scan, B, 6.0, options=opts), atol=1e-6), (fill, w)
 
 
-class _Terms:
-    """The lidar terms of a randomisation manager, per world, with no random stream of its own (a
-    draw from it would fail: :func:`navsim.scan_faults.dense_faults` draws from the generator given)."""
-
-    def __init__(self, **values: dict[str, list[float]]) -> None:
-        self.values = {t: {p: torch.tensor(v) for p, v in ps.items()} for t, ps in values.items()}
-
-    def enabled(self, term: str) -> bool:
-        return term in self.values
-
-    def value(self, term: str, param: str) -> torch.Tensor:
-        return self.values[term][param]
-
-
 def test_a_robots_own_scan_gets_the_worlds_lidar_faults_beam_by_beam():
     """The node's dense lidar in a node-gated evaluation meets the lidar terms of its world: bias on
     returns only, the world's noise std, spurious no-returns and dropped readings (NaN) at the world's
@@ -198,15 +185,15 @@ def test_a_robots_own_scan_gets_the_worlds_lidar_faults_beam_by_beam():
     r_max = 6.0
     raw = torch.tensor([[1.0, 2.0, r_max, 3.0] * 200, [1.0, 2.0, r_max, 3.0] * 200])
     gen = torch.Generator().manual_seed(0)
-    assert torch.equal(dense_faults(raw, _Terms(), r_max, 0.0, gen), raw)
-    biased = dense_faults(raw, _Terms(lidar_bias={"scale": [1.02, 1.0], "offset": [0.0, 0.02]}), r_max, 0.0, gen)
+    assert torch.equal(dense_faults(raw, LidarTerms(), r_max, 0.0, gen), raw)
+    biased = dense_faults(raw, LidarTerms(lidar_bias={"scale": [1.02, 1.0], "offset": [0.0, 0.02]}), r_max, 0.0, gen)
     assert torch.allclose(biased[0, :3], torch.tensor([1.02, 2.04, r_max]))
     assert torch.allclose(biased[1, :3], torch.tensor([1.02, 2.02, r_max]))
-    noisy = dense_faults(raw, _Terms(lidar_noise={"std": [0.0, 0.05]}), r_max, 0.01, gen)
+    noisy = dense_faults(raw, LidarTerms(lidar_noise={"std": [0.0, 0.05]}), r_max, 0.01, gen)
     assert torch.equal(noisy[0], raw[0])  # the world's std (0) replaces the lidar's 0.01
     spread = (noisy[1] - raw[1])[raw[1] < r_max]
     assert 0.04 < float(spread.std()) < 0.06 and float(noisy[1].max()) <= r_max
-    faults = _Terms(lidar_spurious={"prob": [0.0, 0.5]}, lidar_dropout={"prob": [1.0, 0.1]})
+    faults = LidarTerms(lidar_spurious={"prob": [0.0, 0.5]}, lidar_dropout={"prob": [1.0, 0.1]})
     out = dense_faults(raw, faults, r_max, 0.0, gen)
     assert torch.isnan(out[0]).all()  # every reading of world 0 dropped
     dropped, spurious = torch.isnan(out[1]), (out[1] == r_max) & (raw[1] < r_max)

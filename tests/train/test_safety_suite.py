@@ -29,6 +29,7 @@ from navtrain.safety_suite import (
     run_suite,
     write_outputs,
 )
+from support.lidar_terms import LidarTerms
 from support.simenv import nav_config
 
 
@@ -46,12 +47,17 @@ def test_rows_are_thin_post_clutter_with_the_lidar_they_name_and_randomisation_a
     assert fovs == {"posts": 360.0, "posts270": 270.0}
 
 
-def test_passable_follows_the_clearance_asked_for() -> None:
+def _post_worlds(n: int = 6):
+    """The suite's worlds, ``n`` of them, and the env that drew them."""
     cfg = with_overrides(nav_config(), list(WORLDS))
-    env = NavEnv(cfg, num_envs=6, device="cpu", world_pool=False)
+    env = NavEnv(cfg, num_envs=n, device="cpu", world_pool=False)
     gen = torch.Generator()
     gen.manual_seed(3)
-    rooms = env.new_rooms(env.num_envs, gen)
+    return cfg, env, env.new_rooms(env.num_envs, gen)
+
+
+def test_passable_follows_the_clearance_asked_for() -> None:
+    cfg, env, rooms = _post_worlds()
     assert passable(env, rooms, env.radius).all()  # drawn worlds are certified for the robot's radius
     half_width = cfg.env.worlds.clutter.width / 2
     assert not passable(env, rooms, half_width).any()  # nothing that wide fits in the arena
@@ -59,20 +65,7 @@ def test_passable_follows_the_clearance_asked_for() -> None:
     assert wide.dtype == np.bool_ and wide.shape == (6,)
 
 
-class _LidarTerms:
-    """A randomisation manager's lidar terms with fixed values per world."""
-
-    def __init__(self, **values: dict[str, list[float]]) -> None:
-        self.values = {t: {p: torch.tensor(v) for p, v in ps.items()} for t, ps in values.items()}
-
-    def enabled(self, term: str) -> bool:
-        return term in self.values
-
-    def value(self, term: str, param: str) -> torch.Tensor:
-        return self.values[term][param]
-
-
-def _env_with(terms: _LidarTerms, n: int, noise_std: float = 0.01) -> SimpleNamespace:
+def _env_with(terms: LidarTerms, n: int, noise_std: float = 0.01) -> SimpleNamespace:
     lidar = SimpleNamespace(noise_std=noise_std)
     return SimpleNamespace(randomization=terms, num_envs=n, env_cfg=SimpleNamespace(lidar=lidar))
 
@@ -82,21 +75,17 @@ def test_lidar_error_is_the_calibrations_short_reading_at_the_passing_distance_p
     # World 0 reads 2 % + 1 cm short; world 1 reads long (no allowance for it); world 2 is exact.
     bias = {"scale": [0.98, 1.02, 1.0], "offset": [-0.01, 0.0, 0.0]}
     noise = {"std": [0.0, 0.02, 0.03]}
-    err = lidar_error(_env_with(_LidarTerms(lidar_bias=bias, lidar_noise=noise), 3), c)
+    err = lidar_error(_env_with(LidarTerms(lidar_bias=bias, lidar_noise=noise), 3), c)
     assert err == pytest.approx([0.02 * c + 0.01, 0.02, 0.03])
     # Without the noise term, the lidar's base noise; without the bias term, no short reading.
-    assert lidar_error(_env_with(_LidarTerms(lidar_bias=bias), 3, noise_std=0.01), c) == pytest.approx(
+    assert lidar_error(_env_with(LidarTerms(lidar_bias=bias), 3, noise_std=0.01), c) == pytest.approx(
         [0.02 * c + 0.01 + 0.01, 0.01, 0.01]
     )
-    assert lidar_error(_env_with(_LidarTerms(), 2, noise_std=0.0), c) == pytest.approx([0.0, 0.0])
+    assert lidar_error(_env_with(LidarTerms(), 2, noise_std=0.0), c) == pytest.approx([0.0, 0.0])
 
 
 def test_a_world_passable_for_its_lidar_keeps_the_clearance_plus_its_lidar_error() -> None:
-    cfg = with_overrides(nav_config(), list(WORLDS))
-    env = NavEnv(cfg, num_envs=6, device="cpu", world_pool=False)
-    gen = torch.Generator()
-    gen.manual_seed(3)
-    rooms = env.new_rooms(env.num_envs, gen)
+    cfg, env, rooms = _post_worlds()
     c = float(env.radius)
     exact = passable(env, rooms, c)
     assert np.array_equal(passable_for_lidar(env, rooms, c, np.zeros(6)), exact)
