@@ -128,6 +128,7 @@ def test_a_row_runs_behind_the_nodes_gate_with_the_lidars_field_of_view(fixture_
         stuck = row["stuck_worlds"]  # 0.5 s episodes: every passable world times out, and is named
         assert len(stuck) == row["stuck_in_passable"] == row["passable"] - round(row["success_rate"] * 2)
         assert all(0 <= w["episode"] < 2 and w["stalled"] == (w["idle_s"] >= 10.0) for w in stuck)
+        assert all(w["lidar_error_m"] == row["episode_lidar_error_m"][w["episode"]] for w in stuck)
         assert len(row["collision_worlds"]) == row["collisions"]
     json_path, md_path, png_path = write_outputs(payload, tmp_path / "safety")
     assert json.loads(json_path.read_text())["suite"] == "safety"

@@ -263,7 +263,12 @@ def run_row(evaluator: Evaluator, row: Row, episodes: int, seed: int, num_envs: 
         "stuck_interval": wilson_interval(stuck, max(1, int(ok.sum()))),
         # Which worlds (their index in the row's stream) to trace: each stuck one, and each collision.
         "stuck_worlds": [
-            {"episode": int(i), "stalled": bool(idle_s[i] >= STALLED_S), "idle_s": round(float(idle_s[i]), 1)}
+            {
+                "episode": int(i),
+                "stalled": bool(idle_s[i] >= STALLED_S),
+                "idle_s": round(float(idle_s[i]), 1),
+                "lidar_error_m": round(float(error_m[i]), 4),
+            }
             for i in np.flatnonzero(stuck_mask)
         ],
         "collision_worlds": [int(i) for i in np.flatnonzero(oc == code[Outcome.COLLISION])],
