@@ -54,7 +54,7 @@ from navsim.outcomes import OUTCOMES
 from navsim.randomization import RandomizationManager
 from navsim.rewards import RewardManager, RewardState
 from navsim.robot import OBSTACLE_HALF_HEIGHT, PARK_Z, build_mjcf, geom_ids, slot_sizes
-from navsim.scan_faults import LidarFaults, MissingFill, sector_noise
+from navsim.scan_faults import LidarFaults, MissingFill
 from navsim.sectors import FovFill, SectorRays
 from navsim.world_pool import Curriculum
 from navsim.world_source import PlannedWorldSource, RoomSource, WorldSource
@@ -546,17 +546,7 @@ class NavEnv(VecEnv):
         # Sector minima (env.lidar.rays_per_beam sub-rays each); outside the field of view the
         # runtime's fill, applied after the noise as the robot fills from its noisy readings.
         raw = self.lidar.scan(lidar_pose)
-        if self.lidar_faults.active:
-            self.scan, self.scan_readings = self.lidar_faults.apply(raw, self.noise_gen)
-        else:
-            noise = self.env_cfg.lidar.noise_std
-            if noise > 0:
-                beams = self.env_cfg.lidar.noise_beams
-                noisy = raw + noise * sector_noise(raw.shape, beams, self.noise_gen, self.device)
-                self.scan = self.lidar.fill(noisy.clamp(0.0, self.dims.max_range))
-            else:
-                self.scan = self.lidar.fill(raw)
-            self.scan_readings = self.scan
+        self.scan, self.scan_readings = self.lidar_faults.apply(raw, self.noise_gen)  # base noise without terms
         self.scan_seen = self._seen(self.scan_readings)
         if lidar_pose is pose:
             self.scan_clean = self.lidar.fill(raw)
