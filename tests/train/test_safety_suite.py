@@ -168,3 +168,7 @@ def test_an_episode_replays_by_itself_as_it_ran_in_its_row(fixture_bundle: Path,
     )
     assert code == 0
     assert json.loads((tmp_path / "replay.json").read_text())["outcome"] == again["outcome"]
+    from PIL import Image
+
+    with Image.open(tmp_path / "replay.png") as image:  # the world with the robot's track on it
+        assert image.width > 300 and image.height > 150

@@ -295,7 +295,8 @@ def safety_replay(args: argparse.Namespace, evaluator: Any, rows: list[str] | No
         raise CliError("--replay needs the --num-envs of the run that named the episode (its JSON's num_envs)")
     row = next(r for r in safety_suite.ROWS if r.name == rows[0])
     seed = evaluator.cfg.runner.eval_seed if args.seed is None else args.seed
-    out = safety_suite.replay(evaluator, row, args.replay, seed, args.num_envs)
+    png = Path(args.out).with_suffix(".png")
+    out = safety_suite.replay(evaluator, row, args.replay, seed, args.num_envs, png=png)
     path = Path(args.out).with_suffix(".json")
     path.write_text(json.dumps(out, indent=1) + "\n")
     print(
@@ -308,7 +309,7 @@ def safety_replay(args: argparse.Namespace, evaluator: Any, rows: list[str] | No
         if tick["state"] != last:
             print(f"  t {tick['t']:6.1f} s  {tick['state']}: {tick['reason']}")
             last = tick["state"]
-    print(f"[evaluate] wrote {path}")
+    print(f"[evaluate] wrote {path} and {png}")
     return 0
 
 

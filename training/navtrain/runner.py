@@ -100,9 +100,12 @@ class ProgressLogger(Logger):
 class StopSignals:
     """SIGINT and SIGTERM as a request to stop at a consistent point.
 
-    Outside a :meth:`deferred` block the first signal raises KeyboardInterrupt at once. Inside one
-    (a PPO update, a checkpoint write) it is remembered and raised when the outermost block ends.
-    Once stopping, further signals only print that the run is finishing its save.
+    Outside a :meth:`deferred` block a signal raises KeyboardInterrupt at once. Inside one (a PPO
+    update, a checkpoint write) it is remembered and raised when the outermost block ends. Python
+    drops an exception raised inside a finaliser (``__del__``) or a callback, so a request stays
+    open until its owner calls :meth:`acknowledge` (its ``except KeyboardInterrupt`` did run):
+    until then :meth:`check` raises it again at every iteration boundary, and so does a further
+    signal. After :meth:`acknowledge`, further signals only print that the run is finishing its save.
     """
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -110,7 +113,7 @@ class StopSignals:
     def __init__(self, tool: str = "nav-train") -> None:
         self.tool = tool
         self.requested: int | None = None
-        self.stopping = False
+        self.acknowledged = False
         self._depth = 0
         self._previous: dict[int, Any] = {}
 
@@ -124,9 +127,18 @@ class StopSignals:
             signal.signal(sig, handler)
         self._previous.clear()
 
+    def acknowledge(self) -> None:
+        """The interrupt reached its handler: further signals wait for the save it makes."""
+        self.acknowledged = True
+
+    def check(self) -> None:
+        """Raise an open request again (one whose KeyboardInterrupt was swallowed on its way up)."""
+        if self.requested is not None and not self.acknowledged and not self._depth:
+            raise KeyboardInterrupt
+
     def _handle(self, signum: int, frame: object) -> None:
         name = signal.Signals(signum).name
-        if self.stopping or self._depth:
+        if self.acknowledged or self._depth:
             if self.requested is None:
                 self.requested = signum
                 print(f"\n[train] {name}: stopping after the update or save in progress", file=sys.stderr, flush=True)
@@ -134,7 +146,6 @@ class StopSignals:
                 print(f"\n[train] {name}: still saving, please wait", file=sys.stderr, flush=True)
             return
         self.requested = signum
-        self.stopping = True
         raise KeyboardInterrupt
 
     @contextlib.contextmanager
@@ -145,9 +156,7 @@ class StopSignals:
             yield
         finally:
             self._depth -= 1
-        if self._depth == 0 and self.requested is not None and not self.stopping:
-            self.stopping = True
-            raise KeyboardInterrupt
+        self.check()
 
 
 class ThreadPhases:
@@ -294,6 +303,7 @@ class NavRunner(OnPolicyRunner):
         update = self.alg.update
 
         def update_whole() -> dict[str, float]:
+            self.stop.check()  # an interrupt swallowed during collection stops the run here
             with self.stop.deferred(), self.threads.update():
                 losses = update()
                 self.completed_iteration = self.current_learning_iteration = self._next_iteration

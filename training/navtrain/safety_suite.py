@@ -144,10 +144,12 @@ def start_batch(env: Any, act: NodeActor, gen: torch.Generator, seed: int, batch
     return env.new_rooms(env.num_envs, gen)
 
 
-def replay(evaluator: Evaluator, row: Row, episode: int, seed: int, num_envs: int) -> dict[str, Any]:
+def replay(
+    evaluator: Evaluator, row: Row, episode: int, seed: int, num_envs: int, png: Path | None = None
+) -> dict[str, Any]:
     """Episode ``episode`` of ``row`` again (its batch of ``num_envs`` worlds, as in the run that
     named it), with the trace of its gate: one entry per control tick (time, state, reason, pose,
-    command, sub-goal, the guard's scale)."""
+    command, sub-goal, the guard's scale). With ``png``, also a map of the world with that trace."""
     cfg = with_overrides(evaluator.cfg, [*WORLDS, *row.overrides])
     env, seed = eval_env(cfg, num_envs, seed, num_envs, evaluator.device)
     act = evaluator.make_act(env)
@@ -177,7 +179,7 @@ def replay(evaluator: Evaluator, row: Row, episode: int, seed: int, num_envs: in
     res, _ = run_episodes(env, act, rooms, label=f"replay {row.name} episode {episode}")
     clearance = passable_clearance(act, env)
     error = lidar_error(env, clearance)
-    return {
+    out = {
         "row": row.name,
         "episode": episode,
         "seed": seed,
@@ -192,6 +194,46 @@ def replay(evaluator: Evaluator, row: Row, episode: int, seed: int, num_envs: in
         "goal": [float(v) for v in rooms.goal[k].cpu()],
         "ticks": ticks,
     }
+    if png is not None:
+        plot_replay(out, rooms, k, env.env_cfg, png)
+    return out
+
+
+def plot_replay(trace: dict[str, Any], rooms: Any, world: int, env_cfg: Any, path: str | Path) -> None:
+    """The replayed world (posts, the planner's path, the goal) with the robot's track coloured by
+    time, the gate's sub-goals, and the ticks where the guard stopped it or the gate recovered."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from navtrain.play import draw_room, world_half
+
+    ticks = trace["ticks"]
+    pose = np.array([t["pose"] for t in ticks], dtype=float).reshape(-1, 3)
+    t = np.array([t["t"] for t in ticks], dtype=float)
+    hx, hy = world_half(rooms, world, env_cfg)
+    fig, ax = plt.subplots(figsize=(min(16.0, 2.0 + 1.1 * hx), min(9.0, 1.0 + 1.1 * hy)))
+    draw_room(ax, rooms, world, env_cfg)  # the evaluation's worlds live on the CPU
+    track = ax.scatter(pose[:, 0], pose[:, 1], c=t, cmap="viridis", s=6, zorder=5)
+    fig.colorbar(track, ax=ax, fraction=0.025, label="time [s]")
+    sub = np.array([tk["subgoal"] for tk in ticks if tk["subgoal"] is not None], dtype=float).reshape(-1, 2)
+    ax.plot(sub[:, 0], sub[:, 1], "x", color="tab:orange", ms=3, alpha=0.5, zorder=4, label="sub-goal")
+    stopped = np.array([tk["guard_scale"] == 0.0 for tk in ticks])
+    recovering = np.array([tk["state"] == "recovering" for tk in ticks])
+    if stopped.any():
+        ax.plot(pose[stopped, 0], pose[stopped, 1], "o", mfc="none", mec="tab:red", ms=6, zorder=6, label="guard 0")
+    if recovering.any():
+        ax.plot(pose[recovering, 0], pose[recovering, 1], "s", mfc="none", mec="k", ms=6, zorder=6, label="recovering")
+    ax.legend(loc="upper left", fontsize=7)
+    ax.set_title(
+        f"{trace['row']} episode {trace['episode']}: {trace['outcome']} after {trace['time_s']:.1f} s, "
+        f"lidar error {100 * trace['lidar_error_m']:.1f} cm, passable {trace['passable']}",
+        fontsize=9,
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def row_names() -> list[str]:

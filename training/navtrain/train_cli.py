@@ -201,7 +201,7 @@ def run(args) -> int:
         print(f"[train] training took {(time.time() - t0) / 60:.1f} min", flush=True)
         return finish(args, cfg, device, log_dir, name, checkpoint)
     except KeyboardInterrupt:
-        stop.stopping = True  # any further signal waits for the save below
+        stop.acknowledge()  # any further signal waits for the save below
         if runner is None:
             report(TOOL, f"interrupted before training started; nothing saved (run folder {log_dir})")
         elif log_dir is None:
