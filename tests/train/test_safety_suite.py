@@ -15,9 +15,10 @@ import torch
 
 from navdeploy.node_params import NodeParams
 from navsim.env import NavEnv
-from navtrain.evaluate_cli import main
+from navtrain.evaluate_cli import main, safety_episode_s
 from navtrain.evaluation import NodeActor, bundle_evaluator, with_overrides
 from navtrain.safety_suite import (
+    EPISODE_S,
     LIDAR_ERROR_STEP,
     POST_RADIUS,
     ROWS,
@@ -26,11 +27,21 @@ from navtrain.safety_suite import (
     passable,
     passable_for_lidar,
     replay,
+    row_overrides,
     run_suite,
     write_outputs,
 )
 from support.lidar_terms import LidarTerms
 from support.simenv import nav_config
+
+
+def test_the_cli_runs_the_suites_own_episode_length_unless_the_command_sets_one() -> None:
+    assert EPISODE_S >= 2 * nav_config().env.episode_length_s  # long enough that slow is not stuck
+    assert safety_episode_s(SimpleNamespace(overrides=["env.lidar.fov_deg=270.0"])) == EPISODE_S
+    assert safety_episode_s(SimpleNamespace(overrides=["env.episode_length_s=2.0"])) is None
+    cfg = with_overrides(nav_config(), row_overrides(ROWS[0], EPISODE_S))
+    assert cfg.env.episode_length_s == EPISODE_S and cfg.env.lidar.fov_deg == 360.0
+    assert with_overrides(nav_config(), row_overrides(ROWS[0], None)).env.episode_length_s == 30.0
 
 
 def test_rows_are_thin_post_clutter_with_the_lidar_they_name_and_randomisation_as_trained() -> None:
@@ -156,6 +167,7 @@ def test_an_episode_replays_by_itself_as_it_ran_in_its_row(fixture_bundle: Path,
     payload = run_suite(evaluator, episodes=4, seed=11, num_envs=2, rows=[row.name])
     ran = payload["rows"][0]
     assert ran["num_envs"] == 2 and len(ran["episode_outcomes"]) == len(ran["episode_time_s"]) == 4
+    assert ran["episode_s"] == 2.0  # the evaluator's own length: run_suite was given none
     again = replay(evaluator, row, 3, 11, 2)
     assert again["outcome"] == ran["episode_outcomes"][3] and again["time_s"] == pytest.approx(ran["episode_time_s"][3])
     assert again["path_m"] == pytest.approx(ran["episode_path_m"][3], abs=1e-3) and again["path_m"] > 0.5

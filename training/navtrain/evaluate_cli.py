@@ -277,12 +277,26 @@ def safety_main(args: argparse.Namespace) -> int:
     if args.replay is not None:
         return safety_replay(args, evaluator, rows)
     payload = safety_suite.run_suite(
-        evaluator, episodes=args.episodes or 1000, seed=args.seed, num_envs=args.num_envs, rows=rows
+        evaluator,
+        episodes=args.episodes or 1000,
+        seed=args.seed,
+        num_envs=args.num_envs,
+        rows=rows,
+        episode_s=safety_episode_s(args),
     )
     paths = safety_suite.write_outputs(payload, args.out)
     print(paths[1].read_text())
     print(f"[evaluate] wrote {', '.join(str(p) for p in paths)}")
     return 0
+
+
+def safety_episode_s(args: argparse.Namespace) -> float | None:
+    """The safety suite's episode length: its own (:data:`navtrain.safety_suite.EPISODE_S`) unless the
+    command's overrides set ``env.episode_length_s`` (then None: the evaluator's config has it)."""
+    from navtrain.safety_suite import EPISODE_S
+
+    given = any(o.split("=", 1)[0].strip() == "env.episode_length_s" for o in args.overrides)
+    return None if given else EPISODE_S
 
 
 def safety_replay(args: argparse.Namespace, evaluator: Any, rows: list[str] | None) -> int:
@@ -296,7 +310,9 @@ def safety_replay(args: argparse.Namespace, evaluator: Any, rows: list[str] | No
     row = next(r for r in safety_suite.ROWS if r.name == rows[0])
     seed = evaluator.cfg.runner.eval_seed if args.seed is None else args.seed
     png = Path(args.out).with_suffix(".png")
-    out = safety_suite.replay(evaluator, row, args.replay, seed, args.num_envs, png=png)
+    out = safety_suite.replay(
+        evaluator, row, args.replay, seed, args.num_envs, png=png, episode_s=safety_episode_s(args)
+    )
     path = Path(args.out).with_suffix(".json")
     path.write_text(json.dumps(out, indent=1) + "\n")
     print(

@@ -71,6 +71,12 @@ WORLDS = (
     "env.worlds.clutter.piece_share=0.0",
     "env.worlds.certify=radius",  # gaps narrower than the guard passes stay in the stream; passable() says which
 )
+EPISODE_S = 60.0
+"""[s] How long ``nav-evaluate --suite safety`` lets an episode run (unless its overrides set
+``env.episode_length_s``): twice the training episode. The suite counts robots that stay stuck, not
+slow ones; at 30 s a detour round a closed gap at the DWA's speed in thin posts still ran out of
+time while getting closer (the successes' time reached 29.9 s), and such timeouts counted as stuck.
+Time to goal is :mod:`navtrain.compare`'s measure."""
 STALLED_S = 10.0
 """[s] A timeout whose robot came no closer to its goal (:data:`navtrain.evaluation.PROGRESS_STEP`) for
 this long before the end is *stalled*: stuck until the timeout; a shorter idle time, *slow*: still on
@@ -145,12 +151,19 @@ def start_batch(env: Any, act: NodeActor, gen: torch.Generator, seed: int, batch
 
 
 def replay(
-    evaluator: Evaluator, row: Row, episode: int, seed: int, num_envs: int, png: Path | None = None
+    evaluator: Evaluator,
+    row: Row,
+    episode: int,
+    seed: int,
+    num_envs: int,
+    png: Path | None = None,
+    episode_s: float | None = None,
 ) -> dict[str, Any]:
     """Episode ``episode`` of ``row`` again (its batch of ``num_envs`` worlds, as in the run that
     named it), with the trace of its gate: one entry per control tick (time, state, reason, pose,
-    command, sub-goal, the guard's scale). With ``png``, also a map of the world with that trace."""
-    cfg = with_overrides(evaluator.cfg, [*WORLDS, *row.overrides])
+    command, sub-goal, the guard's scale) and the world itself (:func:`world_record`). With ``png``,
+    also :func:`plot_replay` of it. ``episode_s`` as :func:`run_suite`'s."""
+    cfg = with_overrides(evaluator.cfg, row_overrides(row, episode_s))
     env, seed = eval_env(cfg, num_envs, seed, num_envs, evaluator.device)
     act = evaluator.make_act(env)
     if not isinstance(act, NodeActor):
@@ -192,47 +205,104 @@ def replay(
         "passable": bool(passable_for_lidar(env, rooms, clearance, error)[k]),
         "lidar_error_m": round(float(error[k]), 4),
         "goal": [float(v) for v in rooms.goal[k].cpu()],
+        "world": world_record(rooms, k, env.env_cfg),
         "ticks": ticks,
     }
     if png is not None:
-        plot_replay(out, rooms, k, env.env_cfg, png)
+        plot_replay(out, png)
     return out
 
 
-def plot_replay(trace: dict[str, Any], rooms: Any, world: int, env_cfg: Any, path: str | Path) -> None:
-    """The replayed world (posts, the planner's path, the goal) with the robot's track coloured by
-    time, the gate's sub-goals, and the ticks where the guard stopped it or the gate recovered."""
+def world_record(rooms: Any, world: int, env_cfg: Any) -> dict[str, Any]:
+    """World ``world`` of ``rooms`` as plain numbers, so that a replay's JSON draws without the
+    simulator: half extents, active cylinders ``[x, y, r]``, boxes ``[x, y, yaw, half_x, half_y]``,
+    the planner's path, start, goal and the goal's tolerance."""
+    from navsim.robot import slot_sizes
+    from navtrain.play import world_half
+
+    sizes = slot_sizes(env_cfg)
+    n_cyl = len(sizes.cylinder_radius)
+    pos = rooms.slot_pos[world].cpu().numpy()
+    yaw = rooms.slot_yaw[world].cpu().numpy()
+    cylinders, boxes = [], []
+    for j in np.flatnonzero(rooms.slot_active[world].cpu().numpy()):
+        if j < n_cyl:
+            cylinders.append([round(float(v), 4) for v in (*pos[j], sizes.cylinder_radius[j])])
+        else:
+            bx, by = sizes.box_half[j - n_cyl]
+            boxes.append([round(float(v), 4) for v in (*pos[j], yaw[j], bx, by)])
+    count = int(rooms.path_count[world])
+    return {
+        "half": [round(v, 4) for v in world_half(rooms, world, env_cfg)],
+        "cylinders": cylinders,
+        "boxes": boxes,
+        "path": [[round(float(v), 4) for v in p] for p in rooms.path[world, :count].cpu().numpy()],
+        "start": [round(float(v), 4) for v in rooms.start[world, :2].cpu()],
+        "goal": [round(float(v), 4) for v in rooms.goal[world].cpu()],
+        "goal_tolerance": float(env_cfg.goal_tolerance),
+    }
+
+
+ZOOM_LAST_S = 15.0
+"""[s] The replay plot's second panel frames the robot's last this many seconds."""
+
+
+def plot_replay(trace: dict[str, Any], path: str | Path) -> None:
+    """A replay's JSON drawn: the world (posts, the planner's path, the goal) with the robot's track
+    coloured by time, the gate's sub-goals, and the ticks where the guard stopped it or the gate
+    recovered; on the left the whole world, on the right the robot's last :data:`ZOOM_LAST_S` s."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Circle, Polygon
 
-    from navtrain.play import draw_room, world_half
-
-    ticks = trace["ticks"]
+    world, ticks = trace["world"], trace["ticks"]
     pose = np.array([t["pose"] for t in ticks], dtype=float).reshape(-1, 3)
     t = np.array([t["t"] for t in ticks], dtype=float)
-    hx, hy = world_half(rooms, world, env_cfg)
-    fig, ax = plt.subplots(figsize=(min(16.0, 2.0 + 1.1 * hx), min(9.0, 1.0 + 1.1 * hy)))
-    draw_room(ax, rooms, world, env_cfg)  # the evaluation's worlds live on the CPU
-    track = ax.scatter(pose[:, 0], pose[:, 1], c=t, cmap="viridis", s=6, zorder=5)
-    fig.colorbar(track, ax=ax, fraction=0.025, label="time [s]")
     sub = np.array([tk["subgoal"] for tk in ticks if tk["subgoal"] is not None], dtype=float).reshape(-1, 2)
-    ax.plot(sub[:, 0], sub[:, 1], "x", color="tab:orange", ms=3, alpha=0.5, zorder=4, label="sub-goal")
-    stopped = np.array([tk["guard_scale"] == 0.0 for tk in ticks])
-    recovering = np.array([tk["state"] == "recovering" for tk in ticks])
-    if stopped.any():
-        ax.plot(pose[stopped, 0], pose[stopped, 1], "o", mfc="none", mec="tab:red", ms=6, zorder=6, label="guard 0")
-    if recovering.any():
-        ax.plot(pose[recovering, 0], pose[recovering, 1], "s", mfc="none", mec="k", ms=6, zorder=6, label="recovering")
-    ax.legend(loc="upper left", fontsize=7)
-    ax.set_title(
-        f"{trace['row']} episode {trace['episode']}: {trace['outcome']} after {trace['time_s']:.1f} s, "
-        f"lidar error {100 * trace['lidar_error_m']:.1f} cm, passable {trace['passable']}",
-        fontsize=9,
-    )
+    stopped = np.array([tk["guard_scale"] == 0.0 for tk in ticks], dtype=bool)
+    recovering = np.array([tk["state"] == "recovering" for tk in ticks], dtype=bool)
+    hx, hy = world["half"]
+    last = pose[t >= t.max() - ZOOM_LAST_S, :2] if len(t) else np.zeros((1, 2))
+    centre = (last.min(axis=0) + last.max(axis=0)) / 2
+    span = max(2.0, float((last.max(axis=0) - last.min(axis=0)).max()) + 1.2)
+    fig, axes = plt.subplots(1, 2, figsize=(15, 5.2), gridspec_kw={"width_ratios": [max(hx / hy, 1.0), 1.0]})
+    for ax, zoom in zip(axes, (False, True), strict=True):
+        ax.set_aspect("equal")
+        for x, y, r in world["cylinders"]:
+            ax.add_patch(Circle((x, y), r, color="0.55", zorder=1))
+        for x, y, yaw, bx, by in world["boxes"]:
+            c, s = np.cos(yaw), np.sin(yaw)
+            corners = np.array([[bx, by], [-bx, by], [-bx, -by], [bx, -by]]) @ np.array([[c, s], [-s, c]]) + (x, y)
+            ax.add_patch(Polygon(corners, color="0.55", zorder=1))
+        if len(world["path"]) > 2:
+            plan = np.array(world["path"])
+            ax.plot(plan[:, 0], plan[:, 1], ":", color="0.6", lw=1.2, zorder=1.5, label="planner's path")
+        ax.add_patch(Circle(world["goal"], world["goal_tolerance"], fill=False, ec="goldenrod", ls="--", zorder=1))
+        ax.plot(*world["goal"], "*", color="gold", mec="k", mew=0.5, ms=10, zorder=7)
+        track = ax.scatter(pose[:, 0], pose[:, 1], c=t, cmap="viridis", s=10 if zoom else 5, zorder=5)
+        ax.plot(sub[:, 0], sub[:, 1], "x", color="tab:orange", ms=3, alpha=0.6, zorder=4, label="sub-goal")
+        if stopped.any():
+            ax.plot(*pose[stopped, :2].T, "o", mfc="none", mec="tab:red", ms=7, zorder=6, label="guard scale 0")
+        if recovering.any():
+            ax.plot(*pose[recovering, :2].T, "s", mfc="none", mec="k", ms=7, zorder=6, label="recovering")
+        if zoom:
+            ax.set_xlim(centre[0] - span / 2, centre[0] + span / 2)
+            ax.set_ylim(centre[1] - span / 2, centre[1] + span / 2)
+            ax.set_title(f"the last {ZOOM_LAST_S:g} s", fontsize=9)
+            fig.colorbar(track, ax=ax, fraction=0.04, label="time [s]")
+        else:
+            ax.set_xlim(-hx, hx)
+            ax.set_ylim(-hy, hy)
+            ax.legend(loc="upper left", fontsize=7)
+            ax.set_title(
+                f"{trace['row']} episode {trace['episode']}: {trace['outcome']} after {trace['time_s']:.1f} s, "
+                f"lidar error {100 * trace['lidar_error_m']:.1f} cm, passable {trace['passable']}",
+                fontsize=9,
+            )
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
@@ -246,9 +316,17 @@ def passable(env: Any, rooms: Any, clearance: float) -> np.ndarray:
     return np.asarray(plan_worlds(rooms, env.env_cfg, env.geometry, clearance).feasible, dtype=bool)
 
 
-def run_row(evaluator: Evaluator, row: Row, episodes: int, seed: int, num_envs: int | None) -> dict[str, Any]:
+def row_overrides(row: Row, episode_s: float | None) -> list[str]:
+    """The suite's worlds, the row's lidar and (when given) the episodes' length."""
+    length = [] if episode_s is None else [f"env.episode_length_s={float(episode_s)}"]
+    return [*WORLDS, *row.overrides, *length]
+
+
+def run_row(
+    evaluator: Evaluator, row: Row, episodes: int, seed: int, num_envs: int | None, episode_s: float | None = None
+) -> dict[str, Any]:
     """One row: ``episodes`` worlds of the seed's stream behind the node's gate."""
-    cfg = with_overrides(evaluator.cfg, [*WORLDS, *row.overrides])
+    cfg = with_overrides(evaluator.cfg, row_overrides(row, episode_s))
     env, seed = eval_env(cfg, episodes, seed, num_envs, evaluator.device)
     act = evaluator.make_act(env)
     if not isinstance(act, NodeActor):
@@ -283,7 +361,8 @@ def run_row(evaluator: Evaluator, row: Row, episodes: int, seed: int, num_envs: 
     return {
         "name": row.name,
         "description": row.description,
-        "overrides": [*WORLDS, *row.overrides],
+        "overrides": row_overrides(row, episode_s),
+        "episode_s": float(cfg.env.episode_length_s),
         "episodes": n,
         "num_envs": env.num_envs,  # worlds per batch: --replay needs the same
         "success_rate": float((oc == code[Outcome.SUCCESS]).mean()),
@@ -330,14 +409,17 @@ def run_suite(
     seed: int | None = None,
     num_envs: int | None = None,
     rows: list[str] | None = None,
+    episode_s: float | None = None,
 ) -> dict[str, Any]:
-    """Every row (or those named in ``rows``) with the same seed stream."""
+    """Every row (or those named in ``rows``) with the same seed stream; each episode runs for
+    ``episode_s`` seconds (None: the evaluator's ``env.episode_length_s``; the CLI's default is
+    :data:`EPISODE_S`)."""
     chosen = [r for r in ROWS if rows is None or r.name in rows]
     used_seed = evaluator.cfg.runner.eval_seed if seed is None else seed
     entries = []
     for k, row in enumerate(chosen, 1):
         t0 = time.perf_counter()
-        entry = run_row(evaluator, row, episodes, used_seed, num_envs)
+        entry = run_row(evaluator, row, episodes, used_seed, num_envs, episode_s)
         print(
             f"[safety] {k}/{len(chosen)} {row.name}: collisions {entry['collisions']}/{entry['episodes']}, stuck "
             f"{entry['stuck_in_passable']}/{entry['passable']} passable ({entry['stalled_in_passable']} stalled), "
@@ -364,7 +446,8 @@ def markdown(payload: dict[str, Any]) -> str:
 
     lines = [
         f"Safety suite: {payload['driver']}, {payload['episodes']} thin-post clutter fields per row, seed "
-        f"{payload['seed']}, training randomisation on. Bars: no collision; timeouts in at most "
+        f"{payload['seed']}, training randomisation on, episodes of "
+        f"{payload['rows'][0]['episode_s'] if payload['rows'] else '-'} s. Bars: no collision; timeouts in at most "
         f"{100 * MAX_STUCK_RATE:.1f} % of the worlds passable for the guard.",
         "",
         "| row | success | collisions | collision (95 %) | passable worlds | stuck in passable (stalled / slow) "
