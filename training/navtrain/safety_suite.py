@@ -173,20 +173,22 @@ def replay(
     rooms = start_batch(env, act, gen, seed, batch)
     ticks: list[dict[str, Any]] = []
 
+    last_path_id: list[int | None] = [None]
+
     def watch(world: int, now: float, res: Any) -> None:
         if world == k:
             pose = env.observed_pose[k].cpu().numpy()
-            ticks.append(
-                {
-                    "t": round(now, 2),
-                    "state": res.state.value,
-                    "reason": res.reason,
-                    "pose": [round(float(v), 3) for v in pose],
-                    "cmd": [round(float(v), 3) for v in res.cmd],
-                    "subgoal": None if res.subgoal is None else [round(float(v), 3) for v in res.subgoal],
-                    "guard_scale": None if res.guard_scale is None else round(float(res.guard_scale), 3),
-                }
-            )
+            tick = {
+                "t": round(now, 2),
+                "state": res.state.value,
+                "reason": res.reason,
+                "pose": [round(float(v), 3) for v in pose],
+                "cmd": [round(float(v), 3) for v in res.cmd],
+                "subgoal": None if res.subgoal is None else [round(float(v), 3) for v in res.subgoal],
+                "guard_scale": None if res.guard_scale is None else round(float(res.guard_scale), 3),
+            }
+            tick.update(map_state(act.gates[k].scan_planner, last_path_id))
+            ticks.append(tick)
 
     act.watch = watch
     res, _ = run_episodes(env, act, rooms, label=f"replay {row.name} episode {episode}")
@@ -210,6 +212,24 @@ def replay(
     }
     if png is not None:
         plot_replay(out, png)
+    return out
+
+
+def map_state(planner: Any, last_path_id: list[int | None]) -> dict[str, Any]:
+    """The scan map's part of a replay tick: the id of the path in use, the clearance it was planned
+    with, its memories of the goal (returns raised for the guard, returns kept for blocking a path,
+    dead ends) and, on the tick it changed, the new path itself (``last_path_id`` holds the last id)."""
+    if planner is None:
+        return {}
+    out: dict[str, Any] = {
+        "path_id": int(planner.path_id),
+        "path_radius": round(float(getattr(planner, "path_radius", float("nan"))), 3),
+        "memories": [len(getattr(planner, name, ())) for name in ("raised", "kept", "dead_ends")],
+    }
+    if planner.path_id != last_path_id[0]:
+        last_path_id[0] = int(planner.path_id)
+        path = planner.path
+        out["path"] = None if path is None else [[round(float(v), 3) for v in q] for q in path]
     return out
 
 
@@ -287,7 +307,11 @@ def plot_replay(trace: dict[str, Any], path: str | Path) -> None:
             ax.plot(*pose[stopped, :2].T, "o", mfc="none", mec="tab:red", ms=7, zorder=6, label="guard scale 0")
         if recovering.any():
             ax.plot(*pose[recovering, :2].T, "s", mfc="none", mec="k", ms=7, zorder=6, label="recovering")
-        if zoom:
+        if zoom:  # the scan map's paths of the last seconds, thin, coloured by when they came
+            for tk in ticks:
+                if tk.get("path") and tk["t"] >= t.max() - ZOOM_LAST_S:
+                    q = np.array(tk["path"])
+                    ax.plot(q[:, 0], q[:, 1], "-", lw=0.7, alpha=0.5, zorder=3, color=track.cmap(track.norm(tk["t"])))
             ax.set_xlim(centre[0] - span / 2, centre[0] + span / 2)
             ax.set_ylim(centre[1] - span / 2, centre[1] + span / 2)
             ax.set_title(f"the last {ZOOM_LAST_S:g} s", fontsize=9)
