@@ -543,6 +543,8 @@ class ScanPlanner:
         self.retreating = False  # the path in use begins with the robot's trail back (module doc)
         self.path_trail = 0.0  # [m] its length: the blocked check starts beyond it
         self._planned_trail = 0.0  # the same of the last plan found
+        self._block_cause = ""  # what blocked the path in use at this update (update_path)
+        self.switch_reason = ""  # why the path in use last changed: first, asked to plan again (the guard refused the path, a recovery), blocked on the map, safer, shorter, further, lost
 
     @property
     def plan_radii(self) -> tuple[float, float]:
@@ -578,7 +580,9 @@ class ScanPlanner:
         """The map's half of a tick: plan again when ``replan_period`` has passed since the last plan,
         or at once when the path ahead is blocked or the guard refused it (from the robot's position ``p``)."""
         self._record(p)
-        blocked = self.path is not None and (self._forced or self._blocked(now))
+        forced = self._forced
+        blocked = self.path is not None and (forced or self._blocked(now))
+        self._block_cause = "asked to plan again" if forced else "blocked on the map"
         self._forced = False
         due = self.planned_at is None or not (0.0 <= now - self.planned_at < self.cfg.replan_period)
         if due or blocked:
@@ -702,6 +706,7 @@ class ScanPlanner:
             if blocked and self.path is not None:
                 self.path, self.path_id = None, self.path_id + 1
                 self.retreating, self.path_trail = False, 0.0
+                self.switch_reason = "lost"
             return
         # A path with the full clearance replaces a squeezed one: whatever its length where the squeezed
         # one keeps less than the robot's radius (no guard), else only where it is no longer than what
@@ -717,6 +722,13 @@ class ScanPlanner:
         shorter = polyline_length(new) + beyond_new < self.remaining + beyond_old - self.cfg.switch_gain
         further = beyond_new < beyond_old - self.cfg.switch_gain  # the window moved on toward a far goal
         if self.path is None or blocked or safer or shorter or further:
+            reasons = (
+                ("first", self.path is None),
+                (self._block_cause, blocked),
+                ("safer", safer),
+                ("shorter", shorter),
+            )
+            self.switch_reason = next((name for name, why in reasons if why), "further")
             self.path, self.progress, self.path_id = new, 0.0, self.path_id + 1
             self.path_radius = self.planned_radius
             self.path_trail = self._planned_trail

@@ -325,9 +325,11 @@ def test_a_return_that_blocked_the_path_is_kept_when_later_scans_clear_its_cell(
     wall = gap_wall(0.8, 1.5)
     p.step(cast(pose, wall), pose, goal, now=0.0)
     assert p.path is not None and np.abs(p.path[:, 1]).max() < 0.1 and p.kept == []  # through the gap
+    assert p.switch_reason == "first"
     post = square(2.025, 0.025, 0.05)
     p.step(cast(pose, wall + post), pose, goal, now=0.1)
     assert p.path is not None and np.abs(p.path[:, 1]).max() > 1.5  # blocked: round an end of the wall
+    assert p.switch_reason == "blocked on the map"
     assert len(p.kept) == 1 and seg_distance(np.asarray(p.kept[0]), post) < 0.02  # the post's return
     for k in range(2, 40):  # 4 s of scans without the post: its cells are cleared, plans once a second
         p.step(cast(pose, wall), pose, goal, now=0.1 * k)
@@ -337,8 +339,9 @@ def test_a_return_that_blocked_the_path_is_kept_when_later_scans_clear_its_cell(
     p.replan()
     p.step(None, pose, goal, now=4.0)
     assert p.path is not None and np.abs(p.path[:, 1]).max() < 0.1
+    assert p.switch_reason == "asked to plan again"  # replan(), as after a refusal or a recovery
     p.new_goal()
-    assert p.kept == []
+    assert p.kept == [] and p.switch_reason == ""
 
 
 @pytest.mark.parametrize("forgetting", [True, False])

@@ -218,18 +218,21 @@ def replay(
 def map_state(planner: Any, last_path_id: list[int | None]) -> dict[str, Any]:
     """The scan map's part of a replay tick: the id of the path in use, the clearance it was planned
     with, its memories of the goal (returns raised for the guard, returns kept for blocking a path,
-    dead ends) and, on the tick it changed, the new path itself (``last_path_id`` holds the last id)."""
+    dead ends) and, on the tick it changed, the new path itself and why it replaced the old one
+    (:attr:`navdeploy.scan_map.ScanPlanner.switch_reason`; ``last_path_id`` holds the last id)."""
     if planner is None:
         return {}
     out: dict[str, Any] = {
         "path_id": int(planner.path_id),
         "path_radius": round(float(getattr(planner, "path_radius", float("nan"))), 3),
         "memories": [len(getattr(planner, name, ())) for name in ("raised", "kept", "dead_ends")],
+        "forgotten": int(getattr(planner, "forgotten", 0)),
     }
     if planner.path_id != last_path_id[0]:
         last_path_id[0] = int(planner.path_id)
         path = planner.path
         out["path"] = None if path is None else [[round(float(v), 3) for v in q] for q in path]
+        out["switch"] = getattr(planner, "switch_reason", "")
     return out
 
 
