@@ -8,7 +8,11 @@ what it saw and plans around it, as a costmap with an obstacle layer and a globa
 the cell of every return within ``mark_range`` (``hit``) and clears the cells its beams passed
 through before their return, or up to the scanner's range without one (``miss``), each cell at most
 once per scan. Dropped beams (NaN) and returns below the scan's ``range_min`` change nothing. A cell
-is occupied while its log-odds is above zero. The map is a square window of ``size`` metres; when
+is occupied while its log-odds is above zero. With ``return_filter`` 1 a cell keeps its last
+return; with N > 1, the mean of the returns that fell in it during one scan, folded into its earlier
+ones as a running mean over at most N scans, and a cell that is cleared starts again. A lidar's
+noise moves each scan's returns by centimetres, and one short draw inside a path's clearance would
+block the path (``block_margin``). The map is a square window of ``size`` metres; when
 the robot comes within ``recentre_margin`` of its edge, the window is moved to centre on the robot
 (what falls outside is forgotten).
 
@@ -141,6 +145,7 @@ class ScanMapCfg:
     retreat: float = (
         3.0  # [m] of the robot's own trail kept: no path from where it stands -> back out along it (0: off)
     )
+    return_filter: int = 1  # a cell's return: the running mean of its scans' returns over at most this many scans
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -170,6 +175,10 @@ class ScanMapCfg:
         for name in non_negative:
             if getattr(self, name) < 0:
                 raise ValueError(f"scan map: {name} must be >= 0, got {getattr(self, name)}")
+        if not isinstance(self.return_filter, int) or self.return_filter < 1:
+            raise ValueError(
+                f"scan map: return_filter must be a whole number of scans >= 1, got {self.return_filter!r}"
+            )
         if self.squeeze < -self.margin:  # squeeze = -margin: no last resort
             raise ValueError(f"scan map: squeeze {self.squeeze} m must be >= -margin ({-self.margin} m)")
         if self.size < 4 * self.resolution or self.size / self.resolution > 4000:
@@ -196,7 +205,8 @@ class ScanMap:
         self.n = int(round(cfg.size / cfg.resolution))
         self.h = cfg.size / self.n
         self.logodds = np.zeros((self.n, self.n), dtype=np.float32)
-        self.hit_xy = np.zeros((self.n, self.n, 2), dtype=np.float32)  # the cell's last return (odometry frame)
+        self.hit_xy = np.zeros((self.n, self.n, 2), dtype=np.float32)  # the cell's return (odometry frame; module doc)
+        self.hit_scans = np.zeros((self.n, self.n), dtype=np.int32)  # scans folded into it (at most return_filter)
         self._seen = np.zeros(self.n * self.n, dtype=bool)  # scratch of update(): all False between scans
         self.x0: float | None = None  # window corner (odometry frame); None before the first scan
         self.y0 = 0.0
@@ -204,6 +214,7 @@ class ScanMap:
 
     def reset(self) -> None:
         self.logodds[:] = 0.0
+        self.hit_scans[:] = 0
         self.x0 = None
         self._changes = None
 
@@ -238,7 +249,7 @@ class ScanMap:
             dy = int(round((ny0 - self.y0) / self.h))
             n = self.n
             self._changes = None  # cells moved and fell off the window
-            for name in ("logodds", "hit_xy"):
+            for name in ("logodds", "hit_xy", "hit_scans"):
                 old = getattr(self, name)
                 moved = np.zeros_like(old)
                 if abs(dx) < n and abs(dy) < n:
@@ -277,7 +288,7 @@ class ScanMap:
         near = r[hit] <= self.cfg.mark_range
         hx, hy = hx[near], hy[near]
         hits, inside = self._flat(hx, hy, with_mask=True)
-        self.hit_xy.reshape(-1, 2)[hits] = np.stack([hx[inside], hy[inside]], axis=1)
+        self._fold_returns(hits, np.stack([hx[inside], hy[inside]], axis=1))
         # Each cell at most once: a scan's cells as a mask over the window (only its cells are set
         # and reset), a cell with a return never cleared.
         seen = self._seen
@@ -294,8 +305,27 @@ class ScanMap:
         flat[hit_cells] += self.cfg.hit
         touched = np.concatenate([miss_cells, hit_cells])
         flat[touched] = np.clip(flat[touched], LOGODDS_MIN, LOGODDS_MAX)
+        self.hit_scans.reshape(-1)[miss_cells[flat[miss_cells] <= 0.0]] = 0  # cleared: its next return starts anew
         if self._changes is not None:
             self._note_changes(miss_cells[was & (flat[miss_cells] <= 0.0)], hit_cells[flat[hit_cells] > 0.0])
+
+    def _fold_returns(self, cells: np.ndarray, points: np.ndarray) -> None:
+        """Fold one scan's returns ``points`` (K, 2), in flat ``cells`` (K,), into the cells' returns."""
+        xy = self.hit_xy.reshape(-1, 2)
+        if self.cfg.return_filter == 1:
+            xy[cells] = points  # of several returns in one cell, the last
+            return
+        if not len(cells):
+            return
+        uniq, inverse = np.unique(cells, return_inverse=True)
+        sums = np.zeros((len(uniq), 2))
+        np.add.at(sums, inverse, points)
+        mean = sums / np.bincount(inverse, minlength=len(uniq))[:, None]
+        scans = self.hit_scans.reshape(-1)
+        before = np.minimum(scans[uniq], self.cfg.return_filter - 1)
+        weight = 1.0 / (before + 1.0)
+        xy[uniq] = xy[uniq] + weight[:, None] * (mean - xy[uniq])
+        scans[uniq] = before + 1
 
     def _note_changes(self, freed: np.ndarray, marked: np.ndarray) -> None:
         """Keep the points of :meth:`take_changes` of one scan: ``freed`` and ``marked`` flat cells."""

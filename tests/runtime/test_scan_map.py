@@ -68,6 +68,37 @@ def test_a_return_marks_its_cell_and_clears_the_way_to_it() -> None:
     assert not m.occupied()[iy, ix]
 
 
+@pytest.mark.parametrize("scans", [1, 4])
+def test_a_cell_keeps_the_running_mean_of_its_returns_over_return_filter_scans(scans: int) -> None:
+    """Noisy returns in one cell: with ``return_filter`` 1 the cell keeps its last return, with 4 the
+    mean of the scans so far (each scan's returns in the cell averaged first), then a running mean
+    that weighs a new scan 1/4; a cell cleared and marked again starts from its new return."""
+    m = ScanMap(ScanMapCfg(return_filter=scans))
+    pose = np.array([0.0, 0.0, 0.0])
+    ranges = [1.005, 1.045, 1.015, 1.035, 1.025]  # one cell: [1.00, 1.05) on the window's 5 cm grid
+    expected: float | None = None
+    for k, r in enumerate(ranges):
+        m.update(np.array([r, r + 0.004]), np.array([0.0, 0.0]), pose, 0.05, MAX_RANGE)  # two returns a scan
+        cell = m.frame.cell(np.array([1.02, 0.0]))
+        this = r + 0.004 if scans == 1 else r + 0.002  # the last return, or the scan's mean
+        if scans == 1 or expected is None:
+            expected = this
+        else:
+            expected += (this - expected) / min(k + 1, scans)
+        assert m.hit_xy[cell][0] == pytest.approx(expected, abs=1e-5) and m.hit_xy[cell][1] == pytest.approx(0.0)
+    while m.occupied()[cell]:  # seen free until cleared
+        m.update(np.array([4.0]), np.array([0.0]), pose, 0.05, MAX_RANGE)
+    assert m.hit_scans[cell] == 0
+    m.update(np.array([1.03]), np.array([0.0]), pose, 0.05, MAX_RANGE)
+    assert m.hit_xy[cell][0] == pytest.approx(1.03, abs=1e-5)
+
+
+def test_return_filter_must_be_a_whole_number_of_scans() -> None:
+    for bad in (0, 2.5, True):
+        with pytest.raises(ValueError, match="return_filter"):
+            ScanMapCfg(return_filter=bad)  # type: ignore[arg-type]
+
+
 def samples(m: ScanMap, start: np.ndarray, angle: float, reach: float) -> set[tuple[int, int]]:
     """The cells of the rule's samples of one beam: every half cell from ``start`` while short of
     ``reach`` less a cell."""
