@@ -12,15 +12,13 @@ Writes the row's counts and each episode's outcome and time, so that two runs pa
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 from navdeploy.node_params import NodeParams
 from navtrain import safety_suite
-from navtrain.evaluation import bundle_evaluator
+from navtrain.evaluation import bundle_evaluator, with_scan_map
 
 DEFAULT_BUNDLE = "ros2_ws/src/nav_policy/nav_policy/default_bundle"
 KEPT = (
@@ -51,15 +49,7 @@ def main(argv: list[str]) -> int:
     if args.filter < 1 or args.batch < 0:
         p.error("--filter must be >= 1 and --batch >= 0")
     ev = bundle_evaluator(Path(args.bundle), args.driver, node=NodeParams(), map_beams=720)
-    make_act = ev.make_act
-
-    def make(env: Any) -> Any:
-        act = make_act(env)  # the gates are built from act.settings at each reset
-        scan_map = dataclasses.replace(act.settings.scan_map, return_filter=args.filter)
-        act.settings = dataclasses.replace(act.settings, scan_map=scan_map)
-        return act
-
-    ev.make_act = make
+    ev = with_scan_map(ev, return_filter=args.filter)
     first = safety_suite.start_batch
     safety_suite.start_batch = lambda env, act, gen, seed, batch: first(env, act, gen, seed, batch + args.batch)
     out = safety_suite.run_suite(

@@ -16,7 +16,7 @@ import torch
 from navdeploy.node_params import NodeParams
 from navsim.env import NavEnv
 from navtrain.evaluate_cli import main, safety_episode_s
-from navtrain.evaluation import NodeActor, bundle_evaluator, with_overrides
+from navtrain.evaluation import NodeActor, bundle_evaluator, with_overrides, with_scan_map
 from navtrain.safety_suite import (
     EPISODE_S,
     LIDAR_ERROR_STEP,
@@ -184,3 +184,18 @@ def test_an_episode_replays_by_itself_as_it_ran_in_its_row(fixture_bundle: Path,
 
     with Image.open(tmp_path / "replay.png") as image:  # the world with the robot's track on it
         assert image.width > 300 and image.height > 150
+
+
+def test_with_scan_map_changes_the_map_of_every_gate_the_evaluator_builds(fixture_bundle: Path) -> None:
+    evaluator = bundle_evaluator(fixture_bundle, "dwa", ["env.episode_length_s=0.5"], node=NodeParams(), map_beams=720)
+    changed = with_scan_map(evaluator, return_filter=4)
+    cfg = with_overrides(evaluator.cfg, [*WORLDS, *ROWS[0].overrides])
+    env = NavEnv(cfg, num_envs=2, device="cpu")
+    act = changed.make_act(env)
+    act.reset()
+    assert {g.scan_planner.map.cfg.return_filter for g in act.gates} == {4}
+    plain = evaluator.make_act(env)
+    plain.reset()
+    assert {g.scan_planner.map.cfg.return_filter for g in plain.gates} == {1}
+    with pytest.raises(ValueError, match="scan map"):
+        with_scan_map(bundle_evaluator(fixture_bundle, "dwa"), return_filter=4).make_act(env)

@@ -629,6 +629,23 @@ def bundle_evaluator(
     return Evaluator(cfg, label, "cpu", lambda env: RobotSideActor(env, make, scan_map, map_beams))
 
 
+def with_scan_map(evaluator: Evaluator, **changes: Any) -> Evaluator:
+    """``evaluator`` (behind the node's gate) with the node's scan map settings changed by
+    ``changes`` (fields of :class:`navdeploy.scan_map.ScanMapCfg`, e.g. ``return_filter=10``): the
+    gates it builds from then on use them. For experiments the node's parameters do not expose."""
+    make_act = evaluator.make_act
+
+    def make(env: NavEnv) -> ActFn:
+        act = make_act(env)
+        if not isinstance(act, NodeActor) or act.settings.scan_map is None:
+            raise ValueError("with_scan_map: the evaluator does not drive behind the node's gate with its scan map")
+        scan_map = replace(act.settings.scan_map, **changes)
+        act.settings = replace(act.settings, scan_map=scan_map)  # the gates are built at each reset
+        return act
+
+    return replace(evaluator, make_act=make)
+
+
 def with_overrides(cfg: NavConfig, overrides: Sequence[str] | None) -> NavConfig:
     if not overrides:
         return cfg
