@@ -173,6 +173,14 @@ def test_an_episode_replays_by_itself_as_it_ran_in_its_row(fixture_bundle: Path,
     assert again["path_m"] == pytest.approx(ran["episode_path_m"][3], abs=1e-3) and again["path_m"] > 0.5
     assert len(again["ticks"]) == round(again["time_s"] / evaluator.cfg.env.control_period)
     assert {"t", "state", "reason", "pose", "cmd", "subgoal", "guard_scale"} <= set(again["ticks"][0])
+    # the scan map's part: its path id, clearance and memories every tick; the path and why it came on
+    # the ticks it changed (the first tick's plan is the goal's first)
+    assert all({"path_id", "path_radius", "memories", "forgotten"} <= set(t) for t in again["ticks"])
+    changed = [t for t in again["ticks"] if "path" in t]
+    assert changed and changed[0]["switch"] == "first" and len(changed[0]["path"]) >= 2
+    ids = [t["path_id"] for t in again["ticks"]]
+    assert len(changed) == 1 + sum(a != b for a, b in zip(ids, ids[1:], strict=False))
+    assert {"half", "cylinders", "path", "goal"} <= set(again["world"]) and len(again["world"]["cylinders"]) > 10
     code = main(
         ["--suite", "safety", "--bundle", str(fixture_bundle), "--node", "--controller", "dwa", "--rows", row.name]
         + ["--replay", "3", "--num-envs", "2", "--seed", "11", "--out", str(tmp_path / "replay"), "--map-beams", "720"]
