@@ -78,6 +78,7 @@ def test_the_shipped_recipes_train_their_bases() -> None:
     bases = {p.stem: load_recipe(p).stage_config(load_recipe(p).stages[0]).env.robot.drive for p in SHIPPED}
     assert bases == {
         "holonomic_default": "holonomic",
+        "holonomic_270": "holonomic",
         "jackal_default": "diff_drive",
         "jackal_tuned": "diff_drive",
         "jackal_noise": "diff_drive",
@@ -87,6 +88,9 @@ def test_the_shipped_recipes_train_their_bases() -> None:
     noise = load_recipe(REPO / "recipes/jackal_noise.yaml")  # fine-tunes jackal_tuned's chosen checkpoint
     assert noise.init is not None and noise.init.path == REPO / "runs/recipes/jackal_tuned/final/checkpoint.pt"
     assert noise.stage_config(noise.stages[0]).env.lidar.noise_beams == 10
+    fov = load_recipe(REPO / "recipes/holonomic_270.yaml")  # holonomic_default's learn stage on a 270-degree lidar
+    assert fov.init is not None and fov.init.iteration == 1499
+    assert {fov.stage_config(s).env.lidar.fov_deg for s in fov.stages} == {270.0}
 
 
 def test_a_recipe_reads_into_typed_stages(tmp_path: Path) -> None:
