@@ -574,7 +574,7 @@ class ScanPlanner:
         self.path_trail = 0.0  # [m] its length: the blocked check starts beyond it
         self._planned_trail = 0.0  # the same of the last plan found
         self._block_cause = ""  # what blocked the path in use at this update (update_path)
-        self.switch_reason = ""  # why the path in use last changed: first, asked to plan again (the guard refused the path, a recovery), blocked on the map, safer, shorter, further, lost
+        self.switch_reason = ""  # why the path in use last changed: no path in use, asked to plan again (the guard refused the path, a recovery), blocked on the map, safer, shorter, further, lost
 
     @property
     def plan_radii(self) -> tuple[float, float]:
@@ -753,7 +753,7 @@ class ScanPlanner:
         further = beyond_new < beyond_old - self.cfg.switch_gain  # the window moved on toward a far goal
         if self.path is None or blocked or safer or shorter or further:
             reasons = (
-                ("first", self.path is None),
+                ("no path in use", self.path is None),
                 (self._block_cause, blocked),
                 ("safer", safer),
                 ("shorter", shorter),

@@ -356,7 +356,7 @@ def test_a_return_that_blocked_the_path_is_kept_when_later_scans_clear_its_cell(
     wall = gap_wall(0.8, 1.5)
     p.step(cast(pose, wall), pose, goal, now=0.0)
     assert p.path is not None and np.abs(p.path[:, 1]).max() < 0.1 and p.kept == []  # through the gap
-    assert p.switch_reason == "first"
+    assert p.switch_reason == "no path in use"
     post = square(2.025, 0.025, 0.05)
     p.step(cast(pose, wall + post), pose, goal, now=0.1)
     assert p.path is not None and np.abs(p.path[:, 1]).max() > 1.5  # blocked: round an end of the wall

@@ -177,7 +177,7 @@ def test_an_episode_replays_by_itself_as_it_ran_in_its_row(fixture_bundle: Path,
     # the ticks it changed (the first tick's plan is the goal's first)
     assert all({"path_id", "path_radius", "memories", "forgotten"} <= set(t) for t in again["ticks"])
     changed = [t for t in again["ticks"] if "path" in t]
-    assert changed and changed[0]["switch"] == "first" and len(changed[0]["path"]) >= 2
+    assert changed and changed[0]["switch"] == "no path in use" and len(changed[0]["path"]) >= 2
     ids = [t["path_id"] for t in again["ticks"]]
     assert len(changed) == 1 + sum(a != b for a, b in zip(ids, ids[1:], strict=False))
     assert {"half", "cylinders", "path", "goal"} <= set(again["world"]) and len(again["world"]["cylinders"]) > 10
