@@ -73,3 +73,22 @@ def test_no_request_no_interrupt() -> None:
         pass
     stop.check()
     assert stop.requested is None
+
+
+def test_a_recipe_stops_on_sigint_even_when_started_with_sigint_ignored() -> None:
+    """A script's ``nohup nav-recipe run ... &`` starts it with SIGINT ignored; outside nav-train the
+    recipe still turns SIGINT (and SIGTERM) into KeyboardInterrupt, and puts the old handlers back."""
+    import os
+    import time
+
+    from navtrain.recipe_run import Interrupts
+
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with Interrupts():
+            with pytest.raises(KeyboardInterrupt):
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(1.0)  # the handler raises before this sleep ends
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)

@@ -98,15 +98,21 @@ def train_stage(recipe: Recipe, plan: Plan, work: Work, index: int, point: Resum
 
 
 class Interrupts:
-    """SIGTERM as KeyboardInterrupt outside nav-train (which installs its own handlers while it
-    trains), so that choosing, evaluating and writing stop as SIGINT stops them."""
+    """SIGINT and SIGTERM as KeyboardInterrupt outside nav-train (which installs its own handlers while
+    it trains), so that choosing, evaluating and writing stop as training does. Both are installed
+    whatever the process started with: a shell that starts a command in the background without job
+    control (``nohup nav-recipe run ... &`` in a script) starts it with SIGINT ignored, and Python
+    then leaves SIGINT ignored."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __enter__(self) -> Interrupts:
-        self.previous = signal.signal(signal.SIGTERM, self._raise)
+        self.previous = {sig: signal.signal(sig, self._raise) for sig in self.SIGNALS}
         return self
 
     def __exit__(self, *exc: object) -> None:
-        signal.signal(signal.SIGTERM, self.previous)
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
 
     @staticmethod
     def _raise(signum: int, frame: object) -> None:
