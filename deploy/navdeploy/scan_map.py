@@ -573,7 +573,6 @@ class ScanPlanner:
         self.retreating = False  # the path in use begins with the robot's trail back (module doc)
         self.path_trail = 0.0  # [m] its length: the blocked check starts beyond it
         self._planned_trail = 0.0  # the same of the last plan found
-        self._block_cause = ""  # what blocked the path in use at this update (update_path)
         self.switch_reason = ""  # why the path in use last changed: no path in use, asked to plan again (the guard refused the path, a recovery), blocked on the map, safer, shorter, further, lost
 
     @property
@@ -612,11 +611,10 @@ class ScanPlanner:
         self._record(p)
         forced = self._forced
         blocked = self.path is not None and (forced or self._blocked(now))
-        self._block_cause = "asked to plan again" if forced else "blocked on the map"
         self._forced = False
         due = self.planned_at is None or not (0.0 <= now - self.planned_at < self.cfg.replan_period)
         if due or blocked:
-            self._replan(p, goal, blocked, now)
+            self._replan(p, goal, blocked, now, "asked to plan again" if forced else "blocked on the map")
 
     def follow(self, p: np.ndarray) -> tuple[float, float] | None:
         """The tick's half: advance along the path from ``p`` and return the sub-goal (None: no path)."""
@@ -719,8 +717,9 @@ class ScanPlanner:
         box = np.vstack([p[None] - slack, p[None] + slack, ahead])
         return self._clearance(box, margin=self.sight_rule.margin)
 
-    def _replan(self, p: np.ndarray, goal: np.ndarray, blocked: bool, now: float) -> None:
-        """Plan again; a new path replaces a usable current one only when it leaves ``switch_gain``
+    def _replan(self, p: np.ndarray, goal: np.ndarray, blocked: bool, now: float, cause: str = "") -> None:
+        """Plan again (``cause``: what blocked the path in use, for :attr:`switch_reason`); a new path
+        replaces a usable current one only when it leaves ``switch_gain``
         less to the goal than what is left of it (its length plus the straight line from its end to
         the goal, which lies beyond the window when the goal is far; two routes of about the same
         length do not alternate), or when it ends ``switch_gain`` closer to a far goal (the window
@@ -754,7 +753,7 @@ class ScanPlanner:
         if self.path is None or blocked or safer or shorter or further:
             reasons = (
                 ("no path in use", self.path is None),
-                (self._block_cause, blocked),
+                (cause, blocked),
                 ("safer", safer),
                 ("shorter", shorter),
             )

@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from navsim.families import active_families, extent_half, planned
+from navsim.families import active_families, planned, world_half
 from navtrain.cli import EXIT_USAGE, CliError, OneLineParser, at_least, check_can_create, report
 from navtrain.evaluate_cli import add_policy_source
 
@@ -201,14 +201,6 @@ DRAWN = (
     *OUTCOME_COLOURS.values(),
 )
 """Every colour drawn: kept exactly in the GIF's palette."""
-
-
-def world_half(rooms: RoomBatch, world: int, env_cfg: EnvCfg) -> tuple[float, float]:
-    """The (x, y) half extents inside the world's walls: its own (``RoomBatch.half``), or the
-    fixed walls' (:func:`navsim.families.extent_half`) where it has none recorded (NaN)."""
-    fallback = extent_half(env_cfg)
-    hx, hy = (float(v) for v in rooms.half[world])
-    return (hx if math.isfinite(hx) else fallback, hy if math.isfinite(hy) else fallback)
 
 
 def family_name(rooms: RoomBatch, world: int) -> str:

@@ -38,7 +38,6 @@ command, sub-goal, the guard's scale), and prints its state changes.
 
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 from typing import Any
@@ -241,7 +240,7 @@ def world_record(rooms: Any, world: int, env_cfg: Any) -> dict[str, Any]:
     """World ``world`` of ``rooms`` as plain numbers, so that a replay's JSON draws without the
     simulator: half extents, active cylinders ``[x, y, r]``, boxes ``[x, y, yaw, half_x, half_y]``,
     the planner's path, start, goal and the goal's tolerance."""
-    from navsim.families import extent_half
+    from navsim.families import world_half
     from navsim.robot import slot_sizes
 
     sizes = slot_sizes(env_cfg)
@@ -257,7 +256,7 @@ def world_record(rooms: Any, world: int, env_cfg: Any) -> dict[str, Any]:
             boxes.append([round(float(v), 4) for v in (*pos[j], yaw[j], bx, by)])
     count = int(rooms.path_count[world])
     return {
-        "half": [round(float(v) if math.isfinite(v) else extent_half(env_cfg), 4) for v in rooms.half[world].tolist()],
+        "half": [round(v, 4) for v in world_half(rooms, world, env_cfg)],
         "cylinders": cylinders,
         "boxes": boxes,
         "path": [[round(float(v), 4) for v in p] for p in rooms.path[world, :count].cpu().numpy()],

@@ -31,6 +31,9 @@ maps a level onto [0, 1] and each family interpolates its difficulty knobs with 
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 from navsim.config import ConfigError, EnvCfg, WorldsCfg
 
 FAMILIES = ("rooms", "clutter", "corridors", "arenas")
@@ -67,6 +70,14 @@ def extent_half(cfg: EnvCfg) -> float:
     sizes = [cfg.room.size / 2.0]
     sizes += [max(family_half_extent(cfg, f)) for f in active_families(cfg.worlds)]
     return max(sizes)
+
+
+def world_half(rooms: Any, world: int, cfg: EnvCfg) -> tuple[float, float]:
+    """The (x, y) half extents inside world ``world``'s walls: its own (``RoomBatch.half``), or the
+    fixed walls' (:func:`extent_half`) where it has none recorded (NaN)."""
+    fallback = extent_half(cfg)
+    hx, hy = (float(v) for v in rooms.half[world])
+    return (hx if math.isfinite(hx) else fallback, hy if math.isfinite(hy) else fallback)
 
 
 def maze_edge_count(cols: int, rows: int) -> int:
