@@ -124,6 +124,7 @@ def test_a_recipe_reads_into_typed_stages(tmp_path: Path) -> None:
         (edited(selection__controller="robot"), "selection.controller must be one of policy, node, got 'robot'"),
         (edited(evaluation__controller="dwa"), "evaluation.controller must be one of policy, node, got 'dwa'"),
         (edited(suites={"families": {"episodes": 2, "rows": ["caves"]}}), "unknown row 'caves'"),
+        (edited(suites={"robustness": {"episodes": 2, "rows": ["nominal", "*@3x"]}}), "unknown row(s) *@3x"),
         (edited(config="conf/none.yaml"), "no such file"),
         (edited(base="tank"), "env.robot.base"),
         (edited(selection__validation_seed=1000003), "share generator seeds"),

@@ -12,7 +12,7 @@ import torch
 
 from navtrain.evaluate_cli import main
 from navtrain.evaluation import eval_env
-from navtrain.robustness import merge_baseline, row_config, suite_rows, table
+from navtrain.robustness import merge_baseline, row_config, select_rows, suite_rows, table
 from support.simenv import nav_config
 
 ROWS = "nominal,command_latency@high,lidar_bias@2x,all@high,all@train"  # in suite order
@@ -120,6 +120,20 @@ def test_a_baseline_that_is_not_a_suite_json_is_refused(tmp_path, capsys, fixtur
     bad.write_text(json.dumps({"episodes": 3}))
     assert main(["--suite", "robustness", "--bundle", str(fixture_bundle), "--baseline", str(bad)]) == 2
     assert "not a robustness suite JSON" in capsys.readouterr().err
+
+
+def test_rows_chosen_by_name_or_pattern_keep_the_suites_order():
+    rows = suite_rows(nav_config())
+    terms = list(nav_config().randomization.terms)
+    trained_end = [r.name for r in select_rows(rows, ["*@high", "nominal"])]
+    assert trained_end == ["nominal"] + [f"{t}@high" for t in terms] + ["all@high"]
+    assert [r.name for r in select_rows(rows, ["lidar_noise@2x", "actuator_lag@high"])] == [
+        "actuator_lag@high",
+        "lidar_noise@2x",
+    ]
+    assert select_rows(rows, None) == rows
+    with pytest.raises(ValueError, match=r"unknown row\(s\) \*@3x \(known: nominal, "):
+        select_rows(rows, ["nominal", "*@3x"])
 
 
 def test_unknown_rows_are_named(capsys, fixture_bundle):

@@ -109,7 +109,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--baseline", default=None, help="with --suite: another suite's JSON, shown side by side")
     p.add_argument("--label", default=None, help="with --suite: this policy's name in the outputs")
-    p.add_argument("--rows", default=None, help="with --suite: only these rows (comma-separated names)")
+    p.add_argument(
+        "--rows",
+        default=None,
+        help="with --suite: only these rows (comma-separated names; robustness also takes shell patterns such as '*@high')",
+    )
     p.add_argument(
         "--replay",
         type=at_least(0),
@@ -158,20 +162,20 @@ def main(argv: list[str] | None = None) -> int:
 
 def suite_main(args: argparse.Namespace) -> int:
     """``--suite robustness|families|safety``: inputs checked by :func:`prepare`; CliError for unknown rows."""
-    from navtrain.robustness import merge_baseline, run_suite, suite_rows, write_outputs
+    from navtrain.robustness import merge_baseline, run_suite, select_rows, suite_rows, write_outputs
 
     if args.suite == "families":
         return families_main(args)
     if args.suite == "safety":
         return safety_main(args)
     evaluator = suite_evaluator(args)
-    names = [r.name for r in suite_rows(evaluator.cfg)]
     rows = None
     if args.rows:
         rows = [r.strip() for r in args.rows.split(",") if r.strip()]
-        unknown = [r for r in rows if r not in names]
-        if unknown:
-            raise CliError(f"--rows: unknown row(s) {', '.join(unknown)} (known: {', '.join(names)})")
+        try:
+            select_rows(suite_rows(evaluator.cfg), rows)
+        except ValueError as err:
+            raise CliError(f"--rows: {err}") from None
     payload = run_suite(evaluator, episodes=args.episodes or 1000, seed=args.seed, num_envs=args.num_envs, rows=rows)
     notes = merge_baseline(payload, args.baseline_data) if args.baseline_data is not None else []
     paths = write_outputs(payload, args.out, notes)

@@ -130,7 +130,8 @@ class Evaluation:
 @dataclass
 class Suite:
     """A suite run on the chosen policy: ``episodes`` worlds per row, its rows (None: all of the
-    suite's; for ``compare``, :data:`navtrain.compare.DEFAULT_ROWS`)."""
+    suite's; for ``compare``, :data:`navtrain.compare.DEFAULT_ROWS`; robustness rows may be shell
+    patterns, ``*@high``: every term at its trained end)."""
 
     episodes: int
     rows: list[str] | None = None
@@ -345,11 +346,13 @@ def check_init(recipe: Recipe) -> None:
 def check_rows(recipe: Recipe, cfg: NavConfig) -> None:
     from navtrain import families_suite, robustness
 
-    known = {
-        "robustness": [r.name for r in robustness.suite_rows(cfg)],
-        "families": families_suite.row_names(),
-        "compare": families_suite.row_names(),
-    }
+    suite = recipe.suites.robustness
+    if suite is not None and suite.rows:
+        try:
+            robustness.select_rows(robustness.suite_rows(cfg), suite.rows)
+        except ValueError as err:
+            raise RecipeError(f"suites.robustness.rows: {err}") from None
+    known = {"families": families_suite.row_names(), "compare": families_suite.row_names()}
     for name, rows in known.items():
         suite = getattr(recipe.suites, name)
         for row in (suite.rows or []) if suite is not None else []:

@@ -61,7 +61,7 @@ PRODUCTS = ("checkpoint.pt", "bundle", "evaluation.json", "evaluation.png", "PRO
 
 def sizes(recipe: Recipe, plan: Plan) -> dict[str, Any]:
     """Episodes (and suite rows) of validation, evaluation and suites; ``--smoke`` shrinks them to a
-    few worlds and each suite to its first row."""
+    few worlds and each suite to one row (robustness: ``nominal``)."""
     first_row = {"robustness": ["nominal"], "families": ["rooms"], "compare": ["rooms"]}
     out: dict[str, Any] = {
         "validation": recipe.selection.validation_episodes,
@@ -76,7 +76,10 @@ def sizes(recipe: Recipe, plan: Plan) -> dict[str, Any]:
         out["validation"] = min(out["validation"], SMOKE_EPISODES)
         out["evaluation"] = min(out["evaluation"], SMOKE_EPISODES)
         for name, s in out["suites"].items():
-            s.update(episodes=min(s["episodes"], SMOKE_SUITE_EPISODES), rows=(s["rows"] or first_row[name])[:1])
+            first = (
+                first_row[name] if name == "robustness" else (s["rows"] or first_row[name])[:1]
+            )  # rows may be patterns
+            s.update(episodes=min(s["episodes"], SMOKE_SUITE_EPISODES), rows=first)
     return out
 
 

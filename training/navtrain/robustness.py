@@ -33,6 +33,7 @@ import copy
 import json
 import time
 from dataclasses import asdict, dataclass, field
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +94,19 @@ def suite_rows(cfg: NavConfig) -> list[Row]:
     return rows
 
 
+def select_rows(rows: list[Row], patterns: list[str] | None) -> list[Row]:
+    """The rows ``patterns`` name, in the suite's order (None: all). A pattern is a row's name or a
+    shell pattern over the names: ``*@high`` is every term at its trained end. ValueError names a
+    pattern that matches no row."""
+    if patterns is None:
+        return list(rows)
+    names = [r.name for r in rows]
+    unmatched = [p for p in patterns if not any(fnmatchcase(n, p) for n in names)]
+    if unmatched:
+        raise ValueError(f"unknown row(s) {', '.join(unmatched)} (known: {', '.join(names)})")
+    return [r for r in rows if any(fnmatchcase(r.name, p) for p in patterns)]
+
+
 def row_config(cfg: NavConfig, row: Row) -> NavConfig:
     """``cfg`` with only the row's terms switched on (trained ranges kept)."""
     out = copy.deepcopy(cfg)
@@ -112,11 +126,11 @@ def run_suite(
     log: str | Path | None = None,
     log_key: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Every row (or those named in ``rows``) for ``evaluator``; the suite's JSON payload. ``log``: a
+    """Every row (or those ``rows`` names, :func:`select_rows`) for ``evaluator``; the suite's JSON payload. ``log``: a
     file that keeps each finished row (:class:`navtrain.row_log.RowLog`, its key ``log_key`` added to
     the suite's own), so that a run stopped part way goes on from the next row."""
     cfg = evaluator.cfg
-    chosen = [r for r in suite_rows(cfg) if rows is None or r.name in rows]
+    chosen = select_rows(suite_rows(cfg), rows)
     out_rows = []
     used_seed = cfg.runner.eval_seed if seed is None else seed
     kept = RowLog(
