@@ -151,6 +151,11 @@ def test_a_row_runs_behind_the_nodes_gate_with_the_lidars_field_of_view(fixture_
     [
         (["--suite", "safety"], "--suite safety drives a bundle behind the node's gate"),
         (["--suite", "safety", "--node", "--rows", "posts,walls"], "unknown row(s) walls"),
+        (["--suite", "robustness", "--batch-log", "b.json"], "--batch-log goes with --suite safety"),
+        (
+            ["--suite", "safety", "--node", "--rows", "posts", "--replay", "1", "--batch-log", "b.json"],
+            "not with --replay",
+        ),
     ],
 )
 def test_safety_arguments_are_refused_in_one_line(args, match, capsys, fixture_bundle: Path, tmp_path: Path) -> None:
@@ -192,6 +197,39 @@ def test_an_episode_replays_by_itself_as_it_ran_in_its_row(fixture_bundle: Path,
 
     with Image.open(tmp_path / "replay.png") as image:  # the world with the robot's track on it
         assert image.width > 300 and image.height > 150
+
+
+def test_a_run_stopped_part_way_goes_on_from_its_next_batch(
+    fixture_bundle: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches kept in the log are taken from it; a batch missing there runs again, and ends as it did
+    (each batch has seeds of its own); a log of another bundle (key) is not used."""
+    from navtrain import safety_suite
+
+    evaluator = bundle_evaluator(fixture_bundle, "dwa", ["env.episode_length_s=1.0"], node=NodeParams(), map_beams=720)
+    log = tmp_path / "batches.json"
+    first = run_suite(evaluator, episodes=4, seed=11, num_envs=2, rows=["posts270"], log=log, log_key={"bundle": "a"})
+    kept = json.loads(log.read_text())
+    assert sorted(kept["rows"]) == ["posts270#0", "posts270#1"] and kept["key"]["bundle"] == "a"
+    del kept["rows"]["posts270#1"]  # as if stopped during the second batch
+    log.write_text(json.dumps(kept))
+    ran: list[int] = []
+    real = safety_suite.run_batch
+
+    def counted(env, act, gen, seed, batch, row, clearance):
+        ran.append(batch)
+        return real(env, act, gen, seed, batch, row, clearance)
+
+    monkeypatch.setattr(safety_suite, "run_batch", counted)
+    again = run_suite(evaluator, episodes=4, seed=11, num_envs=2, rows=["posts270"], log=log, log_key={"bundle": "a"})
+    assert ran == [1]
+    a, b = first["rows"][0], again["rows"][0]
+    for key in ("episode_outcomes", "episode_time_s", "episode_path_m", "episode_lidar_error_m", "passable"):
+        assert a[key] == b[key]
+    assert a["gate_states"] == b["gate_states"]
+    run_suite(evaluator, episodes=4, seed=11, num_envs=2, rows=["posts270"], log=log, log_key={"bundle": "b"})
+    assert ran == [1, 0, 1]  # another bundle: every batch runs, and the log is now that bundle's
+    assert json.loads(log.read_text())["key"]["bundle"] == "b"
 
 
 def test_with_scan_map_changes_the_map_of_every_gate_the_evaluator_builds(fixture_bundle: Path) -> None:

@@ -8,7 +8,7 @@
     python training/evaluate.py --suite families --checkpoint PATH | --bundle DIR [--episodes 500]
                                 [--out STEM] [--label NAME] [--rows a,b]
     python training/evaluate.py --suite safety --bundle DIR --node --controller policy|dwa
-                                [--episodes 1000] [--out STEM] [--rows posts,posts270]
+                                [--episodes 1000] [--out STEM] [--rows posts,posts270] [--batch-log FILE]
 
 ``--checkpoint``: the deterministic (mean-action) policy, batched in torch. ``--bundle``: what the
 robot runs, world by world on the CPU: ``policy`` is the bundle's ONNX policy through the
@@ -49,6 +49,7 @@ collisions and the timeouts in worlds passable for the guard (bars: none, at mos
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 from dataclasses import asdict
@@ -120,6 +121,12 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="with --suite safety and one row: run that episode again (its batch, with the --num-envs of the run "
         "that named it) and write the trace of its gate, tick by tick, to STEM.json",
+    )
+    p.add_argument(
+        "--batch-log",
+        default=None,
+        help="with --suite safety: keep each finished batch in this JSON file; run again with the same file, "
+        "the suite goes on from the next batch (a new file after a change to the gate or the simulator)",
     )
     p.add_argument("overrides", nargs="*")
     args = p.parse_args(argv)
@@ -287,11 +294,21 @@ def safety_main(args: argparse.Namespace) -> int:
         num_envs=args.num_envs,
         rows=rows,
         episode_s=safety_episode_s(args),
+        log=args.batch_log,
+        log_key=None if args.batch_log is None else {"bundle": bundle_digest(Path(args.bundle))},
     )
     paths = safety_suite.write_outputs(payload, args.out)
     print(paths[1].read_text())
     print(f"[evaluate] wrote {', '.join(str(p) for p in paths)}")
     return 0
+
+
+def bundle_digest(folder: Path) -> str:
+    """sha256 over a bundle's files (names and contents, in name order): which policy a kept batch drove."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
 
 
 def safety_episode_s(args: argparse.Namespace) -> float | None:
@@ -336,8 +353,15 @@ def safety_replay(args: argparse.Namespace, evaluator: Any, rows: list[str] | No
 def _suite_inputs(args: argparse.Namespace) -> None:
     """The suite's own arguments: output stem, baseline JSON (read here, kept on ``args``)."""
     args.baseline_data = None
-    if getattr(args, "replay", None) is not None and args.suite != "safety":
-        raise CliError("--replay goes with --suite safety")
+    for flag in ("replay", "batch_log"):
+        if getattr(args, flag, None) is not None and args.suite != "safety":
+            raise CliError(f"--{flag.replace('_', '-')} goes with --suite safety")
+    if getattr(args, "batch_log", None) is not None:
+        if getattr(args, "replay", None) is not None:
+            raise CliError("--batch-log goes with a run of the suite, not with --replay")
+        if Path(args.batch_log).is_dir():
+            raise CliError(f"--batch-log {args.batch_log} is a folder")
+        check_can_create(Path(args.batch_log), "--batch-log file")
     if not args.suite:
         for flag in ("baseline", "label", "rows", "out"):
             if getattr(args, flag) is not None:

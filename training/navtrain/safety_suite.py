@@ -34,6 +34,13 @@ Each batch of ``num_envs`` worlds has seeds of its own (:data:`BATCH_SEED_STRIDE
 the JSON names runs again by itself: ``--replay EPISODE`` with one ``--rows`` and the run's
 ``--num-envs`` writes ``STEM.json`` with the trace of its gate, tick by tick (state, reason, pose,
 command, sub-goal, the guard's scale), and prints its state changes.
+
+A row of 1,000 episodes of 60 s takes hours on a 2-core CPU. ``--batch-log FILE`` keeps each
+finished batch in FILE (:class:`navtrain.row_log.RowLog`, keyed by the driver, the bundle's hash
+and the seed; each batch by its row, overrides, batch size and index), so that a run stopped part
+way (a signal, the end of a working session) goes on from the next batch when run again with the
+same FILE. Like the recipes' row logs it does not know the code that drove a batch: after a change
+to the gate or the simulator, start a new FILE.
 """
 
 from __future__ import annotations
@@ -57,6 +64,7 @@ from navtrain.evaluation import (
     with_overrides,
 )
 from navtrain.families_suite import Row
+from navtrain.row_log import RowLog
 from navtrain.suite_files import write_suite_files
 
 SUITE = "safety"
@@ -349,10 +357,42 @@ def row_overrides(row: Row, episode_s: float | None) -> list[str]:
     return [*WORLDS, *row.overrides, *length]
 
 
+BATCH_KEYS = ("outcome", "time_s", "path_m", "lidar_error_m", "passable", "passable_nominal", "idle_s")
+"""What a kept batch holds for each of its worlds (and ``gate_states``, its gate's state counts)."""
+
+
+def run_batch(
+    env: Any, act: NodeActor, gen: torch.Generator, seed: int, batch: int, row: Row, clearance: float
+) -> dict:
+    """Batch ``batch`` of the row's stream: each world's outcome (:data:`BATCH_KEYS`) and the gate's
+    state counts over the batch."""
+    before = dict(act.states)
+    rooms = start_batch(env, act, gen, seed, batch)
+    res, _ = run_episodes(env, act, rooms, label=f"safety {row.name}")
+    error = lidar_error(env, clearance)  # the randomisation of the batch just run
+    return {
+        "outcome": [int(c) for c in res["outcome"]],
+        "time_s": [float(t) for t in res["time_s"]],
+        "path_m": [float(d) for d in res["path_len"]],
+        "lidar_error_m": [float(e) for e in error],
+        "passable": [bool(b) for b in passable_for_lidar(env, rooms, clearance, error)],
+        "passable_nominal": [bool(b) for b in passable(env, rooms, clearance)],
+        "idle_s": [float(t) for t in act.idle_seconds()],
+        "gate_states": {k: int(v - before.get(k, 0)) for k, v in act.states.items() if v != before.get(k, 0)},
+    }
+
+
 def run_row(
-    evaluator: Evaluator, row: Row, episodes: int, seed: int, num_envs: int | None, episode_s: float | None = None
+    evaluator: Evaluator,
+    row: Row,
+    episodes: int,
+    seed: int,
+    num_envs: int | None,
+    episode_s: float | None = None,
+    log: RowLog | None = None,
 ) -> dict[str, Any]:
-    """One row: ``episodes`` worlds of the seed's stream behind the node's gate."""
+    """One row: ``episodes`` worlds of the seed's stream behind the node's gate; batches kept in
+    ``log`` are taken from it, each new one is put there as it ends."""
     cfg = with_overrides(evaluator.cfg, row_overrides(row, episode_s))
     env, seed = eval_env(cfg, episodes, seed, num_envs, evaluator.device)
     act = evaluator.make_act(env)
@@ -360,24 +400,31 @@ def run_row(
         raise ValueError("the safety suite runs behind the node's gate: evaluate a bundle with --node")
     clearance = passable_clearance(act, env)
     gen = torch.Generator(device=env.device)
-    outcomes, certified, nominal, errors, idle, times, driven = [], [], [], [], [], [], []
+    columns: dict[str, list] = {k: [] for k in BATCH_KEYS}
+    states: dict[str, int] = {}
     done = 0
     while done < episodes:
-        rooms = start_batch(env, act, gen, seed, done // env.num_envs)
-        res, _ = run_episodes(env, act, rooms, label=f"safety {row.name}")
+        batch = done // env.num_envs
+        definition = {"row": row.name, "overrides": row_overrides(row, episode_s), "num_envs": env.num_envs}
+        name = f"{row.name}#{batch}"
+        kept = None if log is None else log.get(name, definition)
+        if kept is None:
+            kept = run_batch(env, act, gen, seed, batch, row, clearance)
+            if log is not None:
+                log.put(name, definition, kept)
+            how = ""
+        else:
+            how = f" (batch {batch} kept from an earlier run: {log.path})" if log is not None else ""
         take = min(env.num_envs, episodes - done)
-        outcomes.append(res["outcome"][:take])
-        times.append(res["time_s"][:take])
-        driven.append(res["path_len"][:take])
-        error = lidar_error(env, clearance)  # the randomisation of the batch just run
-        errors.append(error[:take])
-        certified.append(passable_for_lidar(env, rooms, clearance, error)[:take])
-        nominal.append(passable(env, rooms, clearance)[:take])
-        idle.append(act.idle_seconds()[:take])
+        for k in BATCH_KEYS:
+            columns[k].append(np.asarray(kept[k][:take]))
+        for k, v in kept["gate_states"].items():
+            states[k] = states.get(k, 0) + int(v)
         done += take
-        print(f"[safety] {row.name}: {done}/{episodes} episodes", flush=True)
-    oc, ok, idle_s = np.concatenate(outcomes), np.concatenate(certified), np.concatenate(idle)
-    ok_nominal, error_m = np.concatenate(nominal), np.concatenate(errors)
+        print(f"[safety] {row.name}: {done}/{episodes} episodes{how}", flush=True)
+    oc, times, driven = (np.concatenate(columns[k]) for k in ("outcome", "time_s", "path_m"))
+    error_m, idle_s = np.concatenate(columns["lidar_error_m"]), np.concatenate(columns["idle_s"])
+    ok, ok_nominal = np.concatenate(columns["passable"]), np.concatenate(columns["passable_nominal"])
     code = {o: OUTCOMES.index(o) for o in (Outcome.SUCCESS, Outcome.COLLISION, Outcome.TIMEOUT)}
     n = len(oc)
     collisions = int((oc == code[Outcome.COLLISION]).sum())
@@ -420,11 +467,11 @@ def run_row(
             for i in np.flatnonzero(stuck_mask)
         ],
         "collision_worlds": [int(i) for i in np.flatnonzero(oc == code[Outcome.COLLISION])],
-        "gate_states": dict(sorted(act.states.items())),
+        "gate_states": dict(sorted(states.items())),
         # Each episode's outcome and time, in the row's stream order (--replay EPISODE runs one again).
         "episode_outcomes": [str(OUTCOMES[int(c)]) for c in oc],
-        "episode_time_s": [round(float(t), 2) for t in np.concatenate(times)],
-        "episode_path_m": [round(float(d), 3) for d in np.concatenate(driven)],
+        "episode_time_s": [round(float(t), 2) for t in times],
+        "episode_path_m": [round(float(d), 3) for d in driven],
         "episode_lidar_error_m": [round(float(e), 4) for e in error_m],
         "meets_bar": collisions / n <= MAX_COLLISION_RATE and stuck / max(1, int(ok.sum())) <= MAX_STUCK_RATE,
     }
@@ -437,16 +484,22 @@ def run_suite(
     num_envs: int | None = None,
     rows: list[str] | None = None,
     episode_s: float | None = None,
+    log: str | Path | None = None,
+    log_key: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Every row (or those named in ``rows``) with the same seed stream; each episode runs for
     ``episode_s`` seconds (None: the evaluator's ``env.episode_length_s``; the CLI's default is
-    :data:`EPISODE_S`)."""
+    :data:`EPISODE_S`). ``log``: a file that keeps each finished batch (its key ``log_key``, naming
+    the bundle, added to the suite's own), so that a run stopped part way goes on from the next batch."""
     chosen = [r for r in ROWS if rows is None or r.name in rows]
     used_seed = evaluator.cfg.runner.eval_seed if seed is None else seed
+    kept = None
+    if log is not None:
+        kept = RowLog(log, {"suite": SUITE, "driver": evaluator.label, "seed": used_seed, **(log_key or {})})
     entries = []
     for k, row in enumerate(chosen, 1):
         t0 = time.perf_counter()
-        entry = run_row(evaluator, row, episodes, used_seed, num_envs, episode_s)
+        entry = run_row(evaluator, row, episodes, used_seed, num_envs, episode_s, log=kept)
         print(
             f"[safety] {k}/{len(chosen)} {row.name}: collisions {entry['collisions']}/{entry['episodes']}, stuck "
             f"{entry['stuck_in_passable']}/{entry['passable']} passable ({entry['stalled_in_passable']} stalled), "
