@@ -324,3 +324,33 @@ def test_the_node_s_lidar_meets_the_world_s_lidar_terms() -> None:
     assert np.allclose(turned[0], np.roll(plain[0], -180), atol=1e-4)  # beam j now sees what beam j + 180 saw
     env.randomization = Terms({"lidar_dropout": {"prob": 1.0}})
     assert np.isnan(actor._map_scan()).all()
+
+
+def test_rates_per_family_add_up_to_the_totals() -> None:
+    from navtrain.evaluation import COLLISION, SUCCESS, TIMEOUT, family_rates
+
+    outcome = np.array([SUCCESS, SUCCESS, COLLISION, TIMEOUT, SUCCESS, SUCCESS])
+    family = np.array([0, 0, 0, 1, 1, 3])  # rooms, rooms, rooms, clutter, clutter, arenas
+    rates = family_rates(outcome, family)
+    assert rates is not None and list(rates) == ["rooms", "clutter", "arenas"]
+    assert rates["rooms"]["episodes"] == 3 and rates["rooms"]["success_rate"] == pytest.approx(2 / 3)
+    assert rates["rooms"]["collision_rate"] == pytest.approx(1 / 3) and rates["clutter"]["timeout_rate"] == 0.5
+    assert rates["arenas"]["success_interval"][0] < 1.0 == rates["arenas"]["success_rate"]
+    assert family_rates(outcome, np.zeros(6, dtype=int)) is None  # one family: the totals say it all
+
+
+def test_an_evaluation_of_a_mix_reports_each_family() -> None:
+    result, _ = evaluate_controller(
+        DEFAULT_BUNDLE,
+        "dwa",
+        episodes=4,
+        num_envs=4,
+        seed=5,
+        plot_rooms=0,
+        overrides=["env.episode_length_s=2.0", "env.worlds.families={rooms: 0.5, arenas: 0.5}"],
+    )
+    fams = result.by_family
+    assert fams is not None and set(fams) == {"rooms", "arenas"}
+    assert sum(f["episodes"] for f in fams.values()) == 4
+    total = sum(f["success_rate"] * f["episodes"] for f in fams.values()) / 4
+    assert total == pytest.approx(result.success_rate)

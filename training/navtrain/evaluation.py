@@ -97,6 +97,30 @@ class EvalResult:
     success_interval: list[float] = field(default_factory=list)  # 95 % Wilson score interval of success_rate
     collision_interval: list[float] = field(default_factory=list)  # and of collision_rate
     gate_states: dict[str, int] | None = None  # behind the node's gate (NodeActor): control ticks per gate state
+    by_family: dict[str, dict[str, float]] | None = None  # worlds of several families: each one's rates
+
+
+def family_rates(outcome: np.ndarray, family: np.ndarray) -> dict[str, dict[str, float]] | None:
+    """Per world family present (:data:`navsim.families.FAMILIES` order): its episodes and success,
+    collision and timeout rates, with the success's Wilson interval; None when every world is of
+    one family (the totals say it all)."""
+    from navsim.families import FAMILIES
+
+    present = [int(f) for f in np.unique(family)]
+    if len(present) < 2:
+        return None
+    out = {}
+    for f in present:
+        oc = outcome[family == f]
+        hits = int((oc == SUCCESS).sum())
+        out[FAMILIES[f]] = {
+            "episodes": int(len(oc)),
+            "success_rate": hits / len(oc),
+            "collision_rate": float((oc == COLLISION).mean()),
+            "timeout_rate": float((oc == TIMEOUT).mean()),
+            "success_interval": wilson_interval(hits, len(oc)),
+        }
+    return out
 
 
 def format_metric(value: Any, fmt: str, factor: float) -> str:
@@ -455,6 +479,7 @@ def run_episodes(
         "straight": torch.linalg.norm(rooms.goal - start, dim=-1).cpu().numpy(),
         "shortest": rooms.shortest_length.cpu().numpy(),  # the planner's (planned worlds) or the straight line
         "num_obstacles": rooms.slot_active.sum(dim=-1).cpu().numpy(),
+        "family": rooms.family.cpu().numpy(),  # index into navsim.families.FAMILIES
         "command_change_linear": change_lin.cpu().numpy(),  # per-world sums over its live ticks
         "command_change_angular": change_ang.cpu().numpy(),
     }
@@ -719,6 +744,7 @@ def run_rooms(
         command_change_angular=float(allr["command_change_angular"].sum() / ticks),
         success_interval=wilson_interval(int(succ.sum()), len(oc)),
         collision_interval=wilson_interval(int((oc == COLLISION).sum()), len(oc)),
+        by_family=family_rates(oc, allr["family"]),
     )
     return result, trace, allr
 

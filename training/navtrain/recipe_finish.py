@@ -129,11 +129,19 @@ def select(recipe: Recipe, plan: Plan, work: Work, device: str) -> tuple[Checkpo
         table.append(row)
         say(
             f"validation {k}/{len(found)}: iteration {ckpt.iteration} success {100 * res['success_rate']:.1f} % "
-            f"collision {100 * res['collision_rate']:.1f} % score {row['score']:.4f}"
+            f"collision {100 * res['collision_rate']:.1f} % score {row['score']:.4f}{per_family(res)}"
         )
     best = max(range(len(table)), key=lambda i: (table[i]["score"], table[i]["iteration"]))  # ties: the later
     table[best]["chosen"] = True
     return found[best], table
+
+
+def per_family(res: dict[str, Any]) -> str:
+    """`` (rooms 99.0, clutter 95.2 ...)``: success % per family of a result with several ("" else)."""
+    fams = res.get("by_family") or {}
+    if not fams:
+        return ""
+    return " (" + ", ".join(f"{name} {100 * r['success_rate']:.1f}" for name, r in fams.items()) + ")"
 
 
 def driven_by(controller: str) -> dict[str, str]:
