@@ -399,22 +399,45 @@ def run_row(
     if not isinstance(act, NodeActor):
         raise ValueError("the safety suite runs behind the node's gate: evaluate a bundle with --node")
     clearance = passable_clearance(act, env)
+    columns, states = row_batches(env, act, row, episodes, seed, episode_s, clearance, log)
+    entry = row_entry(columns, clearance)
+    return {
+        "name": row.name,
+        "description": row.description,
+        "overrides": row_overrides(row, episode_s),
+        "episode_s": float(cfg.env.episode_length_s),
+        "num_envs": env.num_envs,  # worlds per batch: --replay needs the same
+        **entry,
+        "gate_states": dict(sorted(states.items())),
+    }
+
+
+def row_batches(
+    env: Any,
+    act: NodeActor,
+    row: Row,
+    episodes: int,
+    seed: int,
+    episode_s: float | None,
+    clearance: float,
+    log: RowLog | None,
+) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+    """The row's episodes, batch by batch (kept ones from ``log``): each world's
+    :data:`BATCH_KEYS` in the stream's order, and the gate's state counts over them all."""
     gen = torch.Generator(device=env.device)
     columns: dict[str, list] = {k: [] for k in BATCH_KEYS}
     states: dict[str, int] = {}
+    definition = {"row": row.name, "overrides": row_overrides(row, episode_s), "num_envs": env.num_envs}
     done = 0
     while done < episodes:
         batch = done // env.num_envs
-        definition = {"row": row.name, "overrides": row_overrides(row, episode_s), "num_envs": env.num_envs}
         name = f"{row.name}#{batch}"
         kept = None if log is None else log.get(name, definition)
+        how = f" (batch {batch} kept from an earlier run: {log.path})" if kept is not None and log else ""
         if kept is None:
             kept = run_batch(env, act, gen, seed, batch, row, clearance)
             if log is not None:
                 log.put(name, definition, kept)
-            how = ""
-        else:
-            how = f" (batch {batch} kept from an earlier run: {log.path})" if log is not None else ""
         take = min(env.num_envs, episodes - done)
         for k in BATCH_KEYS:
             columns[k].append(np.asarray(kept[k][:take]))
@@ -422,9 +445,14 @@ def run_row(
             states[k] = states.get(k, 0) + int(v)
         done += take
         print(f"[safety] {row.name}: {done}/{episodes} episodes{how}", flush=True)
-    oc, times, driven = (np.concatenate(columns[k]) for k in ("outcome", "time_s", "path_m"))
-    error_m, idle_s = np.concatenate(columns["lidar_error_m"]), np.concatenate(columns["idle_s"])
-    ok, ok_nominal = np.concatenate(columns["passable"]), np.concatenate(columns["passable_nominal"])
+    return {k: np.concatenate(v) for k, v in columns.items()}, states
+
+
+def row_entry(columns: dict[str, np.ndarray], clearance: float) -> dict[str, Any]:
+    """A row's counts and rates against the bars, from each world's :data:`BATCH_KEYS`."""
+    oc, times, driven = columns["outcome"], columns["time_s"], columns["path_m"]
+    error_m, idle_s = columns["lidar_error_m"], columns["idle_s"]
+    ok, ok_nominal = columns["passable"].astype(bool), columns["passable_nominal"].astype(bool)
     code = {o: OUTCOMES.index(o) for o in (Outcome.SUCCESS, Outcome.COLLISION, Outcome.TIMEOUT)}
     n = len(oc)
     collisions = int((oc == code[Outcome.COLLISION]).sum())
@@ -433,12 +461,7 @@ def run_row(
     stalled = int((stuck_mask & (idle_s >= STALLED_S)).sum())
     stuck_nominal = int(((oc == code[Outcome.TIMEOUT]) & ok_nominal).sum())
     return {
-        "name": row.name,
-        "description": row.description,
-        "overrides": row_overrides(row, episode_s),
-        "episode_s": float(cfg.env.episode_length_s),
         "episodes": n,
-        "num_envs": env.num_envs,  # worlds per batch: --replay needs the same
         "success_rate": float((oc == code[Outcome.SUCCESS]).mean()),
         "success_interval": wilson_interval(int((oc == code[Outcome.SUCCESS]).sum()), n),
         "collisions": collisions,
@@ -467,7 +490,6 @@ def run_row(
             for i in np.flatnonzero(stuck_mask)
         ],
         "collision_worlds": [int(i) for i in np.flatnonzero(oc == code[Outcome.COLLISION])],
-        "gate_states": dict(sorted(states.items())),
         # Each episode's outcome and time, in the row's stream order (--replay EPISODE runs one again).
         "episode_outcomes": [str(OUTCOMES[int(c)]) for c in oc],
         "episode_time_s": [round(float(t), 2) for t in times],
