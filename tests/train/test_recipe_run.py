@@ -166,6 +166,9 @@ def test_a_finished_recipe_run_again_trains_nothing_and_writes_the_same_policy(s
     assert main(["status", str(recipe), "--smoke", "--work", str(root / "work")]) == 0
     text = capsys.readouterr().out
     assert "finished" in text and "stage 1/2 first: 2/2 iterations" in text and "stage 2/2 second: 2/2" in text
+    assert "validated 2 candidate(s)" in text and f"chose checkpoint sha256 {before[:12]}; evaluated" in text
+    for suite, row in (("robustness", "nominal"), ("families", "rooms"), ("compare", "rooms")):
+        assert f"suite {suite}: 1 row(s) kept ({row})" in text
 
 
 def test_a_fine_tuning_recipe_goes_on_from_the_kept_policy(smoke, tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ stderr and exit code 2; an interruption exits 130 and keeps everything done.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -132,7 +133,35 @@ def status(recipe: Recipe, plan: Plan, root: Path) -> int:
     note = f" ({killed} part(s) killed: time unknown)" if killed else ""
     spent = f"{wall / 3600:.2f} h" if wall >= 3600 else f"{wall / 60:.1f} min"
     print(f"elapsed training {spent} in {len(parts)} part(s) since {state.get('started')}{note}")
+    for line in after_training(root):
+        print(line)
     return 0
+
+
+def after_training(root: Path) -> list[str]:
+    """What the work folder holds of the steps after training: candidates validated, the choice,
+    the evaluation, and each suite's rows kept so far (a suite stopped part way goes on from them)."""
+    lines = []
+    found = {}
+    for name, path in (("validation", root / "validation.json"), ("steps", root / "final" / "steps.json")):
+        try:
+            found[name] = json.loads(path.read_text())
+        except (OSError, ValueError):
+            found[name] = None
+    if isinstance(found["validation"], dict) and found["validation"]:
+        lines.append(f"validated {len(found['validation'])} candidate(s) (validation.json)")
+    steps = found["steps"] if isinstance(found["steps"], dict) else {}
+    if steps.get("checkpoint_sha256"):
+        done = "evaluated" if "evaluation" in steps else "not evaluated yet"
+        lines.append(f"chose checkpoint sha256 {str(steps['checkpoint_sha256'])[:12]}; {done}")
+    for path in sorted((root / "final").glob("*_rows.json")):
+        try:
+            rows = json.loads(path.read_text()).get("rows", {})
+        except (OSError, ValueError, AttributeError):
+            continue
+        suite = path.name.removesuffix("_rows.json")
+        lines.append(f"suite {suite}: {len(rows)} row(s) kept ({', '.join(rows)})")
+    return lines
 
 
 def age(path: Path) -> str:
