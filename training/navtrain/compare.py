@@ -18,7 +18,10 @@ and mean path length on the worlds **both** drivers reach (a driver that solves 
 is not faster for it); mean |change of w| and of |(vx, vy)| per control tick. Each row's verdict
 checks issue 30's bar (:data:`BAR`): the policy's success at least the DWA's, its collision at most
 0.5 %, its time on the worlds both reach at most 0.9 x the DWA's, its |change of w| at most
-0.8 rad/s. Writes ``OUT.json`` (every number, and each episode's outcome, time and path length),
+0.8 rad/s. Beside the times, the least time any driver can take on those worlds
+(:mod:`navtrain.time_bound`: the straight line at the base's full speed and acceleration), so that
+a row whose time bar is below it says so. Writes ``OUT.json`` (every number, and each episode's
+outcome, time, path length and start-goal distance),
 ``OUT.md`` (the table) and ``OUT.png`` (success with its interval, collision, time on the worlds
 both reach), and prints the table. Dotted overrides after the options apply to every row, after
 the row's own (e.g. ``env.episode_length_s=20``).
@@ -36,9 +39,13 @@ from typing import Any
 
 import numpy as np
 
+from navtrain.time_bound import KinematicLimits, bound_of_contract, least_time
+
 CONTROLLERS = ("policy", "dwa")
 DEFAULT_ROWS = ("rooms", "rooms16", "clutter", "corridors+path", "arenas")
 TOP_LEVEL = ("env.worlds.curriculum.enabled=false",)
+EPISODE_KEYS = ("outcome", "time_s", "path_len", "straight")
+"""What the payload keeps of each episode (``straight``: its start-goal distance)."""
 
 
 @dataclass(frozen=True)
@@ -66,9 +73,15 @@ def on_worlds(values: np.ndarray, mask: np.ndarray) -> float:
     return float(np.asarray(values)[mask].mean()) if mask.any() else math.nan
 
 
-def row_summary(results: dict[str, dict[str, Any]], episodes: dict[str, dict[str, np.ndarray]]) -> dict[str, Any]:
+def row_summary(
+    results: dict[str, dict[str, Any]],
+    episodes: dict[str, dict[str, np.ndarray]],
+    limits: KinematicLimits | None = None,
+) -> dict[str, Any]:
     """A row's paired numbers: the worlds both drivers reached, each driver's mean time and path
-    length on them, and the verdicts against :data:`BAR`."""
+    length on them, and the verdicts against :data:`BAR`. With ``limits`` (and each world's
+    ``straight`` start-goal distance in ``episodes``): the least time any driver can take on those
+    worlds (:func:`navtrain.time_bound.least_time`), beside the time the bar asks of the policy."""
     from navtrain.evaluation import SUCCESS
 
     mask = both_reached({k: v["outcome"] for k, v in episodes.items()}, SUCCESS)
@@ -87,7 +100,12 @@ def row_summary(results: dict[str, dict[str, Any]], episodes: dict[str, dict[str
         "time_ratio_at_most": bool(ratio <= BAR.max_time_ratio),  # NaN (no world both reach) fails
         "turn_change_at_most": p["command_change_angular"] <= BAR.max_turn_change,
     }
-    return {"both_reached": int(mask.sum()), "paired": paired, "time_ratio": ratio, "checks": checks}
+    out = {"both_reached": int(mask.sum()), "paired": paired, "time_ratio": ratio, "checks": checks}
+    straight = episodes.get("dwa", {}).get("straight")
+    if limits is not None and straight is not None and mask.any():
+        out["least_time_s"] = on_worlds(least_time(np.asarray(straight), limits), mask)
+        out["bar_time_s"] = BAR.max_time_ratio * paired["dwa"]["time_s"]
+    return out
 
 
 def verdict(row: str, s: dict[str, Any], results: dict[str, dict[str, Any]]) -> str:
@@ -104,6 +122,13 @@ def verdict(row: str, s: dict[str, Any], results: dict[str, dict[str, Any]]) -> 
         f"|dw| {p['command_change_angular']:.2f} rad/s per tick "
         f"({'ok' if c['turn_change_at_most'] else f'over {BAR.max_turn_change}'})",
     ]
+    if "least_time_s" in s:
+        least, asked = s["least_time_s"], s["bar_time_s"]
+        below = " (below it: no driver can)" if asked < least else ""
+        parts.append(
+            f"there no driver takes less than {least:.2f} s (straight line, full speed and acceleration): "
+            f"the DWA took {s['paired']['dwa']['time_s'] / least:.2f}x that, the bar asks {asked:.2f} s{below}"
+        )
     met = "meets" if all(c.values()) else "does NOT meet"
     n = int(p.get("episodes", BAR.min_worlds))
     size = "" if n >= BAR.min_worlds else f" on {n} worlds (the bar is judged on {BAR.min_worlds})"
@@ -163,6 +188,22 @@ def plot(payload: dict[str, Any], path: Path) -> None:
         times = [payload["rows"][r]["summary"]["paired"][name]["time_s"] for r in rows]
         bars = axes[2].bar(x + off, np.nan_to_num(times), 0.38, label=name)
         axes[2].bar_label(bars, fmt="%.1f", fontsize=7)
+    bounded = [i for i, r in enumerate(rows) if "least_time_s" in payload["rows"][r]["summary"]]
+    for i in bounded:  # no driver can be faster (navtrain.time_bound)
+        summary = payload["rows"][rows[i]]["summary"]
+        least = summary["least_time_s"]
+        axes[2].hlines(
+            summary["bar_time_s"],
+            i - 0.45,
+            i + 0.45,
+            colors="0.4",
+            lw=1.0,
+            ls="--",
+            label=f"bar ({BAR.max_time_ratio}x DWA)" if i == bounded[0] else None,
+        )
+        axes[2].hlines(
+            least, i - 0.45, i + 0.45, colors="k", lw=1.2, label="least possible" if i == bounded[0] else None
+        )
     labels = [f"{r}\n({payload['rows'][r]['summary']['both_reached']} both)" for r in rows]
     for ax, title, unit in (
         (axes[0], "success (95 % interval)", "%"),
@@ -174,6 +215,8 @@ def plot(payload: dict[str, Any], path: Path) -> None:
         ax.set_title(title, fontsize=9)
     axes[1].axhline(100 * BAR.max_collision, color="k", lw=0.8, ls="--")
     axes[0].legend(loc="lower left", fontsize=8)
+    if bounded:
+        axes[2].legend(loc="lower left", fontsize=7)
     fig.suptitle(payload["title"], fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
@@ -193,6 +236,13 @@ def parse_rows(text: str | list[str] | None) -> list[Any]:
     if unknown or not names:
         raise ValueError(f"--rows: unknown row '{unknown[0] if unknown else text}' (known: {', '.join(by_name)})")
     return [by_name[n] for n in names]
+
+
+def contract_limits(bundle: str | Path) -> KinematicLimits | None:
+    """The bundle's :class:`KinematicLimits`; None for a contract that states no base."""
+    from navcontract.bundle import read_contract
+
+    return bound_of_contract(read_contract(bundle))
 
 
 def run_compare(
@@ -216,6 +266,7 @@ def run_compare(
     from navtrain.row_log import RowLog
 
     params = NodeParams() if node else None
+    limits = contract_limits(bundle)
     extra = list(overrides or [])
     where = "behind the node's gate" if node else "bare (runtime alone, the simulator's guard)"
     payload: dict[str, Any] = {
@@ -255,17 +306,14 @@ def run_compare(
             res, _ = evaluator.run(episodes=episodes, seed=seed, num_envs=num_envs, plot_rooms=0)
             results[name], runs[name] = asdict(res), evaluator.episodes
         payload["seed"] = results["policy"]["seed"]
-        summary = row_summary(results, runs)
+        summary = row_summary(results, runs, limits)
         payload["rows"][row.name] = {
             "description": row.description,
             "overrides": row_overrides,
             "results": results,
             "summary": summary,
             "verdict": verdict(row.name, summary, results),
-            "episodes": {
-                name: {k: np.asarray(runs[name][k]).tolist() for k in ("outcome", "time_s", "path_len")}
-                for name in CONTROLLERS
-            },
+            "episodes": {name: {k: np.asarray(runs[name][k]).tolist() for k in EPISODE_KEYS} for name in CONTROLLERS},
         }
         kept.put(row.name, definition, payload["rows"][row.name])
         print(f"[compare] {payload['rows'][row.name]['verdict']}", flush=True)
