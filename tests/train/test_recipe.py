@@ -82,12 +82,17 @@ def test_the_shipped_recipes_train_their_bases() -> None:
         "jackal_default": "diff_drive",
         "jackal_tuned": "diff_drive",
         "jackal_noise": "diff_drive",
+        "jackal_fast": "diff_drive",
     }
     tuned = load_recipe(REPO / "recipes/jackal_tuned.yaml")  # fine-tunes the kept Jackal policy
     assert tuned.init is not None and tuned.init.path == REPO / "policies/jackal_default/checkpoint.pt"
     noise = load_recipe(REPO / "recipes/jackal_noise.yaml")  # fine-tunes jackal_tuned's chosen checkpoint
     assert noise.init is not None and noise.init.path == REPO / "runs/recipes/jackal_tuned/final/checkpoint.pt"
     assert noise.stage_config(noise.stages[0]).env.lidar.noise_beams == 10
+    fast = load_recipe(REPO / "recipes/jackal_fast.yaml")  # fine-tunes jackal_noise's chosen checkpoint
+    assert fast.init is not None and fast.init.path == REPO / "runs/recipes/jackal_noise/final/checkpoint.pt"
+    fast_cfg = fast.stage_config(fast.stages[0])
+    assert fast_cfg.rewards.time.weight == -0.06 and fast_cfg.env.lidar.noise_beams == 10
     fov = load_recipe(REPO / "recipes/holonomic_270.yaml")  # holonomic_default's learn stage on a 270-degree lidar
     assert fov.init is not None and fov.init.iteration == 1499
     assert {fov.stage_config(s).env.lidar.fov_deg for s in fov.stages} == {270.0}
