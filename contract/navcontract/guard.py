@@ -69,6 +69,20 @@ The rule, per world, for a planar command ``v`` of speed ``s = |v|`` in directio
 
 4. ``scale = min(1, cap / s)`` (1 for ``s = 0``); the command becomes ``[scale vx, scale vy, wz]``.
 
+5. **Momentum** (``momentum``, given the measured body twist ``m``: odometry on the robot, the
+   observed twist in training). Steps 1-4 judge the command's direction, but the base still moves
+   as it did and reaches the command only over its acceleration: after a cut beyond the smoother,
+   or a command that turns the planar direction, its velocity sweeps from ``m`` to the command
+   ``c`` (as scaled by step 4) through directions neither points in. Steps 0-2 are applied to
+   :data:`MOMENTUM_SAMPLES` velocities ``v = (1 - a) m + a c`` (``a`` from 0 to 1). When any is
+   faster than ``b(D_v) +`` :data:`MOMENTUM_TOLERANCE` (at that velocity the robot could no longer
+   stop before the return along it, braking at ``decel`` after the reaction time), the planar
+   command is zero: the base brakes as hard as it may, from where it is. At rest the samples are
+   the command's own direction, which step 4 already keeps below ``b``; the tolerance keeps
+   odometry noise from tripping it, and ``b`` (not the headway cap) keeps an ordinary approach, in
+   which the base lags the guard's cap, from tripping it. A stop frees the robot again once its
+   speed has come down.
+
 Moving away from an obstacle is never limited, nor is moving along one outside the margin (with
 ``slide``, inside it too), so the guard cannot trap the robot: it only refuses the directions that
 close in on a return. The rule is vectorised over worlds and beams
@@ -113,6 +127,13 @@ lies outside the band the shell sweeps): only motion with a backward component i
 section without the key is read with this value."""
 
 
+MOMENTUM_TOLERANCE = 0.1
+"""[m/s] Rule step 5: how much faster than it could stop the base may move before the planar command
+is zeroed (odometry's noise on a robot at rest stays below it)."""
+MOMENTUM_SAMPLES = 9
+"""Rule step 5: the velocities checked on the way from the measured one to the command's, both ends included."""
+
+
 TURN_STEP = 0.1
 """[rad] Rule step 2b: the largest angle between neighbouring directions of the fan a turning
 command is checked along (at 1 m from the robot, 10 cm between neighbouring directions)."""
@@ -145,10 +166,11 @@ class GuardRule:
     unseen_clearance: float = UNSEEN_CLEARANCE  # [m] an unseen beam's return beyond radius + margin (step 0)
     after_smoother: bool = False  # training checked the command smoothed at robot_response.accel_limit
     reaction: float = 0.0  # [s] scan to braking: control period, delays, actuator lag (rule step 3)
+    momentum: bool = True  # rule step 5: a robot that cannot stop before what lies along its measured motion gets zero
 
     NUMBERS: ClassVar[tuple[str, ...]] = ("radius", "margin", "headway", "decel")
     FLAGS: ClassVar[tuple[str, ...]] = ("slide", "after_smoother")
-    OPTIONAL: ClassVar[tuple[str, ...]] = (*FLAGS, "unseen_clearance", "stage", "reaction")
+    OPTIONAL: ClassVar[tuple[str, ...]] = (*FLAGS, "unseen_clearance", "stage", "reaction", "momentum")
 
     def __post_init__(self) -> None:
         for name in ("radius", "headway", "decel"):
@@ -159,7 +181,7 @@ class GuardRule:
             v = getattr(self, name)
             if isinstance(v, bool) or not (isinstance(v, int | float) and math.isfinite(v) and v >= 0):
                 raise ValueError(f"guard {name} must be finite and >= 0, got {v!r}")
-        for name in self.FLAGS:
+        for name in (*self.FLAGS, "momentum"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"guard {name} must be true or false, got {getattr(self, name)!r}")
 
@@ -201,6 +223,7 @@ class GuardRule:
         out["stage"] = STAGE
         out["after_smoother"] = self.after_smoother
         out["reaction"] = float(self.reaction)
+        out["momentum"] = self.momentum
         return out
 
     @classmethod
@@ -211,7 +234,8 @@ class GuardRule:
         section without it slides nothing); ``unseen_clearance`` (a number >= 0; a section without
         it: :data:`UNSEEN_CLEARANCE`); ``stage`` (``"last"`` when given); ``after_smoother`` (a
         boolean: training ran the velocity smoother before the guard, at the contract's
-        ``robot_response.accel_limit``; a section without it: false). An unknown, missing or
+        ``robot_response.accel_limit``; a section without it: false); ``momentum`` (a boolean, rule
+        step 5; a section without it: true, so every robot gets it). An unknown, missing or
         mistyped key is an error naming it."""
         known = set(cls.NUMBERS) | set(cls.OPTIONAL)
         unknown = sorted(set(data) - known)
@@ -233,7 +257,11 @@ class GuardRule:
             raise ValueError(f"guard.stage must be {STAGE!r} (clamp, velocity smoother, then the guard), got {stage!r}")
         clearance = float(data.get("unseen_clearance", UNSEEN_CLEARANCE))
         react = float(data.get("reaction", reaction))
-        return cls(**{k: float(data[k]) for k in cls.NUMBERS}, **flags, unseen_clearance=clearance, reaction=react)
+        momentum = data.get("momentum", True)
+        if not isinstance(momentum, bool):
+            raise ValueError(f"guard.momentum must be true or false, got {momentum!r}")
+        numbers = {k: float(data[k]) for k in cls.NUMBERS}
+        return cls(**numbers, **flags, unseen_clearance=clearance, reaction=react, momentum=momentum)
 
 
 def reaction_time(control_period: float, latency_budget: float, actuator_tau: float | None) -> float:
@@ -416,13 +444,50 @@ def blocking_beam(ranges: Any, command: Any, rule: GuardRule, max_range: float, 
     return None if best is None else best[1]
 
 
+def momentum_stop(ranges: Any, motion: Any, command: Any, rule: GuardRule, max_range: float, seen: Any = None) -> Any:
+    """Rule step 5 per world: whether the base, going from the measured body twist ``motion``
+    ``(..., 3)`` to the planar part of ``command`` ``(..., 3)`` (already scaled by steps 1-4), passes
+    through a velocity it cannot stop from before a return in its direction: for each of
+    :data:`MOMENTUM_SAMPLES` velocities ``v = (1 - a) m + a c`` (``a`` from 0 to 1), its speed
+    exceeds ``b(D_v) +`` :data:`MOMENTUM_TOLERANCE`, ``D_v`` the free distance along it (steps
+    0-2). Other arguments as :func:`guard_scale`."""
+    xp = ops_for(ranges)
+    ranges, motion, command = xp.as_float(ranges), xp.as_float(motion), xp.as_float(command)
+    if seen is not None and not hasattr(seen, "shape"):
+        seen = np.asarray(seen, dtype=bool)
+    samples = []
+    for k in range(MOMENTUM_SAMPLES):
+        a = k / (MOMENTUM_SAMPLES - 1)
+        vx = (1.0 - a) * motion[..., 0] + a * command[..., 0]
+        vy = (1.0 - a) * motion[..., 1] + a * command[..., 1]
+        samples.append(xp.stack([vx, vy, vx * 0.0], axis=-1))
+    blend = xp.stack(samples, axis=-2)  # (..., K, 3)
+    seen_k = None if seen is None else seen[..., None, :]
+    least = _least_free(xp, ranges[..., None, :], blend, rule, max_range, seen_k, None)  # (..., K)
+    speed = xp.sqrt(blend[..., 0] * blend[..., 0] + blend[..., 1] * blend[..., 1])
+    over = speed > braking_speed(xp.maximum(least, 0.0), rule.reaction, rule.decel) + MOMENTUM_TOLERANCE
+    return xp.amax(xp.where(over, speed * 0.0 + 1.0, speed * 0.0), axis=-1) > 0.0
+
+
 def apply_guard(
-    ranges: Any, command: Any, rule: GuardRule, max_range: float, seen: Any = None, fan: int | None = None
+    ranges: Any,
+    command: Any,
+    rule: GuardRule,
+    max_range: float,
+    seen: Any = None,
+    fan: int | None = None,
+    motion: Any = None,
 ) -> tuple[Any, Any]:
     """``(guarded command, scale)``: the planar part of ``command`` scaled by :func:`guard_scale`
-    (``seen``: the beams the scan saw, rule step 0; None: all of them; ``fan``: see :func:`turn_fan`)."""
+    (``seen``: the beams the scan saw, rule step 0; None: all of them; ``fan``: see :func:`turn_fan`),
+    and zeroed where the measured body twist ``motion`` ``(..., 3)`` trips rule step 5 (with
+    ``rule.momentum``; None: no measurement, step 5 skipped)."""
     xp = ops_for(command)
     scale = guard_scale(ranges, command, rule, max_range, seen, fan)
+    if rule.momentum and motion is not None:
+        planar = xp.stack([command[..., 0] * scale, command[..., 1] * scale, command[..., 2]], axis=-1)
+        stop = momentum_stop(ranges, motion, planar, rule, max_range, seen)
+        scale = xp.where(stop, scale * 0.0, scale)
     # In the command's own precision: wz and an unslowed command pass through unchanged.
     out = xp.stack([command[..., 0] * scale, command[..., 1] * scale, command[..., 2]], axis=-1)
     return out, scale

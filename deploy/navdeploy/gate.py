@@ -580,21 +580,23 @@ class CommandGate:
         scale = None
         self._checked = cmd
         if self.guard is not None:
-            cmd, scale = self._guarded(cmd, self.guard)
+            cmd, scale = self._guarded(cmd, self.guard, momentum=True)
         if self.smoother is not None:
             self.smoother.sent(cmd, now)
         return cmd, scale
 
-    def _guarded(self, cmd: np.ndarray, rule: GuardRule) -> tuple[np.ndarray, float]:
+    def _guarded(self, cmd: np.ndarray, rule: GuardRule, momentum: bool = False) -> tuple[np.ndarray, float]:
         """``cmd`` with its planar part scaled by ``rule`` on the ranges the driver read this tick (its
         ``last_scan_report``, set by its step), the sectors the scan rule filled counted as unseen
-        (:mod:`navcontract.guard`, rule step 0); wz as it was. Raises when the driver keeps no report
-        (the tick then stops with ``error``)."""
+        (:mod:`navcontract.guard`, rule step 0); wz as it was. With ``momentum`` (the command that
+        goes out), also rule step 5 on the odometry's body twist. Raises when the driver keeps no
+        report (the tick then stops with ``error``)."""
         report = self._report()
         if report is None:
             raise RuntimeError("the guard has no scan: the runtime keeps no last_scan_report")
         seen = ~np.asarray(report.filled, dtype=bool)
-        guarded, scale = apply_guard(report.ranges, cmd, rule, self.max_range, seen)
+        motion = self.odom.value[1] if momentum and self.odom is not None else None
+        guarded, scale = apply_guard(report.ranges, cmd, rule, self.max_range, seen, motion=motion)
         return np.asarray(guarded, dtype=np.float64), float(scale)
 
     # ---------------------------------------------------------------- blocked, stuck, recovery

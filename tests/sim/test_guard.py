@@ -14,6 +14,7 @@ import torch
 
 from navcontract.action import ActionScaling, action_to_command
 from navcontract.guard import (
+    MOMENTUM_TOLERANCE,
     STAGE,
     UNSEEN_CLEARANCE,
     GuardRule,
@@ -342,9 +343,10 @@ def test_env_applies_the_rule_to_the_scan_the_policy_saw(guarded_env):
     assert env.scan_seen is None  # a full view without dropouts: every beam seen
     action = torch.tensor([[1.0, 0.0, 0.3]]).expand(env.num_envs, 3).clone()
     for _ in range(6):
-        seen = env.scan.clone()
+        seen, twist = env.scan.clone(), env.observed_twist.clone()
         env.step(action)
-        expected, _ = apply_guard(seen, action_to_command(action, env.scaling), env.guard, env.dims.max_range)
+        command = action_to_command(action, env.scaling)
+        expected, _ = apply_guard(seen, command, env.guard, env.dims.max_range, motion=twist)
         assert torch.equal(env.command, expected)
     assert (env.command[:2, 0] < 1.5).all()  # slowed toward the cylinder
     assert torch.equal(env.command[2:], action_to_command(action, env.scaling)[2:])  # nothing near: as commanded
@@ -535,3 +537,96 @@ def test_a_fixed_fan_size_gives_the_batchs_own_guard():
         assert np.array_equal(own, fixed) and (own < 1.0).any() and (own == 1.0).any()
     stages = CommandStages(SCALING, rule, R_MAX, ACCEL, 0.1)
     assert stages.fan == fan_size(math.hypot(SCALING.v_max, SCALING.v_max), SCALING.omega_max, rule)
+
+
+# ----------------------------------------------------------------------------------------------
+# Momentum (rule step 5)
+
+POST_45 = _scan(b45=0.5)
+SWITCH_TICK = 12
+"""Control periods driven left before the command turns forward (the slowest base is at full speed)."""
+POST_OFFSETS = ((0.45, 0.55), (0.5, 0.6))
+"""[m] A post's centre (the smallest cylinder, 0.15 m) from where the command turns, one per world."""
+"""A post 0.5 m away at 45 degrees left of forward (beam 45 spans 42.5-47.5 degrees)."""
+
+
+def test_momentum_stops_a_base_whose_velocity_sweeps_into_a_return():
+    """Moving left at 1.5 m/s, told to go forward at 1.5 m/s: both directions pass the post at 45
+    degrees, but the base's velocity turns from one to the other through it, too fast to stop."""
+    rule = replace(RULE, momentum=True, reaction=0.32)
+    forward = np.array([1.5, 0.0, 0.0])
+    assert float(guard_scale(POST_45, forward, rule, R_MAX)) == 1.0  # the command's own direction is free
+    out, scale = apply_guard(POST_45, forward, rule, R_MAX, motion=np.array([0.0, 1.5, 0.0]))
+    assert float(scale) == 0.0 and out[0] == 0.0 and out[1] == 0.0
+    # The same command from rest, or while already moving forward, or a base slow enough to stop: free.
+    for motion in ([0.0, 0.0, 0.0], [0.06, -0.05, 0.3], [1.5, 0.0, 0.0], [0.0, 0.3, 0.0]):
+        assert float(apply_guard(POST_45, forward, rule, R_MAX, motion=np.array(motion))[1]) == 1.0, motion
+    # Without the rule, or without a measured twist, step 5 is not applied.
+    off = replace(rule, momentum=False)
+    assert float(apply_guard(POST_45, forward, off, R_MAX, motion=np.array([0.0, 1.5, 0.0]))[1]) == 1.0
+    assert float(apply_guard(POST_45, forward, rule, R_MAX)[1]) == 1.0
+
+
+def test_momentum_stops_a_base_that_cannot_stop_before_what_it_moves_toward():
+    """Moving at the post at 1.2 m/s while told to back away: the command is free, the base is not."""
+    rule = replace(RULE, momentum=True, reaction=0.32)
+    ahead = _scan(**{f"b{FORWARD}": 0.6})
+    back = np.array([-1.0, 0.0, 0.0])
+    assert float(apply_guard(ahead, back, rule, R_MAX, motion=np.array([1.2, 0.0, 0.0]))[1]) == 0.0
+    # Slow enough to stop before it (b(D) + tolerance): the command goes out as it is.
+    free = 0.6 - (rule.radius + rule.margin + 0.6 * math.sin(HALF_SECTOR))
+    slow = braking_speed(free, rule.reaction, rule.decel) + MOMENTUM_TOLERANCE - 0.01
+    assert float(apply_guard(ahead, back, rule, R_MAX, motion=np.array([slow, 0.0, 0.0]))[1]) == 1.0
+
+
+def test_momentum_in_torch_and_numpy_agree_batched():
+    rule = replace(RULE, momentum=True, reaction=0.2)
+    rng = np.random.default_rng(5)
+    ranges = rng.uniform(0.25, 2.0, size=(64, B))
+    command = rng.uniform(-1.5, 1.5, size=(64, 3))
+    motion = rng.uniform(-1.5, 1.5, size=(64, 3))
+    a, sa = apply_guard(ranges, command, rule, R_MAX, motion=motion)
+    b, sb = apply_guard(torch.tensor(ranges), torch.tensor(command), rule, R_MAX, motion=torch.tensor(motion))
+    assert np.allclose(a, b.numpy()) and np.allclose(sa, sb.numpy())
+    assert 0 < int((np.asarray(sa) == 0.0).sum()) < 64  # some stopped by step 5 or 4, not all
+    plain = np.asarray(guard_scale(ranges, command, rule, R_MAX))
+    assert np.all(np.asarray(sa) <= plain)  # step 5 only ever lowers the scale
+
+
+def test_the_section_states_momentum_and_an_older_one_reads_it_on():
+    assert RULE.to_dict()["momentum"] is True
+    old = {k: v for k, v in RULE.to_dict().items() if k != "momentum"}
+    assert GuardRule.from_dict(old).momentum is True
+    assert GuardRule.from_dict({**old, "momentum": False}).momentum is False
+    with pytest.raises(ValueError, match="guard.momentum must be true or false, got 'yes'"):
+        GuardRule.from_dict({**old, "momentum": "yes"})
+
+
+def test_a_base_turned_from_its_motion_stops_short_of_the_post_in_the_simulator(make_env):
+    """The slowest trained base driven left at full speed past a post ahead on its right, then told
+    to drive back and to the right: neither direction ever points at the post, but the base turns
+    its velocity through it. Without rule step 5 it touches the post; with it the base brakes."""
+    env = make_env(2, "env.init_at_random_ep_len=false", "env.lidar.noise_std=0.0", *WORST_BASE)
+    env.auto_reset = False
+    left = torch.tensor([[0.0, 1.0, 0.0]]).expand(2, 3).clone()
+    away = torch.tensor([[1.0, -1.0, 0.0]]).expand(2, 3).clone()  # planar limit: 1.5 m/s at -45 degrees
+    start = (-2.0, -2.5, 0.0)
+    env.reset(empty_rooms(env, start=start, goal=(3.0, 3.0)))
+    for _ in range(SWITCH_TICK):
+        env.step(left)
+    turn_at = env.pose()[0, :2].clone()
+    assert float(env.body_twist()[0, 1]) > 1.45  # full speed when the command turns
+    hits = {}
+    for momentum in (False, True):
+        env.guard = env.stages.guard = replace(env.guard, momentum=momentum)
+        rooms = empty_rooms(env, start=start, goal=(3.0, 3.0))
+        for w, (dx, dy) in enumerate(POST_OFFSETS):
+            place_obstacle(rooms, w, 0, (float(turn_at[0]) + dx, float(turn_at[1]) + dy))
+        env.reset(rooms)
+        hit = torch.zeros(2, dtype=torch.bool)
+        for k in range(SWITCH_TICK + 20):
+            env.step(left if k < SWITCH_TICK else away)
+            hit |= env.last_info.collision
+        hits[momentum] = hit
+    env.guard = env.stages.guard = replace(env.guard, momentum=True)
+    assert hits[False].all() and not hits[True].any(), hits

@@ -256,13 +256,14 @@ class CommandStages:
         return command
 
     def guarded(
-        self, command: torch.Tensor, scan: torch.Tensor, seen: torch.Tensor | None
+        self, command: torch.Tensor, scan: torch.Tensor, seen: torch.Tensor | None, motion: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The last stage: ``command`` through the guard on the scan the policy saw -> (the command
-        sent, the guard's (N,) scale or None without a guard)."""
+        """The last stage: ``command`` through the guard on the scan the policy saw, with rule step 5
+        on ``motion`` (the (N, 3) body twist the policy observed, as the node's odometry; None: step 5
+        skipped) -> (the command sent, the guard's (N,) scale or None without a guard)."""
         if self.guard is None:
             return command, None
-        return apply_guard(scan, command, self.guard, self.max_range, seen, self.fan)
+        return apply_guard(scan, command, self.guard, self.max_range, seen, self.fan, motion=motion)
 
     def clamp(self, command: torch.Tensor) -> torch.Tensor:
         """The limits of the action rule on (N, 3) SI commands (``navdeploy.gate.clamp_command``):

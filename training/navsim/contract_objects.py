@@ -126,6 +126,7 @@ def guard_geometry(env: EnvCfg) -> GuardRule:
         decel=g.decel,
         slide=g.slide,
         unseen_clearance=g.unseen_clearance,
+        momentum=g.momentum,
     )
 
 

@@ -297,7 +297,7 @@ class NavEnv(VecEnv):
         if self.base is not None:
             self._prepare_base()
         requested = self.stages.requested(actions.to(self.device).float(), self.command)
-        command, scale = self.stages.guarded(requested, self.scan, self.scan_seen)
+        command, scale = self.stages.guarded(requested, self.scan, self.scan_seen, self.observed_twist)
         if scale is not None:
             self.guard_scale = scale
         self.guard_cut = torch.linalg.norm(requested[:, :2] - command[:, :2], dim=-1) / self.dims.v_max
