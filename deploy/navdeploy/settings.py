@@ -338,7 +338,9 @@ def resolve_guard(contract: Any, enabled: bool, *, warnings: list[str]) -> tuple
         f"guard radius {trained.radius:g} m, margin {trained.margin:g} m, headway {trained.headway:g} s, "
         f"decel {trained.decel:g} m/s^2, slide {'on' if trained.slide else 'off'}, unseen clearance "
         f"{trained.unseen_clearance:g} m (unseen sectors are occupied: no motion into them{unseen}), "
-        f"reaction {trained.reaction:.2g} s, last stage ({smoother}; bundle contract)"
+        f"reaction {trained.reaction:.2g} s, momentum {'on' if trained.momentum else 'off'}"
+        f"{'' if section is not None and 'momentum' in section else ' (the default)'}, "
+        f"last stage ({smoother}; bundle contract)"
     )
 
 
@@ -361,7 +363,7 @@ def untrained_guard(contract: Any, warnings: list[str]) -> tuple[GuardRule | Non
     return rule, (
         f"guard default (the bundle has no guard section: the policy was trained without it): radius "
         f"{rule.radius:g} m, margin {rule.margin:g} m, headway {rule.headway:g} s, decel {rule.decel:g} m/s^2, "
-        f"reaction {rule.reaction:.2g} s, slide on, unseen clearance {rule.unseen_clearance:g} m, last stage"
+        f"reaction {rule.reaction:.2g} s, slide on, unseen clearance {rule.unseen_clearance:g} m, momentum on, last stage"
     )
 
 
