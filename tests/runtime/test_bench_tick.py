@@ -73,5 +73,6 @@ def test_a_tick_that_waits_off_the_cpu_is_counted_descheduled(monkeypatch: pytes
     monkeypatch.setattr(CommandGate, "tick", tick)
     out = bench_tick.run_mode(bench_tick.DEFAULT_BUNDLE, "off", stream, 0.0, world["control_period_s"])
     timed = len(stream) - bench_tick.WARMUP
-    assert out["ticks_descheduled"] in (timed // 2, timed - timed // 2)
+    # Every tick that slept is counted; a loaded machine may take the core from a few others too.
+    assert timed // 2 <= out["ticks_descheduled"] <= timed
     assert out["tick_ms"]["max"] >= 5.0 > out["tick_cpu_ms"]["max"]
