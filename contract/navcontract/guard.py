@@ -74,10 +74,13 @@ The rule, per world, for a planar command ``v`` of speed ``s = |v|`` in directio
    as it did and reaches the command only over its acceleration: after a cut beyond the smoother,
    or a command that turns the planar direction, its velocity sweeps from ``m`` to the command
    ``c`` (as scaled by step 4) through directions neither points in. Steps 0-2 are applied to
-   :data:`MOMENTUM_SAMPLES` velocities ``v = (1 - a) m + a c`` (``a`` from 0 to 1). When any is
-   faster than ``b(D_v) +`` :data:`MOMENTUM_TOLERANCE` (at that velocity the robot could no longer
-   stop before the return along it, braking at ``decel`` after the reaction time), the planar
-   command is zero: the base brakes as hard as it may, from where it is. At rest the samples are
+   :data:`MOMENTUM_SAMPLES` velocities ``v = (1 - a) m + a c`` (``a`` from 0 to 1). When one on
+   the way (``a > 0``) is faster than ``b(D_v) +`` :data:`MOMENTUM_TOLERANCE` (at that velocity the
+   robot could no longer stop before the return along it, braking at ``decel`` after the reaction
+   time) and ``m`` itself is not, the planar command is zero: the base brakes from where it is,
+   along a motion it can still stop. When ``m`` itself can no longer stop, braking along it helps
+   less than the command (which turns away, or brakes too), and the command goes out as steps 1-4
+   scaled it. At rest the samples are
    the command's own direction, which step 4 already keeps below ``b``; the tolerance keeps
    odometry noise from tripping it, and ``b`` (not the headway cap) keeps an ordinary approach, in
    which the base lags the guard's cap, from tripping it. A stop frees the robot again once its
@@ -447,10 +450,11 @@ def blocking_beam(ranges: Any, command: Any, rule: GuardRule, max_range: float, 
 def momentum_stop(ranges: Any, motion: Any, command: Any, rule: GuardRule, max_range: float, seen: Any = None) -> Any:
     """Rule step 5 per world: whether the base, going from the measured body twist ``motion``
     ``(..., 3)`` to the planar part of ``command`` ``(..., 3)`` (already scaled by steps 1-4), passes
-    through a velocity it cannot stop from before a return in its direction: for each of
-    :data:`MOMENTUM_SAMPLES` velocities ``v = (1 - a) m + a c`` (``a`` from 0 to 1), its speed
-    exceeds ``b(D_v) +`` :data:`MOMENTUM_TOLERANCE`, ``D_v`` the free distance along it (steps
-    0-2). Other arguments as :func:`guard_scale`."""
+    through a velocity it cannot stop from before a return in its direction while it can still stop
+    from the one it has: of :data:`MOMENTUM_SAMPLES` velocities ``v = (1 - a) m + a c`` (``a`` from
+    0 to 1), one with ``a > 0`` is faster than ``b(D_v) +`` :data:`MOMENTUM_TOLERANCE` (``D_v`` the
+    free distance along it, steps 0-2) and ``m`` itself is not. Other arguments as
+    :func:`guard_scale`."""
     xp = ops_for(ranges)
     ranges, motion, command = xp.as_float(ranges), xp.as_float(motion), xp.as_float(command)
     if seen is not None and not hasattr(seen, "shape"):
@@ -466,7 +470,8 @@ def momentum_stop(ranges: Any, motion: Any, command: Any, rule: GuardRule, max_r
     least = _least_free(xp, ranges[..., None, :], blend, rule, max_range, seen_k, None)  # (..., K)
     speed = xp.sqrt(blend[..., 0] * blend[..., 0] + blend[..., 1] * blend[..., 1])
     over = speed > braking_speed(xp.maximum(least, 0.0), rule.reaction, rule.decel) + MOMENTUM_TOLERANCE
-    return xp.amax(xp.where(over, speed * 0.0 + 1.0, speed * 0.0), axis=-1) > 0.0
+    ahead = xp.amax(xp.where(over[..., 1:], speed[..., 1:] * 0.0 + 1.0, speed[..., 1:] * 0.0), axis=-1) > 0.0
+    return ahead & ~over[..., 0]
 
 
 def apply_guard(
