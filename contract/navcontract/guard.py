@@ -80,11 +80,10 @@ The rule, per world, for a planar command ``v`` of speed ``s = |v|`` in directio
    time) and ``m`` itself is not, the planar command is zero: the base brakes from where it is,
    along a motion it can still stop. When ``m`` itself can no longer stop, braking along it helps
    less than the command (which turns away, or brakes too), and the command goes out as steps 1-4
-   scaled it. At rest the samples are
-   the command's own direction, which step 4 already keeps below ``b``; the tolerance keeps
-   odometry noise from tripping it, and ``b`` (not the headway cap) keeps an ordinary approach, in
-   which the base lags the guard's cap, from tripping it. A stop frees the robot again once its
-   speed has come down.
+   scaled it. At rest the samples are the command's own direction, which step 4 already keeps below
+   ``b``; the tolerance keeps odometry noise from tripping it, and ``b`` (not the headway cap) keeps
+   an ordinary approach, in which the base lags the guard's cap, from tripping it. A stop frees the
+   robot again once its speed has come down.
 
 Moving away from an obstacle is never limited, nor is moving along one outside the margin (with
 ``slide``, inside it too), so the guard cannot trap the robot: it only refuses the directions that
@@ -169,7 +168,9 @@ class GuardRule:
     unseen_clearance: float = UNSEEN_CLEARANCE  # [m] an unseen beam's return beyond radius + margin (step 0)
     after_smoother: bool = False  # training checked the command smoothed at robot_response.accel_limit
     reaction: float = 0.0  # [s] scan to braking: control period, delays, actuator lag (rule step 3)
-    momentum: bool = True  # rule step 5: a robot that cannot stop before what lies along its measured motion gets zero
+    momentum: bool = (
+        True  # rule step 5: zero while the base's velocity, turning to the command, would pass one it cannot stop from
+    )
 
     NUMBERS: ClassVar[tuple[str, ...]] = ("radius", "margin", "headway", "decel")
     FLAGS: ClassVar[tuple[str, ...]] = ("slide", "after_smoother")
@@ -459,13 +460,10 @@ def momentum_stop(ranges: Any, motion: Any, command: Any, rule: GuardRule, max_r
     ranges, motion, command = xp.as_float(ranges), xp.as_float(motion), xp.as_float(command)
     if seen is not None and not hasattr(seen, "shape"):
         seen = np.asarray(seen, dtype=bool)
-    samples = []
-    for k in range(MOMENTUM_SAMPLES):
-        a = k / (MOMENTUM_SAMPLES - 1)
-        vx = (1.0 - a) * motion[..., 0] + a * command[..., 0]
-        vy = (1.0 - a) * motion[..., 1] + a * command[..., 1]
-        samples.append(xp.stack([vx, vy, vx * 0.0], axis=-1))
-    blend = xp.stack(samples, axis=-2)  # (..., K, 3)
+    a = xp.constant([k / (MOMENTUM_SAMPLES - 1) for k in range(MOMENTUM_SAMPLES)], ranges)  # (K,), exact in float32
+    vx = (1.0 - a) * motion[..., 0:1] + a * command[..., 0:1]  # (..., K)
+    vy = (1.0 - a) * motion[..., 1:2] + a * command[..., 1:2]
+    blend = xp.stack([vx, vy, vx * 0.0], axis=-1)  # (..., K, 3)
     seen_k = None if seen is None else seen[..., None, :]
     least = _least_free(xp, ranges[..., None, :], blend, rule, max_range, seen_k, None)  # (..., K)
     speed = xp.sqrt(blend[..., 0] * blend[..., 0] + blend[..., 1] * blend[..., 1])

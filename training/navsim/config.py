@@ -112,7 +112,7 @@ class GuardCfg:
     decel: float = DEFAULT_DECEL  # [m/s^2] braking deceleration the speed cap allows for
     slide: bool = True  # a return already within the margin may be slid past, not closed in on
     unseen_clearance: float = UNSEEN_CLEARANCE  # [m] an unseen sector (outside the field of view, no reading) counts as a return this far beyond the margin
-    momentum: bool = True  # zero the planar command while the observed motion cannot stop before a return along it
+    momentum: bool = True  # zero the planar command while the base's velocity, turning from the observed one to the command, would pass one it cannot stop from
 
 
 @dataclass
