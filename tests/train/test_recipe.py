@@ -83,6 +83,7 @@ def test_the_shipped_recipes_train_their_bases() -> None:
         "jackal_tuned": "diff_drive",
         "jackal_noise": "diff_drive",
         "jackal_fast": "diff_drive",
+        "jackal_direct": "diff_drive",
     }
     tuned = load_recipe(REPO / "recipes/jackal_tuned.yaml")  # fine-tunes the kept Jackal policy
     assert tuned.init is not None and tuned.init.path == REPO / "policies/jackal_default/checkpoint.pt"
@@ -93,6 +94,10 @@ def test_the_shipped_recipes_train_their_bases() -> None:
     assert fast.init is not None and fast.init.path == REPO / "runs/recipes/jackal_noise/final/checkpoint.pt"
     fast_cfg = fast.stage_config(fast.stages[0])
     assert fast_cfg.rewards.time.weight == -0.06 and fast_cfg.env.lidar.noise_beams == 10
+    direct = load_recipe(REPO / "recipes/jackal_direct.yaml")  # the same start, shorter paths
+    assert direct.init is not None and direct.init.path == fast.init.path
+    direct_cfg = direct.stage_config(direct.stages[0])
+    assert direct_cfg.rewards.near_obstacle.weight == -0.02 and direct_cfg.rewards.backward.weight == 0.0
     fov = load_recipe(REPO / "recipes/holonomic_270.yaml")  # holonomic_default's learn stage on a 270-degree lidar
     assert fov.init is not None and fov.init.iteration == 1499
     assert {fov.stage_config(s).env.lidar.fov_deg for s in fov.stages} == {270.0}
