@@ -3,6 +3,7 @@
     nav-benchmark-tick                                   # 600 ticks per mode and pace, default bundle
     nav-benchmark-tick --ticks 1000 --json docs/results/benchmark_tick.json
     nav-benchmark-tick --pace 0.02 --modes worker,off
+    nav-benchmark-tick --priority 0 --priority 50        # ordinary scheduling and SCHED_FIFO 50, side by side
     python -m navdeploy.bench_tick --bundle DIR          # the same
 
 What one control tick of the node costs: the scan and odometry adapters and
@@ -34,6 +35,12 @@ faster than a robot's lidar gives them, and plans for the newest it can take); t
 (the default's second pace) is how the node's timer runs them, the processor idle in between
 (colder caches: every mode costs more per tick than back to back).
 
+Each mode and pace runs at each ``--priority`` (default 0): 0 under the OS's ordinary scheduler, 1-99
+with the process's threads under ``SCHED_FIFO`` at that priority, as the node's
+``realtime_priority`` parameter puts them (:mod:`navdeploy.priority`; the worker process starts
+under the ordinary scheduler); a refused priority is reported and its runs are left out. On a loaded
+machine the two side by side show how much of the tail is the scheduler's.
+
 ``--stream FILE`` keeps the recorded messages in FILE (read back when it exists), so that two
 versions of the code are timed on the very same messages, side by side.
 
@@ -59,6 +66,7 @@ from typing import Any
 import numpy as np
 
 from navdeploy.bench_cli import add_bundle_option, bundle_or_default
+from navdeploy.priority import MAX_PRIORITY, lower_to_ordinary, raise_priority
 
 DEFAULT_BUNDLE = Path("ros2_ws") / "src" / "nav_policy" / "nav_policy" / "default_bundle"
 ROOM = (-1.5, 11.5, -4.0, 4.0)  # x0, x1, y0, y1 [m]
@@ -319,6 +327,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=None,
         help="wall seconds between tick starts, repeatable (default: 0 and the control period; 0: back to back)",
     )
+    ap.add_argument(
+        "--priority",
+        type=int,
+        action="append",
+        default=None,
+        help=f"SCHED_FIFO priority of the timed ticks, repeatable (default 0: the ordinary scheduler; 1-{MAX_PRIORITY})",
+    )
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     ap.add_argument(
         "--stream",
@@ -329,16 +344,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     a = ap.parse_args(argv)
     bad = [m for m in a.modes.split(",") if m not in MODES]
-    if bad or a.ticks < 10 or a.beams < 8 or any(not 0.0 <= x <= 1.0 for x in a.pace or ()):
-        ap.error(f"--modes of {', '.join(MODES)} (got {', '.join(bad)}); --ticks >= 10; --beams >= 8; --pace in [0, 1]")
+    bad_priority = any(not 0 <= x <= MAX_PRIORITY for x in a.priority or ())
+    if bad or a.ticks < 10 or a.beams < 8 or any(not 0.0 <= x <= 1.0 for x in a.pace or ()) or bad_priority:
+        ap.error(
+            f"--modes of {', '.join(MODES)} (got {', '.join(bad)}); --ticks >= 10; --beams >= 8; --pace in [0, 1]; "
+            f"--priority in 0..{MAX_PRIORITY}"
+        )
     return a
 
 
 def table(results: dict[str, Any]) -> str:
     lines = [
-        "| pace [s] | mode | tick p50 [ms] | p99 | max | mean | tick CPU p50 / p99 / max [ms] | descheduled "
-        "| after the command: dispatch p50 / p99 / max [ms] |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| priority | pace [s] | mode | tick p50 [ms] | p99 | max | mean | tick CPU p50 / p99 / max [ms] "
+        "| descheduled | after the command: dispatch p50 / p99 / max [ms] |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     notes = []
     for run in results["runs"]:
@@ -347,14 +366,14 @@ def table(results: dict[str, Any]) -> str:
             d = r["dispatch_ms"]
             c = r["tick_cpu_ms"]
             lines.append(
-                f"| {run['pace_s']:g} | {mode} | {s['p50']:.2f} | {s['p99']:.2f} | {s['max']:.2f} | {s['mean']:.2f} "
+                f"| {run['priority']} | {run['pace_s']:g} | {mode} | {s['p50']:.2f} | {s['p99']:.2f} | {s['max']:.2f} | {s['mean']:.2f} "
                 f"| {c['p50']:.2f} / {c['p99']:.2f} / {c['max']:.2f} | {r['ticks_descheduled']} "
                 f"| {d['p50']:.2f} / {d['p99']:.2f} / {d['max']:.2f} |"
             )
             if "plan_age_ms" in r:
                 age, busy = r["plan_age_ms"], r["worker_busy_ms"]
                 notes.append(
-                    f"pace {run['pace_s']:g} s, worker: plan age when taken p50 {age['p50']:.1f} ms, p99 "
+                    f"priority {run['priority']}, pace {run['pace_s']:g} s, worker: plan age when taken p50 {age['p50']:.1f} ms, p99 "
                     f"{age['p99']:.1f} ms; worker time per batch p50 {busy['p50']:.1f} ms, p99 {busy['p99']:.1f} ms "
                     f"({r['plans_taken']} plans taken, {r['ticks_with_subgoal']} ticks with a sub-goal)"
                 )
@@ -379,12 +398,23 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[bench-tick] wrote the stream to {args.stream}", flush=True)
     paces = args.pace if args.pace is not None else [0.0, world["control_period_s"]]
     runs = []
-    for pace in paces:
-        modes = {}
-        for mode in args.modes.split(","):
-            modes[mode] = run_mode(bundle, mode, stream, pace, world["control_period_s"])
-            print(f"[bench-tick] pace {pace:g} s, {mode}: {modes[mode]['tick_ms']}", flush=True)
-        runs.append({"pace_s": pace, "modes": modes})
+    refused = []
+    for priority in args.priority or [0]:
+        scheduling = raise_priority(priority)
+        print(f"[bench-tick] {scheduling.line}", flush=True)
+        if scheduling.refused is not None:
+            refused.append(scheduling.line)
+            lower_to_ordinary()
+            continue
+        for pace in paces:
+            modes = {}
+            for mode in args.modes.split(","):
+                modes[mode] = run_mode(bundle, mode, stream, pace, world["control_period_s"])
+                print(
+                    f"[bench-tick] priority {priority}, pace {pace:g} s, {mode}: {modes[mode]['tick_ms']}", flush=True
+                )
+            runs.append({"priority": priority, "scheduling": scheduling.line, "pace_s": pace, "modes": modes})
+        lower_to_ordinary()
     results = {
         "date": datetime.date.today().isoformat(),
         "command": "nav-benchmark-tick " + " ".join(sys.argv[1:] if argv is None else argv),
@@ -395,6 +425,7 @@ def main(argv: list[str] | None = None) -> int:
         "stream": None if args.stream is None else str(args.stream),
         "world": world,
         "runs": runs,
+        "refused": refused,
     }
     print(table(results))
     if args.json:

@@ -218,6 +218,21 @@ PARAMS: tuple[Param, ...] = (
         "(`rclpy.experimental.EventsExecutor`) runs `single_threaded` and says so in the log. Anything else is "
         "refused at startup.",
     ),
+    Param(
+        "realtime_priority",
+        int,
+        0,
+        "SCHED_FIFO priority of the node's threads, 1-99, so that a tick preempts ordinary processes on a loaded "
+        "computer; 0: the OS's ordinary scheduler",
+        "",
+        0,
+        99,
+        details="Set at startup on every thread of the node's process (`navdeploy.priority`); the scan map's worker "
+        "process starts under the ordinary scheduler and gives way to the tick. Needs CAP_SYS_NICE or a real-time "
+        "limit (`ulimit -r`, e.g. `@robot - rtprio 99` in /etc/security/limits.conf) of at least the priority; "
+        "without it the node runs on at ordinary priority and its startup line says so. The startup line states "
+        "the scheduling either way.",
+    ),
     Param("control_period", float, 0.0, "the timer period; 0: the bundle's control period", "s", 0.0, 10.0),
     Param("goal_tolerance", float, 0.0, "goal reached radius; 0: the bundle's success radius", "m", 0.0, 100.0),
     Param(

@@ -86,6 +86,7 @@ from nav_policy.ros_common import (
 from navdeploy.gate import CommandGate
 from navdeploy.inputs import ClockWatchdog
 from navdeploy.node_params import PARAM, NodeParams
+from navdeploy.priority import raise_priority
 from navdeploy.runtime import PolicyRuntime
 from navdeploy.settings import GateSettings, resolve_settings
 from navdeploy.smoother import AccelLimits
@@ -107,6 +108,7 @@ class PolicyNode(Node):
         self.control_period = settings.control_period
         # The one command gate (navdeploy.gate), shared with the bag replay's reference.
         self.gate = CommandGate.from_settings(driver, settings)
+        scheduling = raise_priority(params.realtime_priority)  # before the worker starts: it resets to ordinary
         self.gate.start()  # the scan map's worker (parameter scan_map_worker), stopped in close()
         self.state: State | None = None
         self._odom_problem: str | None = None
@@ -121,6 +123,7 @@ class PolicyNode(Node):
             f"controller {params.controller}; executor {params.executor}; bundle {bundle} ({bundle_from}; "
             f"fingerprint {getattr(self.runtime.contract, 'fingerprint', '?')}); "
             + self._settings_text(settings)
+            + f"; {scheduling.line}"
             + f"; {' + '.join(x.topic_name for x in subs)} -> {self.cmd_pub.topic_name} "
             + f"({'TwistStamped, frame ' + self.base_frame if self.stamped_cmd else 'Twist'}), "
             f"{self.policy_scan_pub.topic_name}"
