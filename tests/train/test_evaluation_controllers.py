@@ -286,6 +286,43 @@ def test_a_comparison_stopped_part_way_goes_on_from_the_next_row(
     assert payload["rows"]["rooms"] == first
 
 
+def test_a_comparison_stopped_between_its_drivers_goes_on_with_the_second(
+    fixture_bundle: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A row's first driver is kept as it ends: stopped before the DWA's half, the same comparison run
+    again drives only the DWA, and the row equals one run whole."""
+    from navtrain import compare, evaluation
+
+    made: list[str] = []
+    real = evaluation.bundle_evaluator
+
+    def counted(bundle, name, overrides, *args, **kwargs):
+        made.append(name)
+        if name == stop[0]:
+            raise KeyboardInterrupt
+        return real(bundle, name, overrides, *args, **kwargs)
+
+    stop = ["dwa"]
+    monkeypatch.setattr(evaluation, "bundle_evaluator", counted)
+    rows = compare.parse_rows("rooms")
+    log = tmp_path / "compare_rows.json"
+    short = ["env.episode_length_s=3.0"]
+    with pytest.raises(KeyboardInterrupt):
+        compare.run_compare(fixture_bundle, rows, 2, 7, overrides=short, log=log)
+    assert made == ["policy", "dwa"] and set(json.loads(log.read_text())["rows"]) == {"rooms#policy"}
+    made.clear()
+    stop[0] = ""
+    resumed = compare.run_compare(fixture_bundle, rows, 2, 7, overrides=short, log=log)
+    assert made == ["dwa"]
+    whole = compare.run_compare(fixture_bundle, rows, 2, 7, overrides=short, log=None)
+    assert made == ["dwa", "policy", "dwa"]
+    a, b = (json.loads(json.dumps(run["rows"]["rooms"])) for run in (resumed, whole))
+    for row in (a, b):  # the controllers' wall time per step is the only thing that differs
+        for result in row["results"].values():
+            result.pop("compute_ms_per_step")
+    assert a == b
+
+
 def test_the_node_s_lidar_meets_the_world_s_lidar_terms() -> None:
     """Behind the node's gate the robot's own 720-beam lidar (NodeActor) is cast from the pose the
     env's lidar is cast from, turned by the world's mounting yaw, and carries the world's lidar faults

@@ -1,7 +1,8 @@
 """What the robot runs: the learned policy against the dynamic-window baseline, family by family.
 
     nav-compare --bundle DIR [--episodes 500] [--seed S] [--rows rooms,rooms16,clutter,corridors+path,arenas]
-                [--bare] [--num-envs N] [--dwa-params YAML] [--out docs/results/compare] [KEY=VALUE ...]
+                [--bare] [--num-envs N] [--dwa-params YAML] [--out docs/results/compare] [--log FILE]
+                [KEY=VALUE ...]
 
 Each row is a world family at its top level, as the families suite makes it
 (:data:`navtrain.families_suite.ROWS`; by default :data:`DEFAULT_ROWS`: rooms, 16-obstacle rooms,
@@ -260,7 +261,8 @@ def run_compare(
     """Both drivers of ``bundle`` on ``episodes`` worlds of each row (:func:`parse_rows`), behind the
     node's gate unless ``node`` is false: the payload :func:`write_outputs` writes. ``log``: a file
     that keeps each finished row (:class:`navtrain.row_log.RowLog`, its key ``log_key`` added to the
-    comparison's own), so that a run stopped part way goes on from the next row."""
+    comparison's own), so that a run stopped part way goes on from the next row, or from a row's
+    second driver when the first had finished."""
     from navdeploy.node_params import NodeParams
     from navtrain.evaluation import bundle_evaluator
     from navtrain.row_log import RowLog
@@ -302,9 +304,24 @@ def run_compare(
             continue
         results, runs = {}, {}
         for name in CONTROLLERS:
+            # Each driver's half of the row is kept as it ends: a run stopped between the two goes on
+            # with the second.
+            half = {**definition, "driver": name}
+            done_half = kept.get(f"{row.name}#{name}", half)
+            if done_half is not None:
+                results[name] = done_half["results"]
+                runs[name] = {k: np.asarray(v) for k, v in done_half["episodes"].items()}
+                print(f"[compare] {row.name}, {name}: kept from an earlier run ({kept.path})", flush=True)
+                continue
             evaluator = bundle_evaluator(bundle, name, row_overrides, dwa_params, node=params)
             res, _ = evaluator.run(episodes=episodes, seed=seed, num_envs=num_envs, plot_rooms=0)
-            results[name], runs[name] = asdict(res), evaluator.episodes
+            results[name] = asdict(res)
+            runs[name] = {k: np.asarray(evaluator.episodes[k]) for k in EPISODE_KEYS}
+            kept.put(
+                f"{row.name}#{name}",
+                half,
+                {"results": results[name], "episodes": {k: v.tolist() for k, v in runs[name].items()}},
+            )
         payload["seed"] = results["policy"]["seed"]
         summary = row_summary(results, runs, limits)
         payload["rows"][row.name] = {
@@ -342,6 +359,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--num-envs", type=int, default=None, help="worlds stepped at once (default: up to 500)")
     p.add_argument("--dwa-params", default=None, help="DWA parameters YAML (default: navdeploy/dwa.yaml)")
     p.add_argument("--out", default="compare", help="output stem: OUT.json, OUT.md, OUT.png")
+    p.add_argument(
+        "--log",
+        default=None,
+        help="a file that keeps each row, and each driver's half of it, as it ends: the same command "
+        "stopped part way goes on from there",
+    )
     p.add_argument("overrides", nargs="*", help="dotted config overrides for every row, after the row's own")
     args = p.parse_args(argv)
     if not (Path(args.bundle) / "policy.onnx").is_file():
@@ -356,7 +379,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"nav-compare: {err}", file=sys.stderr)
         return 2
     payload = run_compare(
-        args.bundle, rows, args.episodes, args.seed, not args.bare, args.num_envs, args.dwa_params, args.overrides
+        args.bundle,
+        rows,
+        args.episodes,
+        args.seed,
+        not args.bare,
+        args.num_envs,
+        args.dwa_params,
+        args.overrides,
+        log=args.log,
     )
     paths = write_outputs(payload, args.out)
     print(table(payload))
