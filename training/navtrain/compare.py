@@ -246,6 +246,44 @@ def contract_limits(bundle: str | Path) -> KinematicLimits | None:
     return bound_of_contract(read_contract(bundle))
 
 
+def drive_row(
+    bundle: str | Path,
+    name: str,
+    definition: dict[str, Any],
+    kept: Any,
+    episodes: int,
+    seed: int | None,
+    num_envs: int | None,
+    dwa_params: str | Path | None,
+    params: Any,
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, np.ndarray]]]:
+    """Both drivers on row ``name``'s worlds: each driver's result and its episodes
+    (:data:`EPISODE_KEYS`). Each driver's half is kept in ``kept`` (a :class:`navtrain.row_log.RowLog`)
+    as it ends, under ``NAME#DRIVER``: a run stopped between the two goes on with the second."""
+    from navtrain.evaluation import bundle_evaluator
+
+    results: dict[str, dict[str, Any]] = {}
+    runs: dict[str, dict[str, np.ndarray]] = {}
+    for driver in CONTROLLERS:
+        half = {**definition, "driver": driver}
+        done = kept.get(f"{name}#{driver}", half)
+        if done is not None:
+            results[driver] = done["results"]
+            runs[driver] = {k: np.asarray(v) for k, v in done["episodes"].items()}
+            print(f"[compare] {name}, {driver}: kept from an earlier run ({kept.path})", flush=True)
+            continue
+        evaluator = bundle_evaluator(bundle, driver, definition["overrides"], dwa_params, node=params)
+        res, _ = evaluator.run(episodes=episodes, seed=seed, num_envs=num_envs, plot_rooms=0)
+        results[driver] = asdict(res)
+        runs[driver] = {k: np.asarray(evaluator.episodes[k]) for k in EPISODE_KEYS}
+        kept.put(
+            f"{name}#{driver}",
+            half,
+            {"results": results[driver], "episodes": {k: v.tolist() for k, v in runs[driver].items()}},
+        )
+    return results, runs
+
+
 def run_compare(
     bundle: str | Path,
     rows: list[Any],
@@ -264,7 +302,6 @@ def run_compare(
     comparison's own), so that a run stopped part way goes on from the next row, or from a row's
     second driver when the first had finished."""
     from navdeploy.node_params import NodeParams
-    from navtrain.evaluation import bundle_evaluator
     from navtrain.row_log import RowLog
 
     params = NodeParams() if node else None
@@ -302,26 +339,7 @@ def run_compare(
             payload["seed"] = done["results"]["policy"]["seed"]
             print(f"[compare] {row.name}: kept from an earlier run ({kept.path})", flush=True)
             continue
-        results, runs = {}, {}
-        for name in CONTROLLERS:
-            # Each driver's half of the row is kept as it ends: a run stopped between the two goes on
-            # with the second.
-            half = {**definition, "driver": name}
-            done_half = kept.get(f"{row.name}#{name}", half)
-            if done_half is not None:
-                results[name] = done_half["results"]
-                runs[name] = {k: np.asarray(v) for k, v in done_half["episodes"].items()}
-                print(f"[compare] {row.name}, {name}: kept from an earlier run ({kept.path})", flush=True)
-                continue
-            evaluator = bundle_evaluator(bundle, name, row_overrides, dwa_params, node=params)
-            res, _ = evaluator.run(episodes=episodes, seed=seed, num_envs=num_envs, plot_rooms=0)
-            results[name] = asdict(res)
-            runs[name] = {k: np.asarray(evaluator.episodes[k]) for k in EPISODE_KEYS}
-            kept.put(
-                f"{row.name}#{name}",
-                half,
-                {"results": results[name], "episodes": {k: v.tolist() for k, v in runs[name].items()}},
-            )
+        results, runs = drive_row(bundle, row.name, definition, kept, episodes, seed, num_envs, dwa_params, params)
         payload["seed"] = results["policy"]["seed"]
         summary = row_summary(results, runs, limits)
         payload["rows"][row.name] = {
