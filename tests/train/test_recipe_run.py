@@ -231,3 +231,14 @@ def test_nav_recipe_runs_as_a_module() -> None:
         [sys.executable, "-m", "navtrain.recipe_cli", "--help"], capture_output=True, text=True, timeout=120, cwd=REPO
     )
     assert proc.returncode == 0 and "nav-recipe run RECIPE.yaml" in proc.stdout
+
+
+def test_status_shows_a_row_s_kept_part_until_the_row_is_whole(tmp_path: Path) -> None:
+    """A comparison keeps each driver's half of a row: the status counts whole rows and names the
+    parts of rows still in progress."""
+    from navtrain.recipe_cli import after_training
+
+    (tmp_path / "final").mkdir()
+    rows = {"rooms": {}, "rooms#policy": {}, "rooms#dwa": {}, "clutter#policy": {}}
+    (tmp_path / "final" / "compare_rows.json").write_text(json.dumps({"key": {}, "rows": rows}))
+    assert after_training(tmp_path) == ["suite compare: 1 row(s) kept (rooms); parts of rows: clutter#policy"]

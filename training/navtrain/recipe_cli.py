@@ -160,7 +160,11 @@ def after_training(root: Path) -> list[str]:
         except (OSError, ValueError, AttributeError):
             continue
         suite = path.name.removesuffix("_rows.json")
-        lines.append(f"suite {suite}: {len(rows)} row(s) kept ({', '.join(rows)})")
+        # ROW#PART names a part of a row kept on its own (a comparison's driver): shown until the row is whole.
+        whole = [r for r in rows if "#" not in r]
+        parts = [r for r in rows if "#" in r and r.split("#", 1)[0] not in whole]
+        line = f"suite {suite}: {len(whole)} row(s) kept ({', '.join(whole)})"
+        lines.append(line + (f"; parts of rows: {', '.join(parts)}" if parts else ""))
     return lines
 
 
