@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -254,34 +255,52 @@ def test_a_long_batch_reports_its_progress(
     assert len(res["outcome"]) == 4
 
 
+def counting_evaluators(
+    monkeypatch: pytest.MonkeyPatch, label: Callable[[str, list[str]], str]
+) -> tuple[list[str], list[str]]:
+    """``navtrain.evaluation.bundle_evaluator`` patched to record ``label(driver, overrides)`` of every
+    evaluator built, in ``made``, and to raise KeyboardInterrupt (a stop) at the label in ``stop[0]``."""
+    from navtrain import evaluation
+
+    made: list[str] = []
+    stop = [""]
+    real = evaluation.bundle_evaluator
+
+    def counted(bundle, name, overrides, *args, **kwargs):
+        made.append(label(name, overrides))
+        if made[-1] == stop[0]:
+            raise KeyboardInterrupt
+        return real(bundle, name, overrides, *args, **kwargs)
+
+    monkeypatch.setattr(evaluation, "bundle_evaluator", counted)
+    return made, stop
+
+
+def short_compare(bundle: Path, rows: str, log: Path | None) -> dict:
+    """``nav-compare``'s run on 2 worlds per row of 3 s episodes, seed 7, keeping rows in ``log``."""
+    from navtrain import compare
+
+    return compare.run_compare(bundle, compare.parse_rows(rows), 2, 7, overrides=["env.episode_length_s=3.0"], log=log)
+
+
 def test_a_comparison_stopped_part_way_goes_on_from_the_next_row(
     fixture_bundle: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With a row log, a comparison stopped in its second row keeps its first: run again, it drives
     only the second row's worlds, and the first row comes back as it was."""
-    from navtrain import compare, evaluation
 
-    made: list[str] = []
-    real = evaluation.bundle_evaluator
-
-    def counted(bundle, name, overrides, *args, **kwargs):
-        made.append("clutter" if any("clutter: 1" in o for o in overrides) else "rooms")
-        if made[-1] == stop[0]:
-            raise KeyboardInterrupt
-        return real(bundle, name, overrides, *args, **kwargs)
-
-    stop = ["clutter"]
-    monkeypatch.setattr(evaluation, "bundle_evaluator", counted)
-    rows = compare.parse_rows("rooms,clutter")
+    made, stop = counting_evaluators(
+        monkeypatch, lambda name, overrides: "clutter" if any("clutter: 1" in o for o in overrides) else "rooms"
+    )
+    stop[0] = "clutter"
     log = tmp_path / "compare_rows.json"
-    short = ["env.episode_length_s=3.0"]
     with pytest.raises(KeyboardInterrupt):
-        compare.run_compare(fixture_bundle, rows, 2, 7, overrides=short, log=log)
+        short_compare(fixture_bundle, "rooms,clutter", log)
     assert made == ["rooms", "rooms", "clutter"]  # both drivers of the first row, then the stop
     first = json.loads(log.read_text())["rows"]["rooms"]["entry"]
     made.clear()
     stop[0] = ""
-    payload = compare.run_compare(fixture_bundle, rows, 2, 7, overrides=short, log=log)
+    payload = short_compare(fixture_bundle, "rooms,clutter", log)
     assert made == ["clutter", "clutter"] and list(payload["rows"]) == ["rooms", "clutter"]
     assert payload["rows"]["rooms"] == first
 
@@ -291,30 +310,18 @@ def test_a_comparison_stopped_between_its_drivers_goes_on_with_the_second(
 ) -> None:
     """A row's first driver is kept as it ends: stopped before the DWA's half, the same comparison run
     again drives only the DWA, and the row equals one run whole."""
-    from navtrain import compare, evaluation
 
-    made: list[str] = []
-    real = evaluation.bundle_evaluator
-
-    def counted(bundle, name, overrides, *args, **kwargs):
-        made.append(name)
-        if name == stop[0]:
-            raise KeyboardInterrupt
-        return real(bundle, name, overrides, *args, **kwargs)
-
-    stop = ["dwa"]
-    monkeypatch.setattr(evaluation, "bundle_evaluator", counted)
-    rows = compare.parse_rows("rooms")
+    made, stop = counting_evaluators(monkeypatch, lambda name, overrides: name)
+    stop[0] = "dwa"
     log = tmp_path / "compare_rows.json"
-    short = ["env.episode_length_s=3.0"]
     with pytest.raises(KeyboardInterrupt):
-        compare.run_compare(fixture_bundle, rows, 2, 7, overrides=short, log=log)
+        short_compare(fixture_bundle, "rooms", log)
     assert made == ["policy", "dwa"] and set(json.loads(log.read_text())["rows"]) == {"rooms#policy"}
     made.clear()
     stop[0] = ""
-    resumed = compare.run_compare(fixture_bundle, rows, 2, 7, overrides=short, log=log)
+    resumed = short_compare(fixture_bundle, "rooms", log)
     assert made == ["dwa"]
-    whole = compare.run_compare(fixture_bundle, rows, 2, 7, overrides=short, log=None)
+    whole = short_compare(fixture_bundle, "rooms", None)
     assert made == ["dwa", "policy", "dwa"]
     a, b = (json.loads(json.dumps(run["rows"]["rooms"])) for run in (resumed, whole))
     for row in (a, b):  # the controllers' wall time per step is the only thing that differs
