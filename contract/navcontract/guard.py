@@ -168,9 +168,8 @@ class GuardRule:
     unseen_clearance: float = UNSEEN_CLEARANCE  # [m] an unseen beam's return beyond radius + margin (step 0)
     after_smoother: bool = False  # training checked the command smoothed at robot_response.accel_limit
     reaction: float = 0.0  # [s] scan to braking: control period, delays, actuator lag (rule step 3)
-    momentum: bool = (
-        True  # rule step 5: zero while the base's velocity, turning to the command, would pass one it cannot stop from
-    )
+    # Rule step 5: zero while the base's velocity, turning to the command, would pass one it cannot stop from.
+    momentum: bool = True
 
     NUMBERS: ClassVar[tuple[str, ...]] = ("radius", "margin", "headway", "decel")
     FLAGS: ClassVar[tuple[str, ...]] = ("slide", "after_smoother")

@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from navtrain.row_log import RowLog, part_name
 from navtrain.time_bound import KinematicLimits, bound_of_contract, least_time
 
 CONTROLLERS = ("policy", "dwa")
@@ -250,7 +251,7 @@ def drive_row(
     bundle: str | Path,
     name: str,
     definition: dict[str, Any],
-    kept: Any,
+    kept: RowLog,
     episodes: int,
     seed: int | None,
     num_envs: int | None,
@@ -265,8 +266,8 @@ def drive_row(
     results: dict[str, dict[str, Any]] = {}
     runs: dict[str, dict[str, np.ndarray]] = {}
     for driver in CONTROLLERS:
-        half = {**definition, "driver": driver}
-        done = kept.get(f"{name}#{driver}", half)
+        half, key = {**definition, "driver": driver}, part_name(name, driver)
+        done = kept.get(key, half)
         if done is not None:
             results[driver] = done["results"]
             runs[driver] = {k: np.asarray(v) for k, v in done["episodes"].items()}
@@ -276,11 +277,7 @@ def drive_row(
         res, _ = evaluator.run(episodes=episodes, seed=seed, num_envs=num_envs, plot_rooms=0)
         results[driver] = asdict(res)
         runs[driver] = {k: np.asarray(evaluator.episodes[k]) for k in EPISODE_KEYS}
-        kept.put(
-            f"{name}#{driver}",
-            half,
-            {"results": results[driver], "episodes": {k: v.tolist() for k, v in runs[driver].items()}},
-        )
+        kept.put(key, half, {"results": results[driver], "episodes": {k: v.tolist() for k, v in runs[driver].items()}})
     return results, runs
 
 
@@ -302,7 +299,6 @@ def run_compare(
     comparison's own), so that a run stopped part way goes on from the next row, or from a row's
     second driver when the first had finished."""
     from navdeploy.node_params import NodeParams
-    from navtrain.row_log import RowLog
 
     params = NodeParams() if node else None
     limits = contract_limits(bundle)

@@ -31,6 +31,7 @@ from pathlib import Path
 from navsim.config_load import REPO_ROOT
 from navtrain.cli import EXIT_USAGE, CliError, OneLineParser, check_can_create, positive_float, report
 from navtrain.recipe import Plan, Recipe, RecipeError, changes_before_start, load_recipe, make_plan, resolve
+from navtrain.row_log import whole_and_parts
 
 TOOL = "nav-recipe"
 
@@ -160,9 +161,7 @@ def after_training(root: Path) -> list[str]:
         except (OSError, ValueError, AttributeError):
             continue
         suite = path.name.removesuffix("_rows.json")
-        # ROW#PART names a part of a row kept on its own (a comparison's driver): shown until the row is whole.
-        whole = [r for r in rows if "#" not in r]
-        parts = [r for r in rows if "#" in r and r.split("#", 1)[0] not in whole]
+        whole, parts = whole_and_parts(list(rows))
         line = f"suite {suite}: {len(whole)} row(s) kept ({', '.join(whole)})"
         lines.append(line + (f"; parts of rows: {', '.join(parts)}" if parts else ""))
     return lines

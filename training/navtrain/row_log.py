@@ -13,6 +13,21 @@ import os
 from pathlib import Path
 from typing import Any
 
+PART = "#"
+"""``ROW#PART`` names a part of a row kept on its own (a batch of a safety row, one driver's half of a
+comparison row), so that a row stopped part way goes on from its next part."""
+
+
+def part_name(row: str, part: object) -> str:
+    """The name a part of ``row`` is kept under: ``ROW#PART``."""
+    return f"{row}{PART}{part}"
+
+
+def whole_and_parts(names: list[str]) -> tuple[list[str], list[str]]:
+    """Of kept ``names``: the whole rows, and the parts of rows that are not whole yet."""
+    whole = [n for n in names if PART not in n]
+    return whole, [n for n in names if PART in n and n.split(PART, 1)[0] not in whole]
+
 
 class RowLog:
     """Finished rows by name, kept in ``path`` (None: nothing kept, every row runs)."""

@@ -64,7 +64,7 @@ from navtrain.evaluation import (
     with_overrides,
 )
 from navtrain.families_suite import Row
-from navtrain.row_log import RowLog
+from navtrain.row_log import RowLog, part_name
 from navtrain.suite_files import write_suite_files
 
 SUITE = "safety"
@@ -431,7 +431,7 @@ def row_batches(
     done = 0
     while done < episodes:
         batch = done // env.num_envs
-        name = f"{row.name}#{batch}"
+        name = part_name(row.name, batch)
         kept = None if log is None else log.get(name, definition)
         how = f" (batch {batch} kept from an earlier run: {log.path})" if kept is not None and log else ""
         if kept is None:
