@@ -333,8 +333,26 @@ def turn_fan(command: Any, rule: GuardRule, most: int | None = None) -> list[Any
     if most is None:
         flat = steps.reshape(-1)
         most = int(float(xp.amax(flat, axis=-1))) if flat.shape[0] else 0
-    safe = xp.maximum(steps, steps * 0.0 + 1.0)
-    return [None, *(end * xp.minimum(i / safe, steps * 0.0 + 1.0) for i in range(1, most + 1))]
+    safe = xp.maximum(steps, 1.0)
+    return [None, *(end * xp.minimum(i / safe, 1.0) for i in range(1, most + 1))]
+
+
+_BEAM_DIRECTIONS: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+
+
+def beam_directions(xp: Any, num_beams: int, like: Any) -> tuple[Any, Any]:
+    """``(cos, sin)`` of the training beams' angles ``(num_beams,)``, float32 in ``like``'s array kind
+    and device; computed once per kind, device and beam count (every guard call reads them)."""
+    key = (xp.name, str(getattr(like, "device", "cpu")), num_beams)
+    found = _BEAM_DIRECTIONS.get(key)
+    if found is None:
+        theta = xp.as_float(xp.arange(num_beams, like)) * (2.0 * math.pi / num_beams) + TRAINING_ANGLE_MIN
+        found = (xp.cos(theta), xp.sin(theta))
+        for part in found:
+            if isinstance(part, np.ndarray):
+                part.setflags(write=False)  # shared by every call: never written
+        _BEAM_DIRECTIONS[key] = found
+    return found
 
 
 def free_distances(
@@ -350,20 +368,20 @@ def free_distances(
     command = xp.as_float(command)
     num_beams = ranges.shape[-1]
     increment = 2.0 * math.pi / num_beams
-    theta = xp.as_float(xp.arange(num_beams, ranges)) * increment + TRAINING_ANGLE_MIN
+    cos_theta, sin_theta = beam_directions(xp, num_beams, ranges)
     hit = ranges < max_range
     if seen is not None:
         ranges = guarded_ranges(ranges, seen, rule)
         hit = hit | ~seen
     vx, vy = command[..., 0], command[..., 1]
     speed = xp.sqrt(vx * vx + vy * vy)
-    safe_speed = xp.where(speed > 1e-6, speed, speed * 0.0 + 1.0)
+    safe_speed = xp.where(speed > 1e-6, speed, 1.0)
     ux, uy = vx / safe_speed, vy / safe_speed
     if turn is not None:
         c, sn = xp.cos(turn), xp.sin(turn)
         ux, uy = ux * c - uy * sn, ux * sn + uy * c
     ux, uy = ux[..., None], uy[..., None]
-    px, py = ranges * xp.cos(theta), ranges * xp.sin(theta)
+    px, py = ranges * cos_theta, ranges * sin_theta
     along = px * ux + py * uy
     lateral = px * uy - py * ux
     spread = ranges * math.sin(0.5 * increment)
@@ -386,10 +404,9 @@ def _least_free(xp: Any, ranges: Any, command: Any, rule: GuardRule, max_range: 
     """The least free distance over the beams that block the command's direction turned by ``turn``
     (rule steps 0-2b); -1 when an unseen beam blocks it (rule step 0), 1e6 when none does."""
     free, blocks = free_distances(ranges, command, rule, max_range, seen, turn)
-    least = xp.amin(xp.where(blocks, free, free * 0.0 + 1e6), axis=-1)
+    least = xp.amin(xp.where(blocks, free, 1e6), axis=-1)
     if seen is not None:  # rule step 0: an unseen return in the band stops the motion
-        blind = xp.amax(xp.where(blocks & ~seen, free * 0.0 + 1.0, free * 0.0), axis=-1)
-        least = xp.where(blind > 0.0, least * 0.0 - 1.0, least)
+        least = xp.where(xp.any(blocks & ~seen, axis=-1), -1.0, least)
     return least
 
 
@@ -422,11 +439,11 @@ def guard_scale(
     vx, vy = command[..., 0], command[..., 1]
     speed = xp.sqrt(vx * vx + vy * vy)
     moving = speed > 1e-6
-    safe_speed = xp.where(moving, speed, speed * 0.0 + 1.0)
+    safe_speed = xp.where(moving, speed, 1.0)
     positive = xp.maximum(dist, 0.0)
     cap = xp.minimum(positive / rule.time_headway, braking_speed(positive, rule.reaction, rule.decel))
     scale = xp.minimum(cap / safe_speed, 1.0)
-    return xp.where(moving, scale, scale * 0.0 + 1.0)
+    return xp.where(moving, scale, 1.0)
 
 
 def blocking_beam(ranges: Any, command: Any, rule: GuardRule, max_range: float, seen: Any = None) -> int | None:
@@ -467,8 +484,7 @@ def momentum_stop(ranges: Any, motion: Any, command: Any, rule: GuardRule, max_r
     least = _least_free(xp, ranges[..., None, :], blend, rule, max_range, seen_k, None)  # (..., K)
     speed = xp.sqrt(blend[..., 0] * blend[..., 0] + blend[..., 1] * blend[..., 1])
     over = speed > braking_speed(xp.maximum(least, 0.0), rule.reaction, rule.decel) + MOMENTUM_TOLERANCE
-    ahead = xp.amax(xp.where(over[..., 1:], speed[..., 1:] * 0.0 + 1.0, speed[..., 1:] * 0.0), axis=-1) > 0.0
-    return ahead & ~over[..., 0]
+    return xp.any(over[..., 1:], axis=-1) & ~over[..., 0]
 
 
 def apply_guard(

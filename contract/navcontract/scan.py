@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -269,10 +270,21 @@ def classify_readings(scan: ScanInput, max_range: float, below_min: str = "obsta
     return value, valid
 
 
-def _sector_span(scan: ScanInput, n: int, num_beams: int) -> tuple[np.ndarray, np.ndarray]:
-    """First sector index and number of sectors each reading's arc overlaps (unwrapped)."""
-    a0 = float(scan.angle_min)
-    inc = float(scan.angle_increment)
+@dataclass(frozen=True)
+class _Layout:
+    """Where a scan's readings fall on the training sectors; depends only on the scan's angles."""
+
+    readings: np.ndarray  # (M,) reading index of each (reading, sector) overlap, ordered by sector
+    starts: np.ndarray  # (S,) where each covered sector's run begins in ``readings``
+    sectors: np.ndarray  # (S,) the covered sectors, ascending
+    covered: np.ndarray  # (num_beams,) bool
+
+
+@lru_cache(maxsize=16)
+def _layout(n: int, a0: float, inc: float, num_beams: int) -> _Layout:
+    """The overlaps of ``n`` readings from ``a0`` every ``inc`` [rad] with ``num_beams`` sectors: each
+    reading's arc overlaps sectors ``lo .. lo + count - 1`` (mod ``num_beams``). Kept for the next scan
+    with the same angles (a lidar's are fixed)."""
     layout = BeamLayout(num_beams)
     sector = layout.angle_increment
     # Position in sector units, measured so that sector j spans [j, j + 1).
@@ -281,8 +293,19 @@ def _sector_span(scan: ScanInput, n: int, num_beams: int) -> tuple[np.ndarray, n
     lo = np.floor(centre - half + OVERLAP_EPS)
     hi = np.ceil(centre + half - OVERLAP_EPS) - 1.0
     hi = np.maximum(hi, lo)
-    count = np.minimum(hi - lo + 1.0, num_beams)
-    return lo.astype(np.int64), count.astype(np.int64)
+    count = np.minimum(hi - lo + 1.0, num_beams).astype(np.int64)
+    reading = np.repeat(np.arange(n, dtype=np.int64), count)
+    first = np.repeat(np.cumsum(count) - count, count)
+    sector_of = (lo.astype(np.int64)[reading] + np.arange(reading.shape[0]) - first) % num_beams
+    order = np.argsort(sector_of, kind="stable")
+    sector_of = sector_of[order]
+    starts = np.flatnonzero(np.r_[True, sector_of[1:] != sector_of[:-1]])
+    covered = np.zeros(num_beams, dtype=bool)
+    covered[sector_of] = True
+    parts = (reading[order], starts, sector_of[starts], covered)
+    for part in parts:
+        part.setflags(write=False)
+    return _Layout(*parts)
 
 
 def _check_metadata(scan: ScanInput, n: int) -> None:
@@ -365,20 +388,20 @@ def resample_scan(
     value, valid = classify_readings(scan, max_range, opts.below_min)
     if not valid.any():
         raise ScanUnusable(f"none of the {n} readings is valid (NaN or below range_min)", "no_valid_reading")
-    lo, count = _sector_span(scan, n, num_beams)
-    covered = np.zeros(num_beams, dtype=bool)
+    layout = _layout(n, float(scan.angle_min), float(scan.angle_increment), num_beams)
+    covered = layout.covered.copy()
     out = np.full(num_beams, np.inf)
-    for k in range(int(count.max())):
-        sel = count > k
-        covered[(lo[sel] + k) % num_beams] = True
-        sel_valid = sel & valid
-        np.minimum.at(out, (lo[sel_valid] + k) % num_beams, value[sel_valid])
+    # Each covered sector: the least value of the readings overlapping it (invalid ones are inf).
+    out[layout.sectors] = np.minimum.reduceat(value[layout.readings], layout.starts)
     filled = ~np.isfinite(out)
     if filled.any():
         out[filled] = _fill(out, filled, opts, max_range)
-    out = np.clip(out, 0.0, max_range)
+    out = np.minimum(np.maximum(out, 0.0), max_range)
     trained = float(trained_fov) if math.isfinite(trained_fov) and trained_fov > 0 else 2.0 * math.pi
-    report = ScanReport(out, filled, covered, float(valid.mean()), float(covered.mean()), min(trained, 2.0 * math.pi))
+    valid_share = np.count_nonzero(valid) / n
+    report = ScanReport(
+        out, filled, covered, valid_share, np.count_nonzero(covered) / num_beams, min(trained, 2.0 * math.pi)
+    )
     if report.valid_share < opts.min_valid_share:
         raise ScanUnusable(
             f"only {int(valid.sum())} of {n} readings are valid ({report.valid_share:.0%} < min_valid_share "

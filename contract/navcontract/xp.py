@@ -16,36 +16,26 @@ import numpy as np
 class NumpyOps:
     name = "numpy"
 
-    @staticmethod
-    def sqrt(x: Any) -> Any:
-        return np.sqrt(x)
-
-    @staticmethod
-    def sin(x: Any) -> Any:
-        return np.sin(x)
-
-    @staticmethod
-    def cos(x: Any) -> Any:
-        return np.cos(x)
-
-    @staticmethod
-    def atan2(y: Any, x: Any) -> Any:
-        return np.arctan2(y, x)
+    # numpy's own functions, called directly (no wrapper frame: one robot's tick makes hundreds of calls)
+    sqrt = staticmethod(np.sqrt)
+    sin = staticmethod(np.sin)
+    cos = staticmethod(np.cos)
+    atan2 = staticmethod(np.arctan2)
+    minimum = staticmethod(np.minimum)
+    maximum = staticmethod(np.maximum)
+    where = staticmethod(np.where)
 
     @staticmethod
     def clip(x: Any, lo: float, hi: float) -> Any:
-        return np.clip(x, lo, hi)
-
-    @staticmethod
-    def minimum(x: Any, y: Any) -> Any:
-        return np.minimum(x, y)
-
-    @staticmethod
-    def maximum(x: Any, y: Any) -> Any:
-        return np.maximum(x, y)
+        return np.minimum(np.maximum(x, lo), hi)  # np.clip's result, without its Python wrapper
 
     @staticmethod
     def stack(xs: list[Any], axis: int = -1) -> Any:
+        if axis in (0, -1):  # np.stack's result in fewer calls, for arrays and numpy scalars
+            try:
+                return np.concatenate([x[None] if axis == 0 else x[..., None] for x in xs], axis=axis)
+            except (TypeError, IndexError):  # Python numbers or lists: numpy's own stack
+                pass
         return np.stack(xs, axis=axis)
 
     @staticmethod
@@ -61,24 +51,24 @@ class NumpyOps:
         return np.asarray(x, dtype=np.float32)
 
     @staticmethod
-    def where(cond: Any, x: Any, y: Any) -> Any:
-        return np.where(cond, x, y)
-
-    @staticmethod
     def cumsum(x: Any, axis: int = -1) -> Any:
         return np.cumsum(x, axis=axis, dtype=x.dtype)
 
     @staticmethod
     def sum(x: Any, axis: int = -1) -> Any:
-        return np.sum(x, axis=axis)
+        return np.add.reduce(x, axis=axis)
 
     @staticmethod
     def amin(x: Any, axis: int = -1) -> Any:
-        return np.min(x, axis=axis)
+        return np.minimum.reduce(x, axis=axis)  # np.min without its Python wrapper (one robot: small arrays)
 
     @staticmethod
     def amax(x: Any, axis: int = -1) -> Any:
-        return np.max(x, axis=axis)
+        return np.maximum.reduce(x, axis=axis)
+
+    @staticmethod
+    def any(x: Any, axis: int = -1) -> Any:
+        return np.logical_or.reduce(x, axis=axis)
 
     @staticmethod
     def take_along(x: Any, index: Any, axis: int = -1) -> Any:
@@ -157,6 +147,9 @@ class TorchOps:
     def amax(self, x: Any, axis: int = -1) -> Any:
         return self.t.amax(x, dim=axis)
 
+    def any(self, x: Any, axis: int = -1) -> Any:
+        return self.t.any(x, dim=axis)
+
     def take_along(self, x: Any, index: Any, axis: int = -1) -> Any:
         return self.t.take_along_dim(x, index, dim=axis)
 
@@ -170,10 +163,18 @@ class TorchOps:
         return self.t.tensor(values, dtype=self.t.float32, device=like.device)
 
 
-def ops_for(x: Any) -> Any:
-    """The namespace for an array: TorchOps for torch tensors, NumpyOps otherwise."""
-    if type(x).__module__.startswith("torch"):
-        import sys
+NUMPY_OPS = NumpyOps()
+_TORCH_OPS: list[TorchOps] = []
 
-        return TorchOps(sys.modules["torch"])
-    return NumpyOps()
+
+def ops_for(x: Any) -> Any:
+    """The namespace for an array: TorchOps for torch tensors, NumpyOps otherwise (one of each, shared)."""
+    if type(x) is np.ndarray:
+        return NUMPY_OPS
+    if type(x).__module__.startswith("torch"):
+        if not _TORCH_OPS:
+            import sys
+
+            _TORCH_OPS.append(TorchOps(sys.modules["torch"]))
+        return _TORCH_OPS[0]
+    return NUMPY_OPS

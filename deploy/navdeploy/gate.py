@@ -118,7 +118,7 @@ def clamp_command(cmd: np.ndarray, limits: Limits) -> np.ndarray:
     """Clamp a body-frame [vx, vy, wz] to the limits; non-finite input gives zeros. A diff-drive base's
     ``vx`` lies in ``[-backward, v_max]`` and its ``vy`` is 0.0."""
     cmd = np.asarray(cmd, dtype=np.float64).reshape(-1)
-    if cmd.shape != (3,) or not np.all(np.isfinite(cmd)):
+    if cmd.shape != (3,) or not np.isfinite(cmd).all():
         return np.zeros(3)
     vx, vy, wz = (float(v) for v in cmd)
     v = limits.v_max
@@ -472,7 +472,7 @@ class CommandGate:
                     self._watch(res, target, now)
         except Exception as exc:  # never let a tick die without a zero command
             res = self._zero(State.ERROR, f"tick failed: {type(exc).__name__}: {exc}")
-        if not np.all(np.isfinite(res.cmd)):
+        if not np.isfinite(res.cmd).all():
             res = self._zero(State.ERROR, "non-finite command replaced by zero", res.distance)
         if not self.limits.holonomic:
             res.cmd = np.array([res.cmd[0], 0.0, res.cmd[2]], dtype=np.float64)  # never a lateral command
@@ -562,7 +562,7 @@ class CommandGate:
             return self._zero(State.ERROR, f"policy step failed: {type(exc).__name__}: {exc}", distance)
         self.last_inference_ms = (time.perf_counter() - t0) * 1e3
         raw = np.asarray(raw, dtype=np.float64).reshape(-1)
-        if raw.shape != (3,) or not np.all(np.isfinite(raw)):
+        if raw.shape != (3,) or not np.isfinite(raw).all():
             return self._zero(
                 State.ERROR, f"policy returned a non-finite or misshapen command {raw.tolist()}", distance
             )

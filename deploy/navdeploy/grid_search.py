@@ -141,12 +141,14 @@ def sees(
     H, W = clear.shape
     sx, sy = frame.sx, frame.sy
     spacing = 0.5 * min(sx, sy)
-    length = np.linalg.norm(b - a, axis=1)
+    d = b - a
+    length = np.sqrt(np.add.reduce(d * d, axis=1))
     m = max(2, int(math.ceil(length.max() / spacing)) + 1)
-    t = np.linspace(0.0, 1.0, m)
-    pts = a[None, None, :] + t[None, :, None] * (b - a)[:, None, :]  # (J, m, 2)
-    ix = np.clip(np.floor((pts[..., 0] - frame.x0) / sx).astype(np.int64), 0, W - 1)
-    iy = np.clip(np.floor((pts[..., 1] - frame.y0) / sy).astype(np.int64), 0, H - 1)
+    t = np.arange(m) * (1.0 / (m - 1))  # np.linspace(0, 1, m), the same numbers in fewer calls
+    t[-1] = 1.0
+    pts = a[None, None, :] + t[None, :, None] * d[:, None, :]  # (J, m, 2)
+    ix = np.minimum(np.maximum(np.floor((pts[..., 0] - frame.x0) / sx).astype(np.int64), 0), W - 1)
+    iy = np.minimum(np.maximum(np.floor((pts[..., 1] - frame.y0) / sy).astype(np.int64), 0), H - 1)
     if not certify:
         return (clear[iy, ix] > np.reshape(radius, (-1, 1))).all(axis=1)
     cx = frame.x0 + (ix + 0.5) * sx

@@ -60,7 +60,7 @@ def finite_vector(x: Any, n: int, what: str) -> np.ndarray:
     a = np.asarray(x, dtype=np.float64).reshape(-1)
     if a.shape[0] != n:
         raise ValueError(f"{what} needs {n} values, got {a.shape[0]}")
-    if not np.all(np.isfinite(a)):
+    if not np.isfinite(a).all():
         raise ValueError(f"{what} has non-finite values: {a.tolist()}")
     return a
 

@@ -390,7 +390,7 @@ def segments_near(points: np.ndarray, line: np.ndarray, reach: float) -> np.ndar
 
 def points_at(path: np.ndarray, arc: np.ndarray, s: np.ndarray) -> np.ndarray:
     """The points (S, 2) of ``path`` at arc lengths ``s`` (S,) within [0, arc[-1]]."""
-    k = np.clip(np.searchsorted(arc, s, side="right"), 1, len(path) - 1)
+    k = np.minimum(np.maximum(np.searchsorted(arc, s, side="right"), 1), len(path) - 1)
     t = ((s - arc[k - 1]) / np.maximum(arc[k] - arc[k - 1], 1e-9))[:, None]
     return path[k - 1] + t * (path[k] - path[k - 1])
 

@@ -94,6 +94,45 @@ def test_sparse_scan_spreads_each_reading_over_the_sectors_its_arc_covers() -> N
     assert np.array_equal(out[1::2], np.minimum(r36, np.roll(r36, -1)))
 
 
+def _sector_minimum_by_loops(scan: ScanInput) -> np.ndarray:
+    """The sector rule one reading at a time: a reading's arc (its centre +- half its increment)
+    overlaps sector j (spanning [j, j + 1) sector widths from the layout's start) where they share
+    more than the rule's tolerance; each sector keeps the least valid reading overlapping it."""
+    out = np.full(B, np.inf)
+    inc = scan.angle_increment
+    for i, r in enumerate(np.asarray(scan.ranges, dtype=np.float64)):
+        centre = (scan.angle_min + i * inc + math.pi) / SECTOR + 0.5
+        half = 0.5 * abs(inc) / SECTOR
+        lo = math.floor(centre - half + 1e-3)
+        hi = max(math.ceil(centre + half - 1e-3) - 1, lo)
+        valid = math.isfinite(r) and r >= scan.range_min
+        for j in range(lo, lo + min(hi - lo + 1, B)):
+            if valid:
+                out[j % B] = min(out[j % B], r)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_any_lidars_readings_fall_on_the_sectors_their_arcs_overlap(seed: int) -> None:
+    """Random lidars (reading counts from sparse to dense, either direction, any start, NaN and
+    short readings): every sector a reading reaches holds the least of them, as a loop over the
+    readings finds; a lidar's layout kept from one scan serves the next scan with its angles."""
+    rng = np.random.default_rng(100 + seed)
+    n = int(rng.choice([20, 36, 71, 100, 270, 541, 720, 1081]))
+    fov = float(rng.uniform(0.6, 1.0)) * 2 * math.pi
+    inc = fov / n * (1 if seed % 2 == 0 else -1)
+    a0 = float(rng.uniform(-math.pi, math.pi))
+    for _ in range(2):
+        ranges = rng.uniform(0.2, 5.5, n)
+        ranges[rng.random(n) < 0.05] = np.nan
+        scan = ScanInput(ranges, a0, inc, 0.1, 12.0)
+        report = resample_scan(scan, B, R, options=ScanOptions(min_coverage=0.0, max_fill_gap=B), return_report=True)
+        want = _sector_minimum_by_loops(scan)
+        seen = np.isfinite(want)
+        assert np.array_equal(report.ranges[seen], want[seen])
+        assert np.array_equal(report.filled, ~seen)
+
+
 def test_inf_means_no_return_and_too_far_readings_are_max_range() -> None:
     ranges = np.full(B, 2.0)
     ranges[5] = np.inf
