@@ -81,7 +81,7 @@ def test_compare_puts_both_drivers_behind_the_gate_on_the_same_worlds(fixture_bu
     """nav-compare: each row's worlds through the node's gate for both drivers, the paired times on
     the worlds both reach recomputed from the per-episode outcomes it writes, a verdict per row."""
     from navtrain.compare import BAR, CONTROLLERS, main
-    from navtrain.evaluation import SUCCESS
+    from navtrain.evaluation import SUCCESS, TIMEOUT
 
     out = tmp_path / "compare"
     short = "env.episode_length_s=6.0"  # every row, after its own overrides
@@ -106,8 +106,17 @@ def test_compare_puts_both_drivers_behind_the_gate_on_the_same_worlds(fixture_bu
             else:
                 assert math.isnan(t)
         assert row["verdict"].startswith(f"{name}: the policy ")
+        for c in CONTROLLERS:  # behind the gate: how each robot ended, and how often its map's path changed
+            idle, changes = episodes[c]["idle_s"], episodes[c]["path_changes"]
+            assert len(idle) == len(changes) == 4 and min(idle) >= 0.0 and min(changes) >= 0
+            split = row["summary"]["timeouts"][c]
+            timeouts = sum(o == TIMEOUT for o in episodes[c]["outcome"])
+            assert split["stalled"] + split["slow"] == timeouts
+        if name == "clutter":  # goal mode: the scan map gives every robot a path
+            assert all(min(episodes[c]["path_changes"]) >= 1 for c in CONTROLLERS)
     md = out.with_suffix(".md").read_text()
     assert md.count("| policy |") == md.count("| dwa |") == 2 and "meet the bar" in md
+    assert "stalled: a timeout whose robot came no" in md
     assert out.with_suffix(".png").stat().st_size > 1000
 
 
@@ -398,3 +407,21 @@ def test_an_evaluation_of_a_mix_reports_each_family() -> None:
     assert sum(f["episodes"] for f in fams.values()) == 4
     total = sum(f["success_rate"] * f["episodes"] for f in fams.values()) / 4
     assert total == pytest.approx(result.success_rate)
+
+
+def test_a_comparison_splits_each_driver_s_timeouts_into_stalled_and_slow() -> None:
+    """A timeout is stalled when its robot came no closer to the goal for STALLED_S before the end, slow
+    otherwise; the path changes are averaged over the timeouts and over the successes apart."""
+    from navtrain.compare import timeout_split
+    from navtrain.evaluation import COLLISION, STALLED_S, SUCCESS, TIMEOUT
+
+    episodes = {
+        "outcome": np.array([SUCCESS, TIMEOUT, TIMEOUT, TIMEOUT, COLLISION, SUCCESS]),
+        "idle_s": np.array([0.0, STALLED_S, STALLED_S - 0.1, 30.0, 12.0, 0.2]),
+        "path_changes": np.array([1, 6, 2, 4, 9, 3]),
+    }
+    split = timeout_split(episodes)
+    assert split["stalled"] == 2 and split["slow"] == 1  # the collision's idle time is not a timeout's
+    assert split["path_changes_in_timeouts"] == pytest.approx(4.0)
+    assert split["path_changes_in_successes"] == pytest.approx(2.0)
+    assert "path_changes_in_timeouts" not in timeout_split({k: episodes[k] for k in ("outcome", "idle_s")})

@@ -48,6 +48,9 @@ DEFAULT_ROWS = ("rooms", "rooms16", "clutter", "corridors+path", "arenas")
 TOP_LEVEL = ("env.worlds.curriculum.enabled=false",)
 EPISODE_KEYS = ("outcome", "time_s", "path_len", "straight")
 """What the payload keeps of each episode (``straight``: its start-goal distance)."""
+GATE_EPISODE_KEYS = ("idle_s", "path_changes")
+"""Kept too when the drivers ran behind the node's gate: how long each robot had come no closer to its
+goal at the end, and how often the scan map's path in use changed (:class:`navtrain.evaluation.NodeActor`)."""
 
 
 @dataclass(frozen=True)
@@ -103,10 +106,30 @@ def row_summary(
         "turn_change_at_most": p["command_change_angular"] <= BAR.max_turn_change,
     }
     out = {"both_reached": int(mask.sum()), "paired": paired, "time_ratio": ratio, "checks": checks}
+    split = {name: timeout_split(ep) for name, ep in episodes.items() if "idle_s" in ep}
+    if split:
+        out["timeouts"] = split
     straight = episodes.get("dwa", {}).get("straight")
     if limits is not None and straight is not None and mask.any():
         out["least_time_s"] = on_worlds(least_time(np.asarray(straight), limits), mask)
         out["bar_time_s"] = BAR.max_time_ratio * paired["dwa"]["time_s"]
+    return out
+
+
+def timeout_split(episodes: dict[str, np.ndarray]) -> dict[str, Any]:
+    """A driver's timeouts behind the node's gate: how many were *stalled* (no progress toward the goal
+    for :data:`navtrain.evaluation.STALLED_S` before the end) and how many *slow* (still getting
+    closer), and the mean number of path changes in the timeouts and in the successes."""
+    from navtrain.evaluation import STALLED_S, SUCCESS, TIMEOUT
+
+    outcome = np.asarray(episodes["outcome"])
+    timeout, success = outcome == TIMEOUT, outcome == SUCCESS
+    stalled = timeout & (np.asarray(episodes["idle_s"]) >= STALLED_S)
+    out: dict[str, Any] = {"stalled": int(stalled.sum()), "slow": int((timeout & ~stalled).sum())}
+    if "path_changes" in episodes:
+        changes = np.asarray(episodes["path_changes"], dtype=np.float64)
+        out["path_changes_in_timeouts"] = on_worlds(changes, timeout)
+        out["path_changes_in_successes"] = on_worlds(changes, success)
     return out
 
 
@@ -158,9 +181,11 @@ def table(payload: dict[str, Any]) -> str:
     for row, data in payload["rows"].items():
         for name in CONTROLLERS:
             r, pr = data["results"][name], data["summary"]["paired"][name]
+            split = data["summary"].get("timeouts", {}).get(name)
+            stalled = f" ({split['stalled']} stalled)" if split and split["stalled"] + split["slow"] else ""
             lines.append(
                 f"| {row} | {name} | {pct(r['success_rate'])} [{span(r['success_interval'])}] | "
-                f"{pct(r['collision_rate'])} [{span(r['collision_interval'])}] | {pct(r['timeout_rate'])} | "
+                f"{pct(r['collision_rate'])} [{span(r['collision_interval'])}] | {pct(r['timeout_rate'])}{stalled} | "
                 f"{data['summary']['both_reached']} | {num(pr['time_s'], '{:.2f} s')} | "
                 f"{num(pr['path_m'], '{:.2f} m')} | {num(r['command_change_angular'], '{:.2f} rad/s')} | "
                 f"{num(r['command_change_linear'], '{:.2f} m/s')} |"
@@ -276,7 +301,8 @@ def drive_row(
         evaluator = bundle_evaluator(bundle, driver, definition["overrides"], dwa_params, node=params)
         res, _ = evaluator.run(episodes=episodes, seed=seed, num_envs=num_envs, plot_rooms=0)
         results[driver] = asdict(res)
-        runs[driver] = {k: np.asarray(evaluator.episodes[k]) for k in EPISODE_KEYS}
+        keys = [*EPISODE_KEYS, *(k for k in GATE_EPISODE_KEYS if k in evaluator.episodes)]
+        runs[driver] = {k: np.asarray(evaluator.episodes[k]) for k in keys}
         kept.put(key, half, {"results": results[driver], "episodes": {k: v.tolist() for k, v in runs[driver].items()}})
     return results, runs
 
@@ -344,7 +370,7 @@ def run_compare(
             "results": results,
             "summary": summary,
             "verdict": verdict(row.name, summary, results),
-            "episodes": {name: {k: np.asarray(runs[name][k]).tolist() for k in EPISODE_KEYS} for name in CONTROLLERS},
+            "episodes": {name: {k: np.asarray(v).tolist() for k, v in runs[name].items()} for name in CONTROLLERS},
         }
         kept.put(row.name, definition, payload["rows"][row.name])
         print(f"[compare] {payload['rows'][row.name]['verdict']}", flush=True)
@@ -356,6 +382,13 @@ def write_outputs(payload: dict[str, Any], stem: str | Path) -> list[Path]:
     out = Path(stem)
     out.parent.mkdir(parents=True, exist_ok=True)
     notes = [data["verdict"] for data in payload["rows"].values()]
+    if any("timeouts" in data["summary"] for data in payload["rows"].values()):
+        from navtrain.evaluation import PROGRESS_STEP, STALLED_S
+
+        notes.append(
+            f"stalled: a timeout whose robot came no {PROGRESS_STEP:g} m closer to its goal in the last "
+            f"{STALLED_S:g} s; the others were still getting closer when time ran out"
+        )
     paths = [out.with_suffix(".json"), out.with_suffix(".md"), out.with_suffix(".png")]
     paths[0].write_text(json.dumps(payload, indent=1) + "\n")
     paths[1].write_text(f"{payload['title']}.\n\n" + table(payload) + "\n" + "\n".join(f"- {n}" for n in notes) + "\n")

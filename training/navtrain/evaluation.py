@@ -307,6 +307,11 @@ PROGRESS_STEP: float = ProgressRule.progress_distance
 """[m] :class:`NodeActor`'s progress: the robot came this much closer to its goal than ever before
 (the default of the node's ``progress_distance``, :class:`navdeploy.progress.ProgressRule`)."""
 
+STALLED_S = 10.0
+"""[s] A timeout whose robot came no closer to its goal (:data:`PROGRESS_STEP`) for this long before
+the end is *stalled*: stuck until the timeout; a shorter idle time, *slow*: still on its way when
+time ran out. The split says which to fix."""
+
 
 class NodeActor(RobotSideActor):
     """What the robot runs: each world's driver (the ONNX policy or the DWA) behind the node's own
@@ -366,6 +371,18 @@ class NodeActor(RobotSideActor):
         self.best = np.full(self.env.num_envs, np.inf)  # [m] the least distance to the goal so far
         self.last_tick = np.zeros(self.env.num_envs, dtype=np.int64)  # the last tick each world was driven
         self.improved = np.zeros(self.env.num_envs, dtype=np.int64)  # the tick it last dropped PROGRESS_STEP
+        self.first_path_id = np.zeros(self.env.num_envs, dtype=np.int64)  # the map's path id once the goal was set
+
+    def path_changes(self) -> np.ndarray:
+        """(n,) how many times the scan map's path in use changed in each world since its goal was set:
+        the first path counts, and so does a path lost (1: one path all the way; 0: no scan map, or
+        never a path)."""
+        out = np.zeros(self.env.num_envs, dtype=np.int64)
+        for i, gate in enumerate(self.gates):
+            planner = gate.scan_planner
+            if planner is not None and self.started[i]:
+                out[i] = int(planner.path_id) - int(self.first_path_id[i])
+        return out
 
     def idle_seconds(self) -> np.ndarray:
         """(n,) [s] since each world's robot last came :data:`PROGRESS_STEP` closer to its goal than
@@ -388,6 +405,8 @@ class NodeActor(RobotSideActor):
             if not self.started[i]:
                 self.started[i] = True
                 gate.set_goal(float(final[i, 0]), float(final[i, 1]), "odom")
+                if gate.scan_planner is not None:
+                    self.first_path_id[i] = int(gate.scan_planner.path_id)
                 if follow[i]:
                     count = int(env.rooms.path_count[i])
                     gate.set_path(env.rooms.path[i, :count].cpu().numpy().astype(np.float64), "odom")
@@ -483,6 +502,9 @@ def run_episodes(
         "command_change_linear": change_lin.cpu().numpy(),  # per-world sums over its live ticks
         "command_change_angular": change_ang.cpu().numpy(),
     }
+    if isinstance(act, NodeActor):  # behind the node's gate: how each robot ended its episode
+        result["idle_s"] = act.idle_seconds().astype(np.float64)
+        result["path_changes"] = act.path_changes()
     tr = None
     if record:
         # Show the failures first (up to half the panels), then successes, in world order.

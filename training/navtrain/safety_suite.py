@@ -56,6 +56,7 @@ from navsim.outcomes import OUTCOMES, Outcome
 from navsim.world_pool import plan_worlds
 from navtrain.evaluation import (
     PROGRESS_STEP,
+    STALLED_S,
     Evaluator,
     NodeActor,
     eval_env,
@@ -85,10 +86,6 @@ EPISODE_S = 60.0
 slow ones; at 30 s a detour round a closed gap at the DWA's speed in thin posts still ran out of
 time while getting closer (the successes' time reached 29.9 s), and such timeouts counted as stuck.
 Time to goal is :mod:`navtrain.compare`'s measure."""
-STALLED_S = 10.0
-"""[s] A timeout whose robot came no closer to its goal (:data:`navtrain.evaluation.PROGRESS_STEP`) for
-this long before the end is *stalled*: stuck until the timeout; a shorter idle time, *slow*: still on
-its way when time ran out. Both count against the stuck bar; the split says which to fix."""
 MAX_COLLISION_RATE = 0.0
 MAX_STUCK_RATE = 0.005
 """The bars: collisions over all episodes, timeouts over the episodes in worlds passable for the guard."""
