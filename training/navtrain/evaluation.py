@@ -505,18 +505,21 @@ def run_episodes(
     if isinstance(act, NodeActor):  # behind the node's gate: how each robot ended its episode
         result["idle_s"] = act.idle_seconds().astype(np.float64)
         result["path_changes"] = act.path_changes()
-    tr = None
-    if record:
-        # Show the failures first (up to half the panels), then successes, in world order.
-        codes = outcome.cpu().numpy()
-        failed = [int(i) for i in np.flatnonzero(codes != SUCCESS)][: record // 2]
-        chosen = sorted(failed + [int(i) for i in np.flatnonzero(codes == SUCCESS)][: record - len(failed)])
-        stacked = torch.stack(trace).cpu().numpy()  # (T, n, 2)
-        paths = [stacked[: int(steps[i].item()) + 1, i] for i in chosen]
-        tr = EpisodeTrace(
-            rooms.index(torch.tensor(chosen, device=env.device)), paths, [OUTCOMES[int(codes[i])] for i in chosen]
-        )
+    tr = episode_trace(rooms, trace, outcome.cpu().numpy(), steps, record) if record else None
     return result, tr
+
+
+def episode_trace(
+    rooms: RoomBatch, trace: list[torch.Tensor], codes: np.ndarray, steps: torch.Tensor, record: int
+) -> EpisodeTrace:
+    """The driven paths of ``record`` worlds (``trace``: the positions of every world, tick by tick):
+    the failures first (up to half the panels), then the successes, in world order."""
+    failed = [int(i) for i in np.flatnonzero(codes != SUCCESS)][: record // 2]
+    chosen = sorted(failed + [int(i) for i in np.flatnonzero(codes == SUCCESS)][: record - len(failed)])
+    stacked = torch.stack(trace).cpu().numpy()  # (T, n, 2)
+    paths = [stacked[: int(steps[i].item()) + 1, i] for i in chosen]
+    index = torch.tensor(chosen, device=steps.device)
+    return EpisodeTrace(rooms.index(index), paths, [OUTCOMES[int(codes[i])] for i in chosen])
 
 
 @dataclass
