@@ -126,6 +126,12 @@ def cell_points(cells: np.ndarray, start: np.ndarray, goal: np.ndarray, frame: G
     return np.concatenate([start[None], np.stack([xs[cells % W], ys[cells // W]], axis=1), goal[None]])
 
 
+def sample_count(length: np.ndarray, frame: GridFrame) -> int:
+    """How many evenly spaced samples :func:`sees` takes on each of segments of ``length`` (J,) [m]:
+    half a cell apart or closer on the longest, both ends included."""
+    return max(2, int(math.ceil(length.max() / (0.5 * min(frame.sx, frame.sy)))) + 1)
+
+
 def sees(
     a: np.ndarray,
     b: np.ndarray,
@@ -133,17 +139,19 @@ def sees(
     frame: GridFrame,
     radius: float | np.ndarray,
     certify: bool = True,
+    samples: int | None = None,
 ) -> np.ndarray:
     """For one point ``a`` (2,) and many ends ``b`` (J, 2): does each segment keep more than
     ``radius`` (a scalar, or one per end) from every surface? ``certify``: a sound bound on the grid
     (each sample's cell clearance less the sample's offset from the centre and half the spacing);
-    else the estimate: every sample's cell clearance exceeds the radius."""
+    else the estimate: every sample's cell clearance exceeds the radius. Each segment is sampled at
+    :func:`sample_count` points (of the longest of them), or at ``samples`` when given (the count of
+    a larger set of ends this one is part of: the same answer as in that set)."""
     H, W = clear.shape
     sx, sy = frame.sx, frame.sy
-    spacing = 0.5 * min(sx, sy)
     d = b - a
     length = np.sqrt(np.add.reduce(d * d, axis=1))
-    m = max(2, int(math.ceil(length.max() / spacing)) + 1)
+    m = sample_count(length, frame) if samples is None else samples
     t = np.arange(m) * (1.0 / (m - 1))  # np.linspace(0, 1, m), the same numbers in fewer calls
     t[-1] = 1.0
     pts = a[None, None, :] + t[None, :, None] * d[:, None, :]  # (J, m, 2)

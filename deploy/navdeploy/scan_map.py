@@ -106,6 +106,7 @@ from navdeploy.grid_search import (
     edge_graph,
     polyline_length,
     pull,
+    sample_count,
     search_from,
     sees,
 )
@@ -467,10 +468,15 @@ def visible(
     if grid is None:
         return float(sub[0]), float(sub[1])
     frame, clear = grid
-    ok = sees(p, pts, clear, frame, rule.radius, certify=False)
-    if not ok.any() or ok[0]:
+    # The sub-goal first, sampled as among all the points: where the robot sees it, nothing else is asked.
+    d = pts - p
+    count = sample_count(np.sqrt(np.add.reduce(d * d, axis=1)), frame)
+    if sees(p, pts[:1], clear, frame, rule.radius, certify=False, samples=count)[0]:
         return float(sub[0]), float(sub[1])
-    q = pts[int(np.argmax(ok))]
+    ok = sees(p, pts[1:], clear, frame, rule.radius, certify=False, samples=count)
+    if not ok.any():
+        return float(sub[0]), float(sub[1])
+    q = pts[1 + int(np.argmax(ok))]
     return float(q[0]), float(q[1])
 
 

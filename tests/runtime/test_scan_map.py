@@ -675,3 +675,34 @@ def test_a_kept_path_shape_follows_the_path_exactly_as_one_made_each_tick() -> N
     new = PathShape.of(shape, other)
     assert new is not shape and new.path is other
     assert np.allclose(new.batch[0], other.astype(np.float32))
+
+
+def test_the_line_of_sight_check_answers_as_checking_every_point_of_the_path_does() -> None:
+    """``visible`` asks about the sub-goal alone first (sampled as among all the points) and about the
+    rest only when the robot does not see it: on random clearance grids and paths it returns what
+    checking every point at once returns (the sub-goal when it or none is seen, else the first seen)."""
+    from navdeploy.grid_search import GridFrame, sees
+    from navdeploy.scan_map import SightRule, points_at, visible
+
+    rng = np.random.default_rng(11)
+    frame = GridFrame(-1.0, -1.0, 0.05, 0.05, (80, 80))
+    xs, ys = frame.centres()
+    rule = SightRule(0.22, 0.05, 0.6)
+    pulled = 0
+    for _ in range(60):
+        posts = rng.uniform(-0.5, 2.5, (6, 2))
+        clear = np.min(np.hypot(xs[None, :, None] - posts[:, 0], ys[:, None, None] - posts[:, 1]), axis=-1)
+        bend = rng.uniform(-0.6, 0.6)
+        path = np.array([[0.0, 0.0], [0.5, bend], [1.0, 0.0], [1.5, -bend]])
+        p = path[0] + rng.normal(0.0, 0.05, 2)
+        arc = arc_lengths(path)
+        progress = float(rng.uniform(0.0, 0.5))
+        s_end = min(progress + 0.7, float(arc[-1]))
+        sub = points_at(path, arc, np.array([s_end]))[0]
+        got = visible(path, progress, 0.7, p, sub, rule, lambda pts, margin, grid=(frame, clear): grid, arc)
+        pts = points_at(path, arc, np.arange(s_end, progress - 1e-9, -rule.step))
+        ok = sees(p, pts, clear, frame, rule.radius, certify=False)  # every point at once
+        want = pts[int(np.argmax(ok))] if ok.any() and not ok[0] else sub
+        assert got == (float(want[0]), float(want[1]))
+        pulled += ok.any() and not ok[0]
+    assert pulled >= 5  # the corners cut often enough to test the second question
