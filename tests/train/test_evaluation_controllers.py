@@ -285,11 +285,13 @@ def counting_evaluators(
     return made, stop
 
 
-def short_compare(bundle: Path, rows: str, log: Path | None) -> dict:
+def short_compare(bundle: Path, rows: str, log: Path | None, num_envs: int | None = None) -> dict:
     """``nav-compare``'s run on 2 worlds per row of 3 s episodes, seed 7, keeping rows in ``log``."""
     from navtrain import compare
 
-    return compare.run_compare(bundle, compare.parse_rows(rows), 2, 7, overrides=["env.episode_length_s=3.0"], log=log)
+    return compare.run_compare(
+        bundle, compare.parse_rows(rows), 2, 7, num_envs=num_envs, overrides=["env.episode_length_s=3.0"], log=log
+    )
 
 
 def test_a_comparison_stopped_part_way_goes_on_from_the_next_row(
@@ -337,6 +339,44 @@ def test_a_comparison_stopped_between_its_drivers_goes_on_with_the_second(
         for result in row["results"].values():
             result.pop("compute_ms_per_step")
     assert a == b
+
+
+def test_a_comparison_stopped_in_a_batch_goes_on_from_that_batch(
+    fixture_bundle: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each batch is kept as it ends: stopped in the policy's second batch of one world, the same
+    comparison run again drives that batch and the DWA's two, and the row equals one run whole (each
+    batch has seeds of its own); a finished half keeps no batches."""
+    from navtrain import kept_batches
+
+    ran: list[tuple[str, int]] = []
+    stop = [("policy", 1)]
+    real = kept_batches.run_batch
+
+    def counted(env, act, gen, seed, batch, label):
+        driver = "dwa" if label.startswith("dwa") else "policy"
+        if (driver, batch) == stop[0]:
+            raise KeyboardInterrupt
+        ran.append((driver, batch))
+        return real(env, act, gen, seed, batch, label)
+
+    monkeypatch.setattr(kept_batches, "run_batch", counted)
+    log = tmp_path / "compare_rows.json"
+    with pytest.raises(KeyboardInterrupt):
+        short_compare(fixture_bundle, "rooms", log, num_envs=1)
+    assert ran == [("policy", 0)] and set(json.loads(log.read_text())["rows"]) == {"rooms#policy#0"}
+    ran.clear()
+    stop[0] = ("", -1)
+    resumed = short_compare(fixture_bundle, "rooms", log, num_envs=1)
+    assert ran == [("policy", 1), ("dwa", 0), ("dwa", 1)]
+    assert set(json.loads(log.read_text())["rows"]) == {"rooms#policy", "rooms#dwa", "rooms"}
+    whole = short_compare(fixture_bundle, "rooms", None, num_envs=1)
+    a, b = (json.loads(json.dumps(run["rows"]["rooms"])) for run in (resumed, whole))
+    for row in (a, b):  # the controllers' wall time per step is the only thing that differs
+        for result in row["results"].values():
+            result.pop("compute_ms_per_step")
+    assert a == b and a["results"]["policy"]["episodes"] == 2
+    assert resumed["worlds_per_batch"] == 1
 
 
 def test_the_node_s_lidar_meets_the_world_s_lidar_terms() -> None:

@@ -21,3 +21,14 @@ def test_a_row_comes_back_only_for_the_same_key_and_definition(tmp_path: Path) -
     assert RowLog(None, {}).get("nominal", {}) is None  # no file: nothing kept
     path.write_text("not json")
     assert RowLog(path, {"suite": "robustness", "episodes": 500, "seed": 3}).rows == {}  # unreadable: run again
+
+
+def test_dropping_a_rows_parts_keeps_the_row_and_the_other_rows_parts(tmp_path: Path) -> None:
+    path = tmp_path / "rows.json"
+    log = RowLog(path, {"suite": "compare"})
+    for name in ("clutter#policy#0", "clutter#policy#1", "clutter#policy", "clutter#dwa#0", "rooms#policy#0"):
+        log.put(name, {}, {"n": name})
+    log.drop_parts("clutter#policy")
+    assert sorted(RowLog(path, {"suite": "compare"}).rows) == ["clutter#dwa#0", "clutter#policy", "rooms#policy#0"]
+    log.drop_parts("arenas")  # nothing kept of it: nothing changes
+    assert sorted(RowLog(path, {"suite": "compare"}).rows) == ["clutter#dwa#0", "clutter#policy", "rooms#policy#0"]

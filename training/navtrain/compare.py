@@ -21,8 +21,12 @@ checks issue 30's bar (:data:`BAR`): the policy's success at least the DWA's, it
 0.5 %, its time on the worlds both reach at most 0.9 x the DWA's, its |change of w| at most
 0.8 rad/s. Beside the times, the least time any driver can take on those worlds
 (:mod:`navtrain.time_bound`: the straight line at the base's full speed and acceleration), so that
-a row whose time bar is below it says so. Writes ``OUT.json`` (every number, and each episode's
-outcome, time, path length and start-goal distance),
+a row whose time bar is below it says so.
+
+Each driver's worlds run in batches of ``--num-envs`` (default :data:`BATCH_WORLDS`), each on seeds
+of its own (:mod:`navtrain.kept_batches`); ``--log FILE`` keeps every batch as it ends, so the same
+command stopped part way (the end of a working session) goes on from the batch it was in. Writes
+``OUT.json`` (every number, and each episode's outcome, time, path length and start-goal distance),
 ``OUT.md`` (the table) and ``OUT.png`` (success with its interval, collision, time on the worlds
 both reach), and prints the table. Dotted overrides after the options apply to every row, after
 the row's own (e.g. ``env.episode_length_s=20``).
@@ -48,6 +52,9 @@ DEFAULT_ROWS = ("rooms", "rooms16", "clutter", "corridors+path", "arenas")
 TOP_LEVEL = ("env.worlds.curriculum.enabled=false",)
 EPISODE_KEYS = ("outcome", "time_s", "path_len", "straight")
 """What the payload keeps of each episode (``straight``: its start-goal distance)."""
+BATCH_WORLDS = 100
+"""Worlds per batch unless ``--num-envs`` says otherwise: a batch behind the node's gate takes minutes
+on a 2-core CPU, and a run stopped part way loses at most the batch it was in."""
 GATE_EPISODE_KEYS = ("idle_s", "path_changes")
 """Kept too when the drivers ran behind the node's gate: how long each robot had come no closer to its
 goal at the end, and how often the scan map's path in use changed (:class:`navtrain.evaluation.NodeActor`)."""
@@ -283,10 +290,13 @@ def drive_row(
     dwa_params: str | Path | None,
     params: Any,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, np.ndarray]]]:
-    """Both drivers on row ``name``'s worlds: each driver's result and its episodes
-    (:data:`EPISODE_KEYS`). Each driver's half is kept in ``kept`` (a :class:`navtrain.row_log.RowLog`)
-    as it ends, under ``NAME#DRIVER``: a run stopped between the two goes on with the second."""
+    """Both drivers on row ``name``'s worlds, in batches of ``num_envs`` (default :data:`BATCH_WORLDS`)
+    with seeds of their own (:func:`navtrain.kept_batches.run_batched`): each driver's result and its
+    episodes (:data:`EPISODE_KEYS`). Each batch is kept in ``kept`` (a :class:`navtrain.row_log.RowLog`)
+    as it ends, under ``NAME#DRIVER#BATCH``, and each driver's half under ``NAME#DRIVER``: a run stopped
+    part way goes on from the batch it was in."""
     from navtrain.evaluation import bundle_evaluator
+    from navtrain.kept_batches import BatchKeep, run_batched
 
     results: dict[str, dict[str, Any]] = {}
     runs: dict[str, dict[str, np.ndarray]] = {}
@@ -299,11 +309,12 @@ def drive_row(
             print(f"[compare] {name}, {driver}: kept from an earlier run ({kept.path})", flush=True)
             continue
         evaluator = bundle_evaluator(bundle, driver, definition["overrides"], dwa_params, node=params)
-        res, _ = evaluator.run(episodes=episodes, seed=seed, num_envs=num_envs, plot_rooms=0)
+        res, every = run_batched(evaluator, episodes, seed, num_envs or BATCH_WORLDS, BatchKeep(kept, key, half))
         results[driver] = asdict(res)
-        keys = [*EPISODE_KEYS, *(k for k in GATE_EPISODE_KEYS if k in evaluator.episodes)]
-        runs[driver] = {k: np.asarray(evaluator.episodes[k]) for k in keys}
+        keys = [*EPISODE_KEYS, *(k for k in GATE_EPISODE_KEYS if k in every)]
+        runs[driver] = {k: every[k] for k in keys}
         kept.put(key, half, {"results": results[driver], "episodes": {k: v.tolist() for k, v in runs[driver].items()}})
+        kept.drop_parts(key)
     return results, runs
 
 
@@ -320,11 +331,13 @@ def run_compare(
     log_key: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Both drivers of ``bundle`` on ``episodes`` worlds of each row (:func:`parse_rows`), behind the
-    node's gate unless ``node`` is false: the payload :func:`write_outputs` writes. ``log``: a file
-    that keeps each finished row (:class:`navtrain.row_log.RowLog`, its key ``log_key`` added to the
-    comparison's own), so that a run stopped part way goes on from the next row, or from a row's
-    second driver when the first had finished."""
+    node's gate unless ``node`` is false: the payload :func:`write_outputs` writes. Each driver runs
+    ``episodes`` worlds in batches of ``num_envs`` (default :data:`BATCH_WORLDS`), each batch on seeds
+    of its own. ``log``: a file that keeps each finished batch, driver's half and row
+    (:class:`navtrain.row_log.RowLog`, its key ``log_key`` added to the comparison's own), so that a
+    run stopped part way goes on from the batch it was in."""
     from navdeploy.node_params import NodeParams
+    from navtrain.kept_batches import BATCH_SEED_STRIDE
 
     params = NodeParams() if node else None
     limits = contract_limits(bundle)
@@ -333,6 +346,7 @@ def run_compare(
     payload: dict[str, Any] = {
         "bundle": str(bundle),
         "episodes_per_row": episodes,
+        "worlds_per_batch": num_envs or BATCH_WORLDS,
         "node_gate": node,
         "overrides": extra,
         "bar": asdict(BAR),
@@ -349,6 +363,7 @@ def run_compare(
             "seed": seed,
             "node": node,
             "dwa_params": None if dwa_params is None else str(dwa_params),
+            "batch_seed_stride": BATCH_SEED_STRIDE,  # batches with seeds of their own (navtrain.kept_batches)
             **(log_key or {}),
         },
     )
@@ -403,7 +418,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=None, help="world seed (default: runner.eval_seed of the bundle)")
     p.add_argument("--rows", default=None, help=f"comma-separated family rows (default: {','.join(DEFAULT_ROWS)})")
     p.add_argument("--bare", action="store_true", help="without the node's gate: the runtime alone, the sim's guard")
-    p.add_argument("--num-envs", type=int, default=None, help="worlds stepped at once (default: up to 500)")
+    p.add_argument(
+        "--num-envs",
+        type=int,
+        default=None,
+        help=f"worlds per batch, stepped at once and kept in --log as the batch ends (default: {BATCH_WORLDS})",
+    )
     p.add_argument("--dwa-params", default=None, help="DWA parameters YAML (default: navdeploy/dwa.yaml)")
     p.add_argument("--out", default="compare", help="output stem: OUT.json, OUT.md, OUT.png")
     p.add_argument(

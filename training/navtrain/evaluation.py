@@ -743,13 +743,22 @@ def run_rooms(
         done += take
         print(f"[evaluate] {label}: {done}/{episodes} episodes", flush=True)
     allr = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    result = summarize(allr, cfg, seed, label, planned=env.planned, control_period=env.env_cfg.control_period)
+    return result, trace, allr
+
+
+def summarize(
+    allr: dict[str, np.ndarray], cfg: NavConfig, seed: int, label: str, planned: bool, control_period: float
+) -> EvalResult:
+    """The summary of episodes (:func:`run_episodes`' keys, every batch concatenated) of rooms made with
+    ``cfg`` from ``seed``: rates with their intervals, time to goal, SPL (against the planner's shortest
+    path when the worlds are ``planned``, else the straight line), command changes per live tick."""
     oc = allr["outcome"]
     succ = oc == SUCCESS
     ref = allr["shortest"]
     spl = succ * ref / np.maximum(allr["path_len"], ref)
-    planned = env.planned
-    ticks = max(1.0, float(allr["time_s"].sum()) / env.env_cfg.control_period)  # live ticks of all worlds
-    result = EvalResult(
+    ticks = max(1.0, float(allr["time_s"].sum()) / control_period)  # live ticks of all worlds
+    return EvalResult(
         episodes=int(len(oc)),
         success_rate=float(succ.mean()),
         collision_rate=float((oc == COLLISION).mean()),
@@ -771,7 +780,6 @@ def run_rooms(
         collision_interval=wilson_interval(int((oc == COLLISION).sum()), len(oc)),
         by_family=family_rates(oc, allr["family"]),
     )
-    return result, trace, allr
 
 
 def write_json(result: EvalResult, path: str | Path) -> None:

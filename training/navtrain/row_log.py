@@ -54,8 +54,21 @@ class RowLog:
     def put(self, name: str, definition: dict[str, Any], entry: dict[str, Any]) -> None:
         """Keep row ``name``'s ``entry`` (and write the file at once)."""
         self.rows[name] = json.loads(json.dumps({"definition": definition, "entry": entry}))
+        self._write()
+
+    def _write(self) -> None:
         if self.path is None:
             return
         tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
         tmp.write_text(json.dumps({"key": self.key, "rows": self.rows}, indent=1) + "\n")
         os.replace(tmp, self.path)
+
+    def drop_parts(self, name: str) -> None:
+        """Forget the parts kept of ``name`` (``NAME#...``), once ``name`` itself is kept whole."""
+        prefix = part_name(name, "")
+        gone = [n for n in self.rows if n.startswith(prefix)]
+        if not gone:
+            return
+        for n in gone:
+            del self.rows[n]
+        self._write()

@@ -30,7 +30,7 @@ all; timeouts in at most 0.5 % of the passable worlds. Those timeouts are split 
 for :data:`STALLED_S` before the end) and *slow* (still getting closer). Writes ``STEM.json``
 (with each episode's outcome, time and distance driven), ``STEM.md`` and ``STEM.png``.
 
-Each batch of ``num_envs`` worlds has seeds of its own (:data:`BATCH_SEED_STRIDE`), so one episode
+Each batch of ``num_envs`` worlds has seeds of its own (:data:`navtrain.kept_batches.BATCH_SEED_STRIDE`), so one episode
 the JSON names runs again by itself: ``--replay EPISODE`` with one ``--rows`` and the run's
 ``--num-envs`` writes ``STEM.json`` with the trace of its gate, tick by tick (state, reason, pose,
 command, sub-goal, the guard's scale), and prints its state changes.
@@ -65,6 +65,7 @@ from navtrain.evaluation import (
     with_overrides,
 )
 from navtrain.families_suite import Row
+from navtrain.kept_batches import start_batch
 from navtrain.row_log import RowLog, part_name
 from navtrain.suite_files import write_suite_files
 
@@ -95,12 +96,6 @@ ROWS = (
     Row("posts", "thin posts, 360-degree lidar", ("env.lidar.fov_deg=360.0",)),
     Row("posts270", "thin posts, 270-degree lidar", ("env.lidar.fov_deg=270.0",)),
 )
-
-
-BATCH_SEED_STRIDE = 1_000_000
-"""Batch ``b`` of a row (``num_envs`` worlds) runs on seed ``seed + b * BATCH_SEED_STRIDE``: its worlds,
-the sensor noise, the randomisation and the robot lidar's noise (:func:`start_batch`), so a batch
-replays by itself (:func:`replay`). Larger than every offset a stream adds to its seed."""
 
 
 def passable_clearance(act: NodeActor, env: Any) -> float:
@@ -144,15 +139,6 @@ def passable_for_lidar(env: Any, rooms: Any, clearance: float, error: np.ndarray
         chosen = levels == level
         out[chosen] = passable(env, rooms, clearance + float(level))[chosen]
     return out
-
-
-def start_batch(env: Any, act: NodeActor, gen: torch.Generator, seed: int, batch: int) -> Any:
-    """Seed everything for batch ``batch`` of the stream of ``seed`` and draw its worlds."""
-    s = seed + BATCH_SEED_STRIDE * batch
-    gen.manual_seed(s)
-    env.reseed(s)
-    act.reseed(s)
-    return env.new_rooms(env.num_envs, gen)
 
 
 def replay(
