@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from navsim.outcomes import OUTCOMES
 from navtrain.checkpoint import build_actor, config_from_checkpoint, load_checkpoint
 from navtrain.evaluation import (
     RobotSideActor,
@@ -377,6 +378,16 @@ def test_a_comparison_stopped_in_a_batch_goes_on_from_that_batch(
             result.pop("compute_ms_per_step")
     assert a == b and a["results"]["policy"]["episodes"] == 2
     assert resumed["worlds_per_batch"] == 1
+    # an episode the run names runs again by itself, with its gate's trace (nav-compare --replay)
+    from navtrain.compare import main
+
+    out = tmp_path / "replay"
+    argv = ["--bundle", str(fixture_bundle), "--rows", "rooms", "--driver", "dwa", "--replay", "1", "--num-envs", "1"]
+    assert main([*argv, "--seed", "7", "--out", str(out), "env.episode_length_s=3.0"]) == 0
+    again, ran = json.loads(out.with_suffix(".json").read_text()), a["episodes"]["dwa"]
+    assert again["outcome"] == str(OUTCOMES[ran["outcome"][1]]) and again["time_s"] == pytest.approx(ran["time_s"][1])
+    assert len(again["ticks"]) == round(again["time_s"] / 0.1) and out.with_suffix(".png").is_file()
+    assert main([*argv[:8], "--out", str(out)]) == 2  # no --num-envs: refused in one line
 
 
 def test_the_node_s_lidar_meets_the_world_s_lidar_terms() -> None:

@@ -15,6 +15,7 @@ import torch
 
 from navdeploy.node_params import NodeParams
 from navsim.env import NavEnv
+from navtrain.episode_replay import replay
 from navtrain.evaluate_cli import main, safety_episode_s
 from navtrain.evaluation import NodeActor, bundle_evaluator, with_overrides, with_scan_map
 from navtrain.safety_suite import (
@@ -26,7 +27,6 @@ from navtrain.safety_suite import (
     lidar_error,
     passable,
     passable_for_lidar,
-    replay,
     row_overrides,
     run_suite,
     write_outputs,
@@ -173,7 +173,7 @@ def test_an_episode_replays_by_itself_as_it_ran_in_its_row(fixture_bundle: Path,
     ran = payload["rows"][0]
     assert ran["num_envs"] == 2 and len(ran["episode_outcomes"]) == len(ran["episode_time_s"]) == 4
     assert ran["episode_s"] == 2.0  # the evaluator's own length: run_suite was given none
-    again = replay(evaluator, row, 3, 11, 2)
+    again = replay(evaluator, row.name, row_overrides(row, None), 3, 11, 2)
     assert again["outcome"] == ran["episode_outcomes"][3] and again["time_s"] == pytest.approx(ran["episode_time_s"][3])
     assert again["path_m"] == pytest.approx(ran["episode_path_m"][3], abs=1e-3) and again["path_m"] > 0.5
     assert len(again["ticks"]) == round(again["time_s"] / evaluator.cfg.env.control_period)

@@ -3,6 +3,7 @@
     nav-compare --bundle DIR [--episodes 500] [--seed S] [--rows rooms,rooms16,clutter,corridors+path,arenas]
                 [--bare] [--num-envs N] [--dwa-params YAML] [--out docs/results/compare] [--log FILE]
                 [KEY=VALUE ...]
+    nav-compare --bundle DIR --rows ROW --driver policy|dwa --replay EPISODE --num-envs N [--seed S] --out STEM
 
 Each row is a world family at its top level, as the families suite makes it
 (:data:`navtrain.families_suite.ROWS`; by default :data:`DEFAULT_ROWS`: rooms, 16-obstacle rooms,
@@ -30,6 +31,11 @@ command stopped part way (the end of a working session) goes on from the batch i
 ``OUT.md`` (the table) and ``OUT.png`` (success with its interval, collision, time on the worlds
 both reach), and prints the table. Dotted overrides after the options apply to every row, after
 the row's own (e.g. ``env.episode_length_s=20``).
+
+``--replay EPISODE`` runs one episode of one driver's half of one row again (its batch, on that
+batch's seeds: the run's ``--seed``, overrides and ``worlds_per_batch`` as ``--num-envs``) and writes
+the gate's trace tick by tick to ``OUT.json`` and its picture to ``OUT.png``
+(:mod:`navtrain.episode_replay`), printing its state and path changes.
 """
 
 from __future__ import annotations
@@ -346,7 +352,7 @@ def run_compare(
     payload: dict[str, Any] = {
         "bundle": str(bundle),
         "episodes_per_row": episodes,
-        "worlds_per_batch": num_envs or BATCH_WORLDS,
+        "worlds_per_batch": min(episodes, num_envs or BATCH_WORLDS),  # --replay needs it
         "node_gate": node,
         "overrides": extra,
         "bar": asdict(BAR),
@@ -392,6 +398,30 @@ def run_compare(
     return payload
 
 
+def replay_episode(
+    bundle: str | Path,
+    row: Any,
+    driver: str,
+    episode: int,
+    seed: int | None,
+    num_envs: int,
+    dwa_params: str | Path | None = None,
+    overrides: list[str] | None = None,
+    png: Path | None = None,
+) -> dict[str, Any]:
+    """Episode ``episode`` of ``driver``'s half of row ``row`` again, behind the node's gate, with the
+    gate's trace tick by tick (:func:`navtrain.episode_replay.replay`): ``num_envs`` is the run's
+    ``worlds_per_batch``, ``seed`` and ``overrides`` the run's."""
+    from navdeploy.node_params import NodeParams
+    from navtrain.episode_replay import replay
+    from navtrain.evaluation import bundle_evaluator
+
+    row_overrides = [*row.overrides, *TOP_LEVEL, *(overrides or [])]
+    evaluator = bundle_evaluator(bundle, driver, row_overrides, dwa_params, node=NodeParams())
+    seed = evaluator.cfg.runner.eval_seed if seed is None else seed
+    return replay(evaluator, f"{row.name}, {driver}", row_overrides, episode, seed, num_envs, png=png)
+
+
 def write_outputs(payload: dict[str, Any], stem: str | Path) -> list[Path]:
     """``STEM.json`` (everything), ``STEM.md`` (the table and verdicts), ``STEM.png``."""
     out = Path(stem)
@@ -432,6 +462,15 @@ def main(argv: list[str] | None = None) -> int:
         help="a file that keeps each row, and each driver's half of it, as it ends: the same command "
         "stopped part way goes on from there",
     )
+    p.add_argument(
+        "--replay",
+        type=int,
+        default=None,
+        metavar="EPISODE",
+        help="with one --rows, --driver and the run's --num-envs (its JSON's worlds_per_batch) and --seed: "
+        "that episode again behind the node's gate, its gate's trace tick by tick in OUT.json and drawn in OUT.png",
+    )
+    p.add_argument("--driver", choices=CONTROLLERS, default=None, help="with --replay: whose episode")
     p.add_argument("overrides", nargs="*", help="dotted config overrides for every row, after the row's own")
     args = p.parse_args(argv)
     if not (Path(args.bundle) / "policy.onnx").is_file():
@@ -445,6 +484,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"nav-compare: {err}", file=sys.stderr)
         return 2
+    if args.replay is not None:
+        return replay_main(args, rows)
     payload = run_compare(
         args.bundle,
         rows,
@@ -459,6 +500,41 @@ def main(argv: list[str] | None = None) -> int:
     paths = write_outputs(payload, args.out)
     print(table(payload))
     print(f"wrote {', '.join(str(p) for p in paths)}")
+    return 0
+
+
+def replay_main(args: argparse.Namespace, rows: list[Any]) -> int:
+    """``nav-compare --replay EPISODE``: one episode of one driver's half of one row again."""
+    missing = [
+        flag
+        for flag, bad in (
+            ("exactly one --rows", args.rows is None or len(rows) != 1),
+            ("--driver", args.driver is None),
+            ("the run's --num-envs (its JSON's worlds_per_batch)", args.num_envs is None),
+            ("no --bare (the trace is the gate's)", args.bare),
+        )
+        if bad
+    ]
+    if missing:
+        print(f"nav-compare: --replay needs {', '.join(missing)}", file=sys.stderr)
+        return 2
+    png = Path(args.out).with_suffix(".png")
+    out = replay_episode(
+        args.bundle, rows[0], args.driver, args.replay, args.seed, args.num_envs, args.dwa_params, args.overrides, png
+    )
+    path = Path(args.out).with_suffix(".json")
+    path.write_text(json.dumps(out, indent=1) + "\n")
+    print(
+        f"[compare] {out['row']} episode {out['episode']} (batch of {out['num_envs']}): {out['outcome']} after "
+        f"{out['time_s']:.1f} s, {out['path_m']:.1f} m driven, {out['idle_s']:.1f} s without progress at the end"
+    )
+    last = None
+    for tick in out["ticks"]:
+        if tick["state"] != last or "switch" in tick:
+            what = f"{tick['state']}: {tick['reason']}" + (f"; new path ({tick['switch']})" if "switch" in tick else "")
+            print(f"  t {tick['t']:6.1f} s  {what}")
+            last = tick["state"]
+    print(f"wrote {path} and {png}")
     return 0
 
 

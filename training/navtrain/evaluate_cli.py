@@ -323,6 +323,7 @@ def safety_episode_s(args: argparse.Namespace) -> float | None:
 def safety_replay(args: argparse.Namespace, evaluator: Any, rows: list[str] | None) -> int:
     """``--suite safety --replay EPISODE``: one world of one row again, with its gate's trace."""
     from navtrain import safety_suite
+    from navtrain.episode_replay import replay
 
     if rows is None or len(rows) != 1:
         raise CliError("--replay needs exactly one row: --rows NAME")
@@ -331,9 +332,8 @@ def safety_replay(args: argparse.Namespace, evaluator: Any, rows: list[str] | No
     row = next(r for r in safety_suite.ROWS if r.name == rows[0])
     seed = evaluator.cfg.runner.eval_seed if args.seed is None else args.seed
     png = Path(args.out).with_suffix(".png")
-    out = safety_suite.replay(
-        evaluator, row, args.replay, seed, args.num_envs, png=png, episode_s=safety_episode_s(args)
-    )
+    overrides = safety_suite.row_overrides(row, safety_episode_s(args))
+    out = replay(evaluator, row.name, overrides, args.replay, seed, args.num_envs, png=png)
     path = Path(args.out).with_suffix(".json")
     path.write_text(json.dumps(out, indent=1) + "\n")
     print(
