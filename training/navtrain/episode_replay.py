@@ -65,7 +65,7 @@ def replay(
             ticks.append(tick)
 
     act.watch = watch
-    res, _ = run_episodes(env, act, rooms, label=f"replay {row} episode {episode}")
+    res, _ = run_episodes(env, act, rooms, label=f"replay {row} episode {episode}", only=k)
     clearance = passable_clearance(act, env)
     error = lidar_error(env, clearance)
     out = {

@@ -436,16 +436,21 @@ class NodeActor(RobotSideActor):
 
 
 def run_episodes(
-    env: NavEnv, act: ActFn, rooms: RoomBatch, record: int = 0, label: str = ""
+    env: NavEnv, act: ActFn, rooms: RoomBatch, record: int = 0, label: str = "", only: int | None = None
 ) -> tuple[dict[str, np.ndarray], EpisodeTrace | None]:
     """One episode per world in ``rooms`` (auto-reset must be off); ``act(obs, live)`` gives the
     actions (see :func:`torch_actor`, :class:`RobotSideActor`). ``outcome`` holds each episode's
-    code: its index in :data:`navsim.outcomes.OUTCOMES`. A batch that runs longer than
-    :data:`PROGRESS_EVERY_S` prints how far it is that often (``label`` names it)."""
+    code: its index in :data:`navsim.outcomes.OUTCOMES`. With ``only``, world ``only`` alone is
+    driven (the others stand still and end as timeouts); it ends as it does in the whole batch, since
+    every draw of the batch (noise, randomisation) is made for all its worlds whatever they do. A batch
+    that runs longer than :data:`PROGRESS_EVERY_S` prints how far it is that often (``label`` names it)."""
     assert not env.auto_reset, "evaluation needs auto_reset off"
     env.reset(rooms=rooms)
     n = env.num_envs
     finished = torch.zeros(n, dtype=torch.bool, device=env.device)
+    if only is not None:
+        finished[:] = True
+        finished[only] = False
     outcome = torch.full((n,), -1, dtype=torch.long, device=env.device)
     steps = torch.zeros(n, device=env.device)
     path_len = torch.zeros(n, device=env.device)
