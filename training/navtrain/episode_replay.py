@@ -34,8 +34,8 @@ def replay(
     """Episode ``episode`` of the run of row ``row`` (its worlds: ``evaluator``'s config with
     ``overrides``) again: its batch of ``num_envs`` worlds on that batch's seeds
     (:func:`navtrain.kept_batches.start_batch`), as in the run that named it, with the trace of its
-    gate: one entry per control tick (time, state, reason, pose, command, sub-goal, the guard's scale,
-    the scan map's path) and the world itself (:func:`world_record`). With ``png``, also
+    gate: one entry per control tick (time, state, reason, the pose and body twist the gate was given
+    and the true ones, command, sub-goal, the guard's scale, the scan map's path) and the world itself (:func:`world_record`). With ``png``, also
     :func:`plot_replay` of it."""
     cfg = with_overrides(evaluator.cfg, overrides)
     env, seed = eval_env(cfg, num_envs, seed, num_envs, evaluator.device)
@@ -57,6 +57,9 @@ def replay(
                 "state": res.state.value,
                 "reason": res.reason,
                 "pose": [round(float(v), 3) for v in pose],
+                "twist": [round(float(v), 3) for v in env.observed_twist[k].cpu().numpy()],
+                "true_pose": [round(float(v), 3) for v in env.pose()[k].cpu().numpy()],
+                "true_twist": [round(float(v), 3) for v in env.body_twist()[k].cpu().numpy()],
                 "cmd": [round(float(v), 3) for v in res.cmd],
                 "subgoal": None if res.subgoal is None else [round(float(v), 3) for v in res.subgoal],
                 "guard_scale": None if res.guard_scale is None else round(float(res.guard_scale), 3),
