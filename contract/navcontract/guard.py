@@ -75,7 +75,7 @@ The rule, per world, for a planar command ``v`` of speed ``s = |v|`` in directio
    or a command that turns the planar direction, its velocity sweeps from ``m`` to the command
    ``c`` (as scaled by step 4) through directions neither points in. Steps 0-2 are applied to
    :data:`MOMENTUM_SAMPLES` velocities ``v = (1 - a) m + a c`` (``a`` from 0 to 1). When one on
-   the way (``a > 0``) is faster than ``b(D_v) +`` :data:`MOMENTUM_TOLERANCE` (at that velocity the
+   the way (``a > 0``) is faster than ``b(D_v) + (1 - a)`` :data:`MOMENTUM_TOLERANCE` (at that velocity the
    robot could no longer stop before the return along it, braking at ``decel`` after the reaction
    time) and ``m`` itself is not, the planar command is zero: the base brakes from where it is,
    along a motion it can still stop. When ``m`` itself can no longer stop, braking along it helps
@@ -129,9 +129,22 @@ lies outside the band the shell sweeps): only motion with a backward component i
 section without the key is read with this value."""
 
 
+GUARD_REVISION = 2
+"""The revision of the rule this module applies, raised whenever a rule step changes what it lets out
+(2: rule step 5 allows each velocity on the way only its share of :data:`MOMENTUM_TOLERANCE`). Long
+evaluations that keep their finished batches in a file (the safety suite, ``nav-compare``) name it in
+the file's key, so that a run resumed after a change never mixes two rules in one result."""
+
+
 MOMENTUM_TOLERANCE = 0.1
-"""[m/s] Rule step 5: how much faster than it could stop the base may move before the planar command
-is zeroed (odometry's noise on a robot at rest stays below it)."""
+"""[m/s] Rule step 5: how much faster than it could stop the measured velocity may be before the
+planar command is zeroed (odometry's noise on a robot at rest stays below it). A velocity on the way,
+``(1 - a) m + a c``, carries ``1 - a`` of the measurement's noise, so it is allowed ``(1 - a)`` of
+this, and the command's own end none: a velocity the base will really pass through is not let off
+by noise it does not carry."""
+MOMENTUM_ROUNDING = 1e-4
+"""[m/s] Rule step 5: float rounding allowed on top (the command's own end, capped by step 4 at ``b``,
+may come out a few float32 ulps above it)."""
 MOMENTUM_SAMPLES = 9
 """Rule step 5: the velocities checked on the way from the measured one to the command's, both ends included."""
 
@@ -469,8 +482,9 @@ def momentum_stop(ranges: Any, motion: Any, command: Any, rule: GuardRule, max_r
     ``(..., 3)`` to the planar part of ``command`` ``(..., 3)`` (already scaled by steps 1-4), passes
     through a velocity it cannot stop from before a return in its direction while it can still stop
     from the one it has: of :data:`MOMENTUM_SAMPLES` velocities ``v = (1 - a) m + a c`` (``a`` from
-    0 to 1), one with ``a > 0`` is faster than ``b(D_v) +`` :data:`MOMENTUM_TOLERANCE` (``D_v`` the
-    free distance along it, steps 0-2) and ``m`` itself is not. Other arguments as
+    0 to 1), one with ``a > 0`` is faster than ``b(D_v) + (1 - a)`` :data:`MOMENTUM_TOLERANCE` (``D_v``
+    the free distance along it, steps 0-2; the tolerance is for the noise of ``m``) and ``m`` itself is
+    not. Other arguments as
     :func:`guard_scale`."""
     xp = ops_for(ranges)
     ranges, motion, command = xp.as_float(ranges), xp.as_float(motion), xp.as_float(command)
@@ -483,7 +497,8 @@ def momentum_stop(ranges: Any, motion: Any, command: Any, rule: GuardRule, max_r
     seen_k = None if seen is None else seen[..., None, :]
     least = _least_free(xp, ranges[..., None, :], blend, rule, max_range, seen_k, None)  # (..., K)
     speed = xp.sqrt(blend[..., 0] * blend[..., 0] + blend[..., 1] * blend[..., 1])
-    over = speed > braking_speed(xp.maximum(least, 0.0), rule.reaction, rule.decel) + MOMENTUM_TOLERANCE
+    allowed = braking_speed(xp.maximum(least, 0.0), rule.reaction, rule.decel) + MOMENTUM_TOLERANCE * (1.0 - a)
+    over = speed > allowed + MOMENTUM_ROUNDING
     return xp.any(over[..., 1:], axis=-1) & ~over[..., 0]
 
 

@@ -585,6 +585,45 @@ def test_momentum_stops_only_a_turn_toward_a_return_the_base_could_still_avoid()
     assert braking_speed(free, rule.reaction, rule.decel) + MOMENTUM_TOLERANCE < 1.2  # it could not stop
 
 
+FIELD_87_TICK_40 = np.array(
+    [float(v) for v in (
+        "4.23,0.99,1.02,1.39,1.73,1.74,0.79,0.75,0.75,1.38,1.40,2.03,2.08,2.70,2.07,2.03,2.26,2.15,2.08,2.04,2.00,"
+        "1.94,1.94,1.71,0.77,0.73,0.73,2.15,2.20,2.20,2.13,2.66,2.93,2.83,3.60,3.50,3.40,2.33,1.21,2.29,3.71,1.80,"
+        "1.01,0.72,0.53,0.35,0.30,0.30,0.28,0.35,2.67,2.48,2.34,2.26,2.17,2.12,2.07,2.04,2.05,2.04,2.03,0.81,0.83,"
+        "2.21,2.32,2.42,1.68,1.72,2.46,3.33,3.78,4.36"
+    ).split(",")]
+)  # fmt: skip
+"""The 72 sector minima the gate read at 4.0 s in holonomic clutter field 87 of nav-compare (seed
+1000003, batches of 100, the DWA), a post 0.28 m away at about -115 degrees."""
+
+
+def test_momentum_allows_the_way_through_a_post_no_more_noise_than_it_carries():
+    """The base at 1 m/s, told to swing its motion from forward-right to back-left past a post: every
+    velocity on the way is within ``b`` plus the whole tolerance, yet those half way are 0.02-0.07 m/s
+    over ``b`` plus their share of it, and the base, one tick later, could no longer stop (it touched
+    the post). Stopped; the same command from rest, or with no measured twist, and the motion held on,
+    go out."""
+    rule = replace(RULE, radius=0.2, margin=0.01, decel=2.5, reaction=0.32, momentum=True)
+    measured, command = np.array([0.99, -0.28, 0.59]), np.array([-0.22, 0.4, 0.64])
+    assert float(apply_guard(FIELD_87_TICK_40, command, rule, 6.0, motion=measured)[1]) == 0.0
+    assert float(apply_guard(FIELD_87_TICK_40, command, rule, 6.0, motion=np.zeros(3))[1]) == 1.0
+    assert float(apply_guard(FIELD_87_TICK_40, command, rule, 6.0)[1]) == 1.0
+    assert float(apply_guard(FIELD_87_TICK_40, measured, rule, 6.0, motion=measured)[1]) == 1.0
+
+
+def test_momentum_never_stops_a_base_lagging_the_cap_or_at_the_cap_itself():
+    """An ordinary approach: the base faster than the guard's cap in the command's own direction (up to
+    the whole tolerance over ``b``), or at the cap exactly, is never stopped by step 5."""
+    rule = replace(RULE, momentum=True, reaction=0.32)
+    ahead = _scan(**{f"b{FORWARD}": 1.0})
+    capped, scale = apply_guard(ahead, np.array([3.0, 0.0, 0.0]), rule, R_MAX)
+    assert 0.0 < float(scale) < 1.0
+    cap = float(capped[0])
+    for measured in (cap, cap + 0.05, cap + MOMENTUM_TOLERANCE * 0.99):
+        out = apply_guard(ahead, np.asarray(capped), rule, R_MAX, motion=np.array([measured, 0.0, 0.0]))
+        assert float(out[1]) == 1.0, measured
+
+
 def test_momentum_in_torch_and_numpy_agree_batched():
     rule = replace(RULE, momentum=True, reaction=0.2)
     rng = np.random.default_rng(5)

@@ -366,6 +366,9 @@ def test_a_comparison_stopped_in_a_batch_goes_on_from_that_batch(
     with pytest.raises(KeyboardInterrupt):
         short_compare(fixture_bundle, "rooms", log, num_envs=1)
     assert ran == [("policy", 0)] and set(json.loads(log.read_text())["rows"]) == {"rooms#policy#0"}
+    from navcontract.guard import GUARD_REVISION
+
+    assert json.loads(log.read_text())["key"]["guard_revision"] == GUARD_REVISION
     ran.clear()
     stop[0] = ("", -1)
     resumed = short_compare(fixture_bundle, "rooms", log, num_envs=1)

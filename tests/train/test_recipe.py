@@ -79,6 +79,7 @@ def test_the_shipped_recipes_train_their_bases() -> None:
     assert bases == {
         "holonomic_default": "holonomic",
         "holonomic_270": "holonomic",
+        "holonomic_direct": "holonomic",
         "jackal_default": "diff_drive",
         "jackal_tuned": "diff_drive",
         "jackal_noise": "diff_drive",
@@ -101,6 +102,11 @@ def test_the_shipped_recipes_train_their_bases() -> None:
     fov = load_recipe(REPO / "recipes/holonomic_270.yaml")  # holonomic_default's learn stage on a 270-degree lidar
     assert fov.init is not None and fov.init.iteration == 1499
     assert {fov.stage_config(s).env.lidar.fov_deg for s in fov.stages} == {270.0}
+    quick = load_recipe(REPO / "recipes/holonomic_direct.yaml")  # holonomic_default's choice, faster among posts
+    assert quick.init is not None and quick.init.path == REPO / "runs/recipes/holonomic_default/final/checkpoint.pt"
+    quick_cfg = quick.stage_config(quick.stages[0])
+    assert quick_cfg.rewards.near_obstacle.weight == -0.04 and quick_cfg.rewards.time.weight == -0.04
+    assert quick_cfg.rewards.collision.weight == -20.0 and quick_cfg.env.worlds.families["clutter"] == 0.5
 
 
 def test_a_recipe_reads_into_typed_stages(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from navcontract.guard import GUARD_REVISION
 from navdeploy.node_params import NodeParams
 from navsim.env import NavEnv
 from navtrain.episode_replay import replay
@@ -211,6 +212,7 @@ def test_a_run_stopped_part_way_goes_on_from_its_next_batch(
     first = run_suite(evaluator, episodes=4, seed=11, num_envs=2, rows=["posts270"], log=log, log_key={"bundle": "a"})
     kept = json.loads(log.read_text())
     assert sorted(kept["rows"]) == ["posts270#0", "posts270#1"] and kept["key"]["bundle"] == "a"
+    assert kept["key"]["guard_revision"] == GUARD_REVISION  # a changed guard rule: every batch runs again
     del kept["rows"]["posts270#1"]  # as if stopped during the second batch
     log.write_text(json.dumps(kept))
     ran: list[int] = []

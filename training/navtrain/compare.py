@@ -342,6 +342,7 @@ def run_compare(
     of its own. ``log``: a file that keeps each finished batch, driver's half and row
     (:class:`navtrain.row_log.RowLog`, its key ``log_key`` added to the comparison's own), so that a
     run stopped part way goes on from the batch it was in."""
+    from navcontract.guard import GUARD_REVISION
     from navdeploy.node_params import NodeParams
     from navtrain.kept_batches import BATCH_SEED_STRIDE
 
@@ -353,6 +354,7 @@ def run_compare(
         "bundle": str(bundle),
         "episodes_per_row": episodes,
         "worlds_per_batch": min(episodes, num_envs or BATCH_WORLDS),  # --replay needs it
+        "guard_revision": GUARD_REVISION,  # navcontract.guard's rule
         "node_gate": node,
         "overrides": extra,
         "bar": asdict(BAR),
@@ -370,6 +372,7 @@ def run_compare(
             "node": node,
             "dwa_params": None if dwa_params is None else str(dwa_params),
             "batch_seed_stride": BATCH_SEED_STRIDE,  # batches with seeds of their own (navtrain.kept_batches)
+            "guard_revision": GUARD_REVISION,  # a rule changed since: every batch runs again
             **(log_key or {}),
         },
     )

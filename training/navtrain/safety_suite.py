@@ -52,6 +52,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from navcontract.guard import GUARD_REVISION
 from navsim.outcomes import OUTCOMES, Outcome
 from navsim.world_pool import plan_worlds
 from navtrain.evaluation import (
@@ -317,7 +318,8 @@ def run_suite(
     used_seed = evaluator.cfg.runner.eval_seed if seed is None else seed
     kept = None
     if log is not None:
-        kept = RowLog(log, {"suite": SUITE, "driver": evaluator.label, "seed": used_seed, **(log_key or {})})
+        key = {"suite": SUITE, "driver": evaluator.label, "seed": used_seed, "guard_revision": GUARD_REVISION}
+        kept = RowLog(log, {**key, **(log_key or {})})
     entries = []
     for k, row in enumerate(chosen, 1):
         t0 = time.perf_counter()
@@ -334,6 +336,7 @@ def run_suite(
         "episodes": episodes,
         "seed": used_seed,
         "driver": evaluator.label,
+        "guard_revision": GUARD_REVISION,
         "bars": {"collision_rate": MAX_COLLISION_RATE, "stuck_rate_in_passable": MAX_STUCK_RATE},
         "rows": entries,
     }
