@@ -462,8 +462,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--log",
         default=None,
-        help="a file that keeps each row, and each driver's half of it, as it ends: the same command "
-        "stopped part way goes on from there",
+        help="a file that keeps each batch, each driver's half and each row as it ends: the same command "
+        "stopped part way goes on from the batch it was in",
     )
     p.add_argument(
         "--replay",
