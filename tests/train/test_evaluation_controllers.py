@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -298,8 +299,9 @@ def short_compare(bundle: Path, rows: str, log: Path | None, num_envs: int | Non
 def test_a_comparison_stopped_part_way_goes_on_from_the_next_row(
     fixture_bundle: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With a row log, a comparison stopped in its second row keeps its first: run again, it drives
-    only the second row's worlds, and the first row comes back as it was."""
+    """With a row log, a comparison stopped in its second row keeps its first: run again (here with
+    the bundle copied to another folder, as in another checkout), it drives only the second row's
+    worlds, and the first row comes back as it was; another bundle keeps nothing of it."""
 
     made, stop = counting_evaluators(
         monkeypatch, lambda name, overrides: "clutter" if any("clutter: 1" in o for o in overrides) else "rooms"
@@ -312,9 +314,16 @@ def test_a_comparison_stopped_part_way_goes_on_from_the_next_row(
     first = json.loads(log.read_text())["rows"]["rooms"]["entry"]
     made.clear()
     stop[0] = ""
-    payload = short_compare(fixture_bundle, "rooms,clutter", log)
+    moved = tmp_path / "elsewhere" / "bundle"
+    shutil.copytree(fixture_bundle, moved)
+    payload = short_compare(moved, "rooms,clutter", log)
     assert made == ["clutter", "clutter"] and list(payload["rows"]) == ["rooms", "clutter"]
     assert payload["rows"]["rooms"] == first
+    contract = moved / "contract.json"  # another file there: another bundle
+    contract.write_text(json.dumps(json.loads(contract.read_text()), indent=3))
+    made.clear()
+    short_compare(moved, "rooms", log)
+    assert made == ["rooms", "rooms"]
 
 
 def test_a_comparison_stopped_between_its_drivers_goes_on_with_the_second(

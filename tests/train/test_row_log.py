@@ -32,3 +32,15 @@ def test_dropping_a_rows_parts_keeps_the_row_and_the_other_rows_parts(tmp_path: 
     assert sorted(RowLog(path, {"suite": "compare"}).rows) == ["clutter#dwa#0", "clutter#policy", "rooms#policy#0"]
     log.drop_parts("arenas")  # nothing kept of it: nothing changes
     assert sorted(RowLog(path, {"suite": "compare"}).rows) == ["clutter#dwa#0", "clutter#policy", "rooms#policy#0"]
+
+
+def test_a_file_under_a_legacy_key_is_read_and_rewritten_under_the_new_one(tmp_path: Path) -> None:
+    path = tmp_path / "rows.json"
+    RowLog(path, {"suite": "compare", "bundle": "/old/checkout/bundle"}).put("rooms", {}, {"n": 1})
+    new = {"suite": "compare", "bundle": "sha256:0123"}
+    assert RowLog(path, new).get("rooms", {}) is None  # the old key alone is another suite
+    log = RowLog(path, new, legacy=[{"suite": "compare", "bundle": "/old/checkout/bundle"}])
+    assert log.get("rooms", {}) == {"n": 1}
+    log.put("clutter", {}, {"n": 2})
+    assert RowLog(path, new).get("rooms", {}) == {"n": 1}  # the file now holds the new key
+    assert RowLog(path, new, legacy=[{"suite": "compare", "bundle": "/another"}]).get("clutter", {}) == {"n": 2}

@@ -41,6 +41,7 @@ the gate's trace tick by tick to ``OUT.json`` and its picture to ``OUT.png``
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import sys
@@ -278,6 +279,16 @@ def parse_rows(text: str | list[str] | None) -> list[Any]:
     return [by_name[n] for n in names]
 
 
+def bundle_identity(bundle: str | Path) -> str:
+    """What a comparison's log knows the bundle by: the first 16 hex digits of the SHA-256 of its
+    ``contract.json`` and ``policy.onnx``, so that the same bundle is the same wherever the checkout
+    lies, and another bundle in the same folder is another."""
+    digest = hashlib.sha256()
+    for name in ("contract.json", "policy.onnx"):
+        digest.update(hashlib.sha256((Path(bundle) / name).read_bytes()).digest())
+    return f"sha256:{digest.hexdigest()[:16]}"
+
+
 def contract_limits(bundle: str | Path) -> KinematicLimits | None:
     """The bundle's :class:`KinematicLimits`; None for a contract that states no base."""
     from navcontract.bundle import read_contract
@@ -362,20 +373,19 @@ def run_compare(
         "seed": None,
         "rows": {},
     }
-    kept = RowLog(
-        log,
-        {
-            "suite": "compare",
-            "bundle": str(bundle),
-            "episodes": episodes,
-            "seed": seed,
-            "node": node,
-            "dwa_params": None if dwa_params is None else str(dwa_params),
-            "batch_seed_stride": BATCH_SEED_STRIDE,  # batches with seeds of their own (navtrain.kept_batches)
-            "guard_revision": GUARD_REVISION,  # a rule changed since: every batch runs again
-            **(log_key or {}),
-        },
-    )
+    key = {
+        "suite": "compare",
+        "bundle": bundle_identity(bundle),
+        "episodes": episodes,
+        "seed": seed,
+        "node": node,
+        "dwa_params": None if dwa_params is None else str(dwa_params),
+        "batch_seed_stride": BATCH_SEED_STRIDE,  # batches with seeds of their own (navtrain.kept_batches)
+        "guard_revision": GUARD_REVISION,  # a rule changed since: every batch runs again
+        **(log_key or {}),
+    }
+    by_path = [{**key, "bundle": str(p)} for p in (bundle, Path(bundle).resolve())]  # logs that named the folder
+    kept = RowLog(log, key, legacy=by_path)
     for row in rows:
         row_overrides = [*row.overrides, *TOP_LEVEL, *extra]
         definition = {"description": row.description, "overrides": row_overrides}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,18 +31,22 @@ def whole_and_parts(names: list[str]) -> tuple[list[str], list[str]]:
 
 
 class RowLog:
-    """Finished rows by name, kept in ``path`` (None: nothing kept, every row runs)."""
+    """Finished rows by name, kept in ``path`` (None: nothing kept, every row runs).
 
-    def __init__(self, path: str | Path | None, key: dict[str, Any]) -> None:
+    ``legacy``: keys that an earlier version of the caller wrote for the very same suite; a file under
+    one of them is read as if it held ``key``, and holds ``key`` from its next write on."""
+
+    def __init__(self, path: str | Path | None, key: dict[str, Any], legacy: Sequence[dict[str, Any]] = ()) -> None:
         self.path = None if path is None else Path(path)
         self.key = json.loads(json.dumps(key))  # as it reads back from the file
+        accepted = [self.key, *(json.loads(json.dumps(k)) for k in legacy)]
         self.rows: dict[str, dict[str, Any]] = {}
         if self.path is not None and self.path.is_file():
             try:
                 data = json.loads(self.path.read_text())
             except (OSError, ValueError):
                 data = None
-            if isinstance(data, dict) and data.get("key") == self.key and isinstance(data.get("rows"), dict):
+            if isinstance(data, dict) and data.get("key") in accepted and isinstance(data.get("rows"), dict):
                 self.rows = data["rows"]
 
     def get(self, name: str, definition: dict[str, Any]) -> dict[str, Any] | None:
