@@ -12,6 +12,7 @@ uninterrupted run gives.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +64,35 @@ class BatchKeep:
     definition: dict[str, Any]
 
 
+def kept_or_run(
+    keep: BatchKeep | None, episodes: int, num_envs: int, run: Callable[[int], dict[str, Any]], tag: str
+) -> Iterator[tuple[dict[str, Any], int]]:
+    """The batches of ``episodes`` worlds, ``num_envs`` at a time, in order: each batch's kept form
+    and how many of its worlds count (the last batch may count fewer than it ran). A batch ``keep``
+    holds (under ``NAME#b``, made from ``keep.definition``) is taken from it; any other is
+    ``run(b)`` and put there as it ends. Prints ``TAG: done/episodes episodes`` after each."""
+    done = 0
+    while done < episodes:
+        batch = done // num_envs
+        name = None if keep is None else part_name(keep.name, batch)
+        kept = None if keep is None or name is None else keep.log.get(name, keep.definition)
+        how = f" (batch {batch} kept from an earlier run: {keep.log.path})" if keep is not None and kept else ""
+        if kept is None:
+            kept = run(batch)
+            if keep is not None and name is not None:
+                keep.log.put(name, keep.definition, kept)
+        take = min(num_envs, episodes - done)
+        done += take
+        yield kept, take
+        print(f"{tag}: {done}/{episodes} episodes{how}", flush=True)
+
+
+def add_counts(total: dict[str, int], more: dict[str, Any]) -> None:
+    """Add the counts ``more`` (a batch's gate states) into ``total``."""
+    for k, v in more.items():
+        total[k] = total.get(k, 0) + int(v)
+
+
 def run_batch(env: NavEnv, act: ActFn, gen: torch.Generator, seed: int, batch: int, label: str) -> dict[str, Any]:
     """Batch ``batch``, as a log keeps it: each episode's numbers (:func:`navtrain.evaluation.run_episodes`'
     keys, as lists), the gate's state counts over the batch, and the robot-side controllers' calls and
@@ -90,27 +120,19 @@ def run_batched(
     env, seed = eval_env(cfg, episodes, seed, num_envs, evaluator.device, controller=evaluator.cfg)
     act = evaluator.make_act(env)
     gen = torch.Generator(device=env.device)
-    definition = None if keep is None else {**keep.definition, "num_envs": env.num_envs}
+    if keep is not None:
+        keep = BatchKeep(keep.log, keep.name, {**keep.definition, "num_envs": env.num_envs})
     parts: list[dict[str, np.ndarray]] = []
     states: dict[str, int] = {}
     calls, seconds = 0, 0.0
-    done = 0
-    while done < episodes:
-        batch = done // env.num_envs
-        name = None if keep is None else part_name(keep.name, batch)
-        kept = None if keep is None else keep.log.get(name, definition)
-        how = f" (batch {batch} kept from an earlier run: {keep.log.path})" if keep is not None and kept else ""
-        if kept is None:
-            kept = run_batch(env, act, gen, seed, batch, evaluator.label)
-            if keep is not None:
-                keep.log.put(name, definition, kept)
-        take = min(env.num_envs, episodes - done)
+
+    def run(batch: int) -> dict[str, Any]:
+        return run_batch(env, act, gen, seed, batch, evaluator.label)
+
+    for kept, take in kept_or_run(keep, episodes, env.num_envs, run, f"[evaluate] {evaluator.label}"):
         parts.append({k: np.asarray(v)[:take] for k, v in kept["episodes"].items()})
-        for k, v in kept.get("gate_states", {}).items():
-            states[k] = states.get(k, 0) + int(v)
+        add_counts(states, kept.get("gate_states", {}))
         calls, seconds = calls + kept.get("calls", 0), seconds + kept.get("seconds", 0.0)
-        done += take
-        print(f"[evaluate] {evaluator.label}: {done}/{episodes} episodes{how}", flush=True)
     allr = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     result = summarize(allr, cfg, seed, evaluator.label, planned=env.planned, control_period=env.env_cfg.control_period)
     if isinstance(act, RobotSideActor):

@@ -66,8 +66,8 @@ from navtrain.evaluation import (
     with_overrides,
 )
 from navtrain.families_suite import Row
-from navtrain.kept_batches import start_batch
-from navtrain.row_log import RowLog, part_name
+from navtrain.kept_batches import BatchKeep, add_counts, kept_or_run, start_batch
+from navtrain.row_log import RowLog
 from navtrain.suite_files import write_suite_files
 
 SUITE = "safety"
@@ -229,23 +229,15 @@ def row_batches(
     columns: dict[str, list] = {k: [] for k in BATCH_KEYS}
     states: dict[str, int] = {}
     definition = {"row": row.name, "overrides": row_overrides(row, episode_s), "num_envs": env.num_envs}
-    done = 0
-    while done < episodes:
-        batch = done // env.num_envs
-        name = part_name(row.name, batch)
-        kept = None if log is None else log.get(name, definition)
-        how = f" (batch {batch} kept from an earlier run: {log.path})" if kept is not None and log else ""
-        if kept is None:
-            kept = run_batch(env, act, gen, seed, batch, row, clearance)
-            if log is not None:
-                log.put(name, definition, kept)
-        take = min(env.num_envs, episodes - done)
+    keep = None if log is None else BatchKeep(log, row.name, definition)
+
+    def run(batch: int) -> dict[str, Any]:
+        return run_batch(env, act, gen, seed, batch, row, clearance)
+
+    for kept, take in kept_or_run(keep, episodes, env.num_envs, run, f"[safety] {row.name}"):
         for k in BATCH_KEYS:
             columns[k].append(np.asarray(kept[k][:take]))
-        for k, v in kept["gate_states"].items():
-            states[k] = states.get(k, 0) + int(v)
-        done += take
-        print(f"[safety] {row.name}: {done}/{episodes} episodes{how}", flush=True)
+        add_counts(states, kept["gate_states"])
     return {k: np.concatenate(v) for k, v in columns.items()}, states
 
 
