@@ -226,6 +226,42 @@ def test_an_interrupted_run_resumes_from_its_checkpoint(smoke, tmp_path: Path, m
     assert not (tmp_path / "out/robustness.json").exists()
 
 
+def test_the_policy_is_published_before_its_suites_and_again_as_each_ends(
+    smoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stopped in its last suite, a run has already written the bundle, the checkpoint and a
+    provenance that names that suite pending (and the earlier one done); run again, it runs only
+    that suite and ends with the same policy."""
+    import navtrain.recipe_finish as finish
+
+    recipe = write_recipe(tmp_path, suites={"robustness": RECIPE["suites"]["robustness"], "compare": {"episodes": 100}})
+    real = finish.run_suite
+
+    def stop_at_compare(name, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        if name == "compare":
+            raise KeyboardInterrupt
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(finish, "run_suite", stop_at_compare)
+    assert run(recipe, tmp_path) == 130
+    out = tmp_path / "out"
+    prov = json.loads((out / "PROVENANCE.json").read_text())
+    assert {k: s["status"] for k, s in prov["suites"].items()} == {"robustness": "done", "compare": "pending"}
+    assert (out / "bundle/policy.onnx").is_file() and (out / "robustness.md").is_file()
+    assert not (out / "compare.json").exists()
+    assert (
+        "Suite `compare`: 2 worlds per row" in (out / "README.md").read_text()
+        and "still to run" in (out / "README.md").read_text()
+    )
+    bundle = sha256(out / "bundle/policy.onnx")
+    ran = []
+    monkeypatch.setattr(finish, "run_suite", lambda name, *a, **k: (ran.append(name), real(name, *a, **k)))
+    assert run(recipe, tmp_path) == 0
+    prov = json.loads((out / "PROVENANCE.json").read_text())
+    assert ran == ["compare"] and {s["status"] for s in prov["suites"].values()} == {"done"}
+    assert sha256(out / "bundle/policy.onnx") == bundle and (out / "compare.json").is_file()
+
+
 def test_nav_recipe_runs_as_a_module() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "navtrain.recipe_cli", "--help"], capture_output=True, text=True, timeout=120, cwd=REPO

@@ -142,6 +142,8 @@ def status(recipe: Recipe, plan: Plan, root: Path) -> int:
 def after_training(root: Path) -> list[str]:
     """What the work folder holds of the steps after training: candidates validated, the choice,
     the evaluation, and each suite's rows kept so far (a suite stopped part way goes on from them)."""
+    from navtrain.recipe_finish import SUITES
+
     lines = []
     found = {}
     for name, path in (("validation", root / "validation.json"), ("steps", root / "final" / "steps.json")):
@@ -154,6 +156,9 @@ def after_training(root: Path) -> list[str]:
     steps = found["steps"] if isinstance(found["steps"], dict) else {}
     if steps.get("checkpoint_sha256"):
         done = "evaluated" if "evaluation" in steps else "not evaluated yet"
+        ended = [name for name in SUITES if name in steps]
+        if ended:
+            done += f"; suites ended: {', '.join(ended)}"
         lines.append(f"chose checkpoint sha256 {str(steps['checkpoint_sha256'])[:12]}; {done}")
     for path in sorted((root / "final").glob("*_rows.json")):
         try:

@@ -16,7 +16,10 @@
 4. **Write** ``PROVENANCE.json`` (the recipe file and its sha256, the git commit, each stage's
    iterations, env steps, time and device, the checkpoint by sha256, the validation table, the
    evaluation and suite numbers) and ``README.md`` (the same in words), then copy the result into
-   ``out``: the files named here are replaced, anything else in ``out`` is left alone.
+   ``out``: the files named here are replaced, anything else in ``out`` is left alone. This is done
+   once the checkpoint is evaluated, with every suite ``pending`` in the provenance, and again as
+   each suite ends: the bundle can be shipped while a long suite still runs, and its provenance
+   says which suites it had passed through.
 
 Steps 2-3 are kept in the work folder's ``final/`` with the checkpoint's sha256 and their sizes
 (``final/steps.json``): a rerun after an interruption does only what is missing. Every suite keeps
@@ -233,8 +236,11 @@ def stage_final(chosen: Checkpoint, folder: Path) -> tuple[Path, str]:
     return target, digest
 
 
-def export_and_evaluate(recipe: Recipe, plan: Plan, folder: Path, digest: str, device: str) -> dict[str, Any]:
-    """Steps 2 and 3 for ``folder/checkpoint.pt``; what each produced."""
+def export_and_evaluate(
+    recipe: Recipe, plan: Plan, folder: Path, digest: str, device: str
+) -> tuple[dict[str, Any], Any, Steps]:
+    """Steps 2 and 3 for ``folder/checkpoint.pt``, up to the suites: what they produced, the
+    evaluator the suites run, and the steps kept for the checkpoint."""
     from navtrain.evaluation import checkpoint_evaluator, plot_trace, write_json
     from navtrain.export import export_bundle
 
@@ -263,17 +269,28 @@ def export_and_evaluate(recipe: Recipe, plan: Plan, folder: Path, digest: str, d
         if trace is not None:
             plot_trace(trace, evaluator.cfg.env, folder / "evaluation.png", title=f"{recipe.name}: evaluation worlds")
         steps.record("evaluation", key)
-    for name, suite in size["suites"].items():
-        key = {**suite, "seed": seed, **(where if name != "compare" else {})}
-        if steps.done(name, key) is None:
-            say(f"{name} suite: {suite['episodes']} worlds per row (seed {seed})")
-            run_suite(name, evaluator, suite, seed, folder, {"checkpoint": digest, **where})
-            steps.record(name, key)
-    for name in SUITES:  # a suite the recipe no longer lists leaves no stale files behind
-        if name not in size["suites"]:
+    done = {"evaluation_seed": seed, "sizes": size, "controller": evaluator.label, "where": where}
+    return done, evaluator, steps
+
+
+def suite_key(name: str, done: dict[str, Any]) -> dict[str, Any]:
+    """What a suite's entry in ``final/steps.json`` is kept under: its size, the seed and the driver."""
+    where = done["where"] if name != "compare" else {}
+    return {**done["sizes"]["suites"][name], "seed": done["evaluation_seed"], **where}
+
+
+def suites_done(steps: Steps, done: dict[str, Any]) -> list[str]:
+    """The recipe's suites that have ended for the checkpoint, in the recipe's order."""
+    return [name for name in done["sizes"]["suites"] if steps.done(name, suite_key(name, done)) is not None]
+
+
+def clear_suite_files(folder: Path, keep: list[str]) -> None:
+    """Remove the files of every suite but ``keep`` from ``folder``: those of a suite the recipe no
+    longer lists, or one still to run for this checkpoint (left by an earlier one)."""
+    for name in SUITES:
+        if name not in keep:
             for ext in ("json", "md", "png"):
                 (folder / f"{name}.{ext}").unlink(missing_ok=True)
-    return {"evaluation_seed": seed, "sizes": size, "controller": evaluator.label}
 
 
 def run_suite(name: str, evaluator: Any, suite: dict[str, Any], seed: int, folder: Path, key: dict[str, Any]) -> None:
@@ -308,16 +325,32 @@ def run_suite(name: str, evaluator: Any, suite: dict[str, Any], seed: int, folde
 
 
 def finish(recipe: Recipe, plan: Plan, work: Work, device: str, out: Path) -> None:
-    """Steps 1-4 (see the module docstring)."""
+    """Steps 1-4 (see the module docstring). The result is published once the checkpoint is
+    evaluated, with its suites pending, and again as each suite ends."""
     chosen, table = select(recipe, plan, work, device)
     folder = work.root / "final"
     ckpt, digest = stage_final(chosen, folder)
     say(f"chose iteration {chosen.iteration} ({rel(chosen.path, work.root)}, sha256 {digest[:12]})")
-    done = export_and_evaluate(recipe, plan, folder, digest, device)
-    payload = provenance(recipe, plan, work, chosen, ckpt, digest, table, done)
-    atomic_write_text(folder / "PROVENANCE.json", json.dumps(payload, indent=2) + "\n")
-    atomic_write_text(folder / "README.md", readme(payload))
-    publish(folder, out)
+    done, evaluator, steps = export_and_evaluate(recipe, plan, folder, digest, device)
+
+    def write_result() -> dict[str, Any]:
+        ended = suites_done(steps, done)
+        clear_suite_files(folder, keep=ended)
+        payload = provenance(recipe, plan, work, chosen, ckpt, digest, table, done, ended)
+        atomic_write_text(folder / "PROVENANCE.json", json.dumps(payload, indent=2) + "\n")
+        atomic_write_text(folder / "README.md", readme(payload))
+        publish(folder, out)
+        return payload
+
+    payload = write_result()
+    for name, suite in done["sizes"]["suites"].items():
+        key = suite_key(name, done)
+        if steps.done(name, key) is None:
+            seed = done["evaluation_seed"]
+            say(f"{name} suite: {suite['episodes']} worlds per row (seed {seed})")
+            run_suite(name, evaluator, suite, seed, folder, {"checkpoint": digest, **done["where"]})
+            steps.record(name, key)
+            payload = write_result()
     work.state["finished"] = {"at": now(), "out": str(out), "checkpoint_sha256": digest, "git": git_commit()}
     work.save()
     ev = payload["evaluation"]

@@ -103,16 +103,22 @@ def provenance(
     digest: str,
     table: list[dict[str, Any]],
     done: dict[str, Any],
+    ended: list[str],
 ) -> dict[str, Any]:
-    """PROVENANCE.json's content (see the module docstring)."""
+    """PROVENANCE.json's content (see the module docstring); of the recipe's suites, those in
+    ``ended`` with their results, the others ``pending``."""
     folder = ckpt.parent
     sel = recipe.selection
     recipe_path = Path(recipe.path).absolute()
     evaluation = json.loads((folder / "evaluation.json").read_text())
     suites = {}
     for name, size in done["sizes"]["suites"].items():
+        if name not in ended:
+            suites[name] = {**size, "seed": done["evaluation_seed"], "status": "pending"}
+            continue
         payload = json.loads((folder / f"{name}.json").read_text())
-        suites[name] = {**size, "seed": payload["seed"], "files": [f"{name}.{e}" for e in ("json", "md", "png")]}
+        suites[name] = {**size, "seed": payload["seed"], "status": "done"}
+        suites[name]["files"] = [f"{name}.{e}" for e in ("json", "md", "png")]
         rows = payload["rows"]  # a list of rows (robustness, families) or rows by name (compare)
         suites[name]["rows_run"] = list(rows) if isinstance(rows, dict) else [r["name"] for r in rows]
     bundle = folder / "bundle"
@@ -248,5 +254,6 @@ def readme(p: dict[str, Any]) -> str:
         f"{format_metric(ev['mean_time_to_goal_s'], '{:.1f} s', 1.0)}.",
     ]
     for name, s in p["suites"].items():
-        lines.append(f"Suite `{name}`: {s['episodes']} worlds per row, seed {s['seed']}: `{name}.md`.")
+        where = f"`{name}.md`" if s.get("status", "done") == "done" else f"still to run (`{p['command']}` runs it)"
+        lines.append(f"Suite `{name}`: {s['episodes']} worlds per row, seed {s['seed']}: {where}.")
     return "\n".join(lines) + "\n"
