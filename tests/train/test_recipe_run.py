@@ -230,8 +230,9 @@ def test_the_policy_is_published_before_its_suites_and_again_as_each_ends(
     smoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Stopped in its last suite, a run has already written the bundle, the checkpoint and a
-    provenance that names that suite pending (and the earlier one done); run again, it runs only
-    that suite and ends with the same policy."""
+    provenance that names that suite pending (and the earlier one done); run again, it runs that
+    suite (and rebuilds the earlier one's files from its kept rows where they are gone) and ends
+    with the same policy."""
     import navtrain.recipe_finish as finish
 
     recipe = write_recipe(tmp_path, suites={"robustness": RECIPE["suites"]["robustness"], "compare": {"episodes": 100}})
@@ -254,11 +255,12 @@ def test_the_policy_is_published_before_its_suites_and_again_as_each_ends(
         and "still to run" in (out / "README.md").read_text()
     )
     bundle = sha256(out / "bundle/policy.onnx")
+    (tmp_path / "work/final/robustness.json").unlink()  # a checkout that keeps only the suite's rows
     ran = []
     monkeypatch.setattr(finish, "run_suite", lambda name, *a, **k: (ran.append(name), real(name, *a, **k)))
     assert run(recipe, tmp_path) == 0
     prov = json.loads((out / "PROVENANCE.json").read_text())
-    assert ran == ["compare"] and {s["status"] for s in prov["suites"].values()} == {"done"}
+    assert ran == ["robustness", "compare"] and {s["status"] for s in prov["suites"].values()} == {"done"}
     assert sha256(out / "bundle/policy.onnx") == bundle and (out / "compare.json").is_file()
 
 

@@ -279,9 +279,15 @@ def suite_key(name: str, done: dict[str, Any]) -> dict[str, Any]:
     return {**done["sizes"]["suites"][name], "seed": done["evaluation_seed"], **where}
 
 
-def suites_done(steps: Steps, done: dict[str, Any]) -> list[str]:
-    """The recipe's suites that have ended for the checkpoint, in the recipe's order."""
-    return [name for name in done["sizes"]["suites"] if steps.done(name, suite_key(name, done)) is not None]
+def suites_done(steps: Steps, done: dict[str, Any], folder: Path) -> list[str]:
+    """The recipe's suites that have ended for the checkpoint and whose results are in ``folder``,
+    in the recipe's order (a suite whose files are gone, as in a checkout that keeps only its rows,
+    runs again: from its kept rows, in moments)."""
+    return [
+        name
+        for name in done["sizes"]["suites"]
+        if steps.done(name, suite_key(name, done)) is not None and (folder / f"{name}.json").is_file()
+    ]
 
 
 def clear_suite_files(folder: Path, keep: list[str]) -> None:
@@ -334,7 +340,7 @@ def finish(recipe: Recipe, plan: Plan, work: Work, device: str, out: Path) -> No
     done, evaluator, steps = export_and_evaluate(recipe, plan, folder, digest, device)
 
     def write_result() -> dict[str, Any]:
-        ended = suites_done(steps, done)
+        ended = suites_done(steps, done, folder)
         clear_suite_files(folder, keep=ended)
         payload = provenance(recipe, plan, work, chosen, ckpt, digest, table, done, ended)
         atomic_write_text(folder / "PROVENANCE.json", json.dumps(payload, indent=2) + "\n")
@@ -345,7 +351,7 @@ def finish(recipe: Recipe, plan: Plan, work: Work, device: str, out: Path) -> No
     payload = write_result()
     for name, suite in done["sizes"]["suites"].items():
         key = suite_key(name, done)
-        if steps.done(name, key) is None:
+        if name not in suites_done(steps, done, folder):
             seed = done["evaluation_seed"]
             say(f"{name} suite: {suite['episodes']} worlds per row (seed {seed})")
             run_suite(name, evaluator, suite, seed, folder, {"checkpoint": digest, **done["where"]})
