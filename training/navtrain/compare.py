@@ -41,7 +41,6 @@ the gate's trace tick by tick to ``OUT.json`` and its picture to ``OUT.png``
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import sys
@@ -51,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from navtrain.row_log import RowLog, part_name
+from navtrain.row_log import RowLog, bundle_digest, part_name
 from navtrain.time_bound import KinematicLimits, bound_of_contract, least_time
 
 CONTROLLERS = ("policy", "dwa")
@@ -279,16 +278,6 @@ def parse_rows(text: str | list[str] | None) -> list[Any]:
     return [by_name[n] for n in names]
 
 
-def bundle_identity(bundle: str | Path) -> str:
-    """What a comparison's log knows the bundle by: the first 16 hex digits of the SHA-256 of its
-    ``contract.json`` and ``policy.onnx``, so that the same bundle is the same wherever the checkout
-    lies, and another bundle in the same folder is another."""
-    digest = hashlib.sha256()
-    for name in ("contract.json", "policy.onnx"):
-        digest.update(hashlib.sha256((Path(bundle) / name).read_bytes()).digest())
-    return f"sha256:{digest.hexdigest()[:16]}"
-
-
 def contract_limits(bundle: str | Path) -> KinematicLimits | None:
     """The bundle's :class:`KinematicLimits`; None for a contract that states no base."""
     from navcontract.bundle import read_contract
@@ -375,7 +364,7 @@ def run_compare(
     }
     key = {
         "suite": "compare",
-        "bundle": bundle_identity(bundle),
+        "bundle": bundle_digest(Path(bundle)),
         "episodes": episodes,
         "seed": seed,
         "node": node,

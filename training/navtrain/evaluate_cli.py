@@ -49,7 +49,6 @@ collisions and the timeouts in worlds passable for the guard (bars: none, at mos
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 from dataclasses import asdict
@@ -278,6 +277,7 @@ def chosen_rows(args: argparse.Namespace, names: list[str]) -> list[str] | None:
 def safety_main(args: argparse.Namespace) -> int:
     """``--suite safety`` (navtrain/safety_suite.py): a bundle behind the node's gate (``--node``)."""
     from navtrain import safety_suite
+    from navtrain.row_log import bundle_digest
 
     if args.checkpoint or not args.node:
         raise CliError("--suite safety drives a bundle behind the node's gate: give --bundle DIR --node")
@@ -301,14 +301,6 @@ def safety_main(args: argparse.Namespace) -> int:
     print(paths[1].read_text())
     print(f"[evaluate] wrote {', '.join(str(p) for p in paths)}")
     return 0
-
-
-def bundle_digest(folder: Path) -> str:
-    """sha256 over a bundle's files (names and contents, in name order): which policy a kept batch drove."""
-    digest = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
 
 
 def safety_episode_s(args: argparse.Namespace) -> float | None:

@@ -8,6 +8,7 @@ hash) and the row's own definition. Anything else is run again and replaces what
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Sequence
@@ -17,6 +18,15 @@ from typing import Any
 PART = "#"
 """``ROW#PART`` names a part of a row kept on its own (a batch of a safety row, one driver's half of a
 comparison row), so that a row stopped part way goes on from its next part."""
+
+
+def bundle_digest(folder: Path) -> str:
+    """sha256 over a bundle's files (names and contents, in name order): what a log's key knows the
+    bundle by, the same wherever the folder lies."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
 
 
 def part_name(row: str, part: object) -> str:
