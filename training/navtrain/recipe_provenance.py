@@ -94,6 +94,23 @@ def stage_records(plan: Plan, work: Work) -> list[dict[str, Any]]:
     return out
 
 
+def suite_records(folder: Path, done: dict[str, Any], ended: list[str]) -> dict[str, Any]:
+    """PROVENANCE.json's ``suites``: each of the recipe's suites with its size and seed; those in
+    ``ended`` ``done``, with their files and the rows they ran (from ``folder/<suite>.json``), the
+    others ``pending``."""
+    suites = {}
+    for name, size in done["sizes"]["suites"].items():
+        if name not in ended:
+            suites[name] = {**size, "seed": done["evaluation_seed"], "status": "pending"}
+            continue
+        payload = json.loads((folder / f"{name}.json").read_text())
+        suites[name] = {**size, "seed": payload["seed"], "status": "done"}
+        suites[name]["files"] = [f"{name}.{e}" for e in ("json", "md", "png")]
+        rows = payload["rows"]  # a list of rows (robustness, families) or rows by name (compare)
+        suites[name]["rows_run"] = list(rows) if isinstance(rows, dict) else [r["name"] for r in rows]
+    return suites
+
+
 def provenance(
     recipe: Recipe,
     plan: Plan,
@@ -111,16 +128,7 @@ def provenance(
     sel = recipe.selection
     recipe_path = Path(recipe.path).absolute()
     evaluation = json.loads((folder / "evaluation.json").read_text())
-    suites = {}
-    for name, size in done["sizes"]["suites"].items():
-        if name not in ended:
-            suites[name] = {**size, "seed": done["evaluation_seed"], "status": "pending"}
-            continue
-        payload = json.loads((folder / f"{name}.json").read_text())
-        suites[name] = {**size, "seed": payload["seed"], "status": "done"}
-        suites[name]["files"] = [f"{name}.{e}" for e in ("json", "md", "png")]
-        rows = payload["rows"]  # a list of rows (robustness, families) or rows by name (compare)
-        suites[name]["rows_run"] = list(rows) if isinstance(rows, dict) else [r["name"] for r in rows]
+    suites = suite_records(folder, done, ended)
     bundle = folder / "bundle"
     command = f"nav-recipe run {rel(recipe_path, REPO_ROOT)}" + (" --smoke" if plan.smoke else "")
     if plan.scale != 1.0:
