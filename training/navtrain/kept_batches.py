@@ -74,13 +74,17 @@ def kept_or_run(
     done = 0
     while done < episodes:
         batch = done // num_envs
-        name = None if keep is None else part_name(keep.name, batch)
-        kept = None if keep is None or name is None else keep.log.get(name, keep.definition)
-        how = f" (batch {batch} kept from an earlier run: {keep.log.path})" if keep is not None and kept else ""
-        if kept is None:
+        how = ""
+        if keep is None:
             kept = run(batch)
-            if keep is not None and name is not None:
+        else:
+            name = part_name(keep.name, batch)
+            kept = keep.log.get(name, keep.definition)
+            if kept is None:
+                kept = run(batch)
                 keep.log.put(name, keep.definition, kept)
+            else:
+                how = f" (batch {batch} kept from an earlier run: {keep.log.path})"
         take = min(num_envs, episodes - done)
         done += take
         yield kept, take
