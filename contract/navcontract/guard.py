@@ -183,10 +183,13 @@ class GuardRule:
     reaction: float = 0.0  # [s] scan to braking: control period, delays, actuator lag (rule step 3)
     # Rule step 5: zero while the base's velocity, turning to the command, would pass one it cannot stop from.
     momentum: bool = True
+    steer: float = (
+        0.0  # [deg] half-span of the directions a holonomic command may be turned by (navcontract.steer; 0: off)
+    )
 
     NUMBERS: ClassVar[tuple[str, ...]] = ("radius", "margin", "headway", "decel")
     FLAGS: ClassVar[tuple[str, ...]] = ("slide", "after_smoother")
-    OPTIONAL: ClassVar[tuple[str, ...]] = (*FLAGS, "unseen_clearance", "stage", "reaction", "momentum")
+    OPTIONAL: ClassVar[tuple[str, ...]] = (*FLAGS, "unseen_clearance", "stage", "reaction", "momentum", "steer")
 
     def __post_init__(self) -> None:
         for name in ("radius", "headway", "decel"):
@@ -200,6 +203,9 @@ class GuardRule:
         for name in (*self.FLAGS, "momentum"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"guard {name} must be true or false, got {getattr(self, name)!r}")
+        s = self.steer
+        if isinstance(s, bool) or not (isinstance(s, int | float) and math.isfinite(s) and 0 <= s <= 90):
+            raise ValueError(f"guard steer must be a number of degrees in [0, 90], got {s!r}")
 
     @property
     def unseen_range(self) -> float:
@@ -240,6 +246,7 @@ class GuardRule:
         out["after_smoother"] = self.after_smoother
         out["reaction"] = float(self.reaction)
         out["momentum"] = self.momentum
+        out["steer"] = float(self.steer)
         return out
 
     @classmethod
@@ -251,7 +258,8 @@ class GuardRule:
         it: :data:`UNSEEN_CLEARANCE`); ``stage`` (``"last"`` when given); ``after_smoother`` (a
         boolean: training ran the velocity smoother before the guard, at the contract's
         ``robot_response.accel_limit``; a section without it: false); ``momentum`` (a boolean, rule
-        step 5; a section without it: true, so every robot gets it). An unknown, missing or
+        step 5; a section without it: true, so every robot gets it); ``steer`` (degrees,
+        :mod:`navcontract.steer`; a section without it: 0, no steering). An unknown, missing or
         mistyped key is an error naming it."""
         known = set(cls.NUMBERS) | set(cls.OPTIONAL)
         unknown = sorted(set(data) - known)
@@ -260,7 +268,7 @@ class GuardRule:
         for key in cls.NUMBERS:
             if key not in data:
                 raise ValueError(f"guard has no {key}")
-        for key in (*cls.NUMBERS, "unseen_clearance", "reaction"):
+        for key in (*cls.NUMBERS, "unseen_clearance", "reaction", "steer"):
             value = data.get(key, 0.0)
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ValueError(f"guard.{key} must be a number, got {value!r}")
@@ -277,7 +285,8 @@ class GuardRule:
         if not isinstance(momentum, bool):
             raise ValueError(f"guard.momentum must be true or false, got {momentum!r}")
         numbers = {k: float(data[k]) for k in cls.NUMBERS}
-        return cls(**numbers, **flags, unseen_clearance=clearance, reaction=react, momentum=momentum)
+        steer = float(data.get("steer", 0.0))
+        return cls(**numbers, **flags, unseen_clearance=clearance, reaction=react, momentum=momentum, steer=steer)
 
 
 def reaction_time(control_period: float, latency_budget: float, actuator_tau: float | None) -> float:

@@ -50,6 +50,12 @@ handed the rule and the smoother's limits when the gate is built (``configure_gu
 ``configure_accel``) and told after every tick the command that went out (``command_sent``), so that
 it plans the motions the guard lets out from where the base really is.
 
+Steering: when the contract's guard steers (``guard.steer`` degrees, :mod:`navcontract.steer`) and
+the base is holonomic, the clamped driving command is first turned, within that span, toward the
+direction the guard lets out fastest on this tick's ranges (progress along the asked direction), and
+the smoother and the guard then take the turned command: the order clamp, steering, smoother,
+guard, as training's command stages apply it.
+
 Blocked, stuck and recovery (:mod:`navdeploy.progress`; ``progress`` None: off, as a gate built
 without settings has it): while the scan map has a path, a guard that keeps holding the command
 toward the sub-goal for ``blocked_time`` marks the path blocked there (reason ``replanning: ...``),
@@ -76,6 +82,7 @@ import numpy as np
 
 from navcontract.guard import GuardRule, apply_guard, blocking_beam, free_distances, guarded_ranges
 from navcontract.scan import TRAINING_ANGLE_MIN, ScanReport, ScanUnusable
+from navcontract.steer import steer_command
 from navcontract.subgoal import OPEN_SLACK, LookaheadRule, follow_path, open_subgoal, path_length
 from navdeploy.inputs import (
     MAX_PATH_POINTS,
@@ -571,10 +578,10 @@ class CommandGate:
 
     def _send(self, target: np.ndarray, now: float) -> tuple[np.ndarray, float | None]:
         """The command sent for the clamped driving command ``target``, and the guard's scale (None:
-        no guard): the smoother's step toward ``target`` (when on), then the guard on that very
+        no guard): ``target`` steered (:meth:`_steered`), the smoother's step toward it (when on), then the guard on that very
         command (when on). A cut by the guard goes out as it is, beyond the smoother's limit (a stop
         is never delayed), and the smoother remembers what was sent."""
-        cmd = target
+        cmd = target = self._steered(target)
         if self.smoother is not None:
             cmd = self.smoother.propose(target, now, clamp=lambda c: clamp_command(c, self.limits))
         scale = None
@@ -584,6 +591,17 @@ class CommandGate:
         if self.smoother is not None:
             self.smoother.sent(cmd, now)
         return cmd, scale
+
+    def _steered(self, target: np.ndarray) -> np.ndarray:
+        """``target`` turned by the guard's steering (:mod:`navcontract.steer`) on the ranges the driver
+        read this tick, on a holonomic base whose guard steers; else ``target`` itself."""
+        rule = self.guard
+        report = self._report()
+        if rule is None or rule.steer <= 0.0 or not self.limits.holonomic or report is None:
+            return target
+        seen = ~np.asarray(report.filled, dtype=bool)
+        steered = steer_command(report.ranges, target, rule, self.max_range, seen)
+        return np.asarray(steered, dtype=np.float64)
 
     def _guarded(self, cmd: np.ndarray, rule: GuardRule, momentum: bool = False) -> tuple[np.ndarray, float]:
         """``cmd`` with its planar part scaled by ``rule`` on the ranges the driver read this tick (its

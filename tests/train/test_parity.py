@@ -16,6 +16,7 @@ the command it sent on the previous step.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -41,14 +42,19 @@ STEPS = 16
 TOL = 1e-5
 
 
-@pytest.fixture(scope="module")
-def rollout(exported_bundle, trained_checkpoint) -> dict[str, np.ndarray]:
-    """Drive the env with the torch actor's mean; record observations and commands on both sides."""
+@pytest.fixture(scope="module", params=[0.0, 30.0], ids=["unsteered", "steered"])
+def rollout(request, exported_bundle, trained_checkpoint) -> dict[str, np.ndarray]:
+    """Drive the env with the torch actor's mean; record observations and commands on both sides.
+    The second run has the guard steer by up to 30 degrees (navcontract.steer) on both sides."""
+    steer = float(request.param)
     cfg = load_config(overrides=TRAIN_OVERRIDES)
     actor = build_actor(load_checkpoint(trained_checkpoint), cfg)
     env = NavEnv(cfg, num_envs=NUM_ENVS, device="cpu", seed=777)
+    if env.guard is not None:
+        env.guard = env.stages.guard = replace(env.guard, steer=steer)
     runtimes = [PolicyRuntime.load(exported_bundle) for _ in range(NUM_ENVS)]
-    gates = [node_gate(exported_bundle) for _ in range(NUM_ENVS)]
+    gates = [node_gate(exported_bundle, steer) for _ in range(NUM_ENVS)]
+    steered = 0
     beams = BeamLayout(env.dims.num_beams)
     angle_min, increment = beams.angle_min, beams.angle_increment
     period = env.env_cfg.control_period
@@ -83,6 +89,8 @@ def rollout(exported_bundle, trained_checkpoint) -> dict[str, np.ndarray]:
             goals.add(tuple(np.round(goal[i], 4)))
         rec["obs_sim"].append(obs.numpy())
         rec["cmd_sim"].append(cmd_sim.numpy())
+        asked = env.stages.requested(raw, env.command)
+        steered += int((env.stages.requested(raw, env.command, env.scan, env.scan_seen) != asked).any(dim=-1).sum())
         obs_td, _, dones, _ = env.step(raw)
         obs = obs_td["policy"]
         # The body-frame command the env held during the step (rotated into the world-frame
@@ -101,14 +109,17 @@ def rollout(exported_bundle, trained_checkpoint) -> dict[str, np.ndarray]:
         gates[0].smoother is not None and gates[0].smoother.limits == env.stages.accel and env.stages.accel.active
     )
     out["env_fingerprint"] = np.array(env.obs_manager.policy_spec.fingerprint())
+    out["steer"], out["steered"] = np.array(steer), np.array(steered)
     return out
 
 
-def node_gate(bundle) -> CommandGate:
+def node_gate(bundle, steer: float = 0.0) -> CommandGate:
     """The node's gate around a fresh runtime: every parameter at its default but the scan map (the
-    env hands the policy its goal itself)."""
+    env hands the policy its goal itself); its guard steering by ``steer`` degrees."""
     runtime = PolicyRuntime.load(bundle)
     settings, _ = resolve_settings(runtime.contract, NodeParams(scan_map=False))
+    if settings.guard is not None:
+        settings = replace(settings, guard=replace(settings.guard, steer=steer))
     return CommandGate.from_settings(runtime, settings)
 
 
@@ -156,6 +167,8 @@ def test_runtime_command_equals_the_simulators_applied_command(rollout: dict[str
     assert np.abs(ctrl[live] - rt[live]).max() > 0.1
     assert int(rollout["dropped"][live].sum()) > 0
     assert np.abs(rt).max() > 0.1  # the policy does command motion: not a trivial zero match
+    if float(rollout["steer"]) > 0.0:
+        assert int(rollout["steered"]) >= 5  # steering turned commands, on both sides alike
     assert np.all(np.hypot(rt[:, 0], rt[:, 1]) <= 1.5 + 1e-6) and np.all(np.abs(rt[:, 2]) <= 2.0 + 1e-6)
 
 

@@ -80,6 +80,7 @@ def test_the_shipped_recipes_train_their_bases() -> None:
         "holonomic_default": "holonomic",
         "holonomic_270": "holonomic",
         "holonomic_direct": "holonomic",
+        "holonomic_steer": "holonomic",
         "jackal_default": "diff_drive",
         "jackal_tuned": "diff_drive",
         "jackal_noise": "diff_drive",
@@ -107,6 +108,10 @@ def test_the_shipped_recipes_train_their_bases() -> None:
     quick_cfg = quick.stage_config(quick.stages[0])
     assert quick_cfg.rewards.near_obstacle.weight == -0.04 and quick_cfg.rewards.time.weight == -0.04
     assert quick_cfg.rewards.collision.weight == -20.0 and quick_cfg.env.worlds.families["clutter"] == 0.5
+    steer = load_recipe(REPO / "recipes/holonomic_steer.yaml")  # holonomic_direct's last checkpoint, steered
+    assert steer.init is not None and steer.init.iteration == 2150 and steer.init.path.is_file()
+    steer_cfg = steer.stage_config(steer.stages[0])
+    assert steer_cfg.env.guard.steer == 30.0 and steer_cfg.rewards.time.weight == -0.04
 
 
 def test_a_recipe_reads_into_typed_stages(tmp_path: Path) -> None:

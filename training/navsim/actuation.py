@@ -46,6 +46,7 @@ import warp as wp
 from navcontract.action import ActionScaling, action_to_command
 from navcontract.base import DIFF_DRIVE
 from navcontract.guard import GuardRule, apply_guard, fan_size
+from navcontract.steer import steer_command
 from navdeploy.smoother import AccelLimits, limit_change
 
 NO_LIMIT = 1.0e30
@@ -221,7 +222,8 @@ class BaseDynamics:
 class CommandStages:
     """The body-frame command the base gets for the policy's raw actions, batched over worlds, in the
     robot's order (``navdeploy.gate``): the action rule (:func:`navcontract.action.action_to_command`:
-    clip, scale, planar limit, i.e. the clamp), the velocity smoother's rule
+    clip, scale, planar limit, i.e. the clamp), the guard's steering on a holonomic base
+    (:func:`navcontract.steer.steer_command`, when the guard steers), the velocity smoother's rule
     (:func:`navdeploy.smoother.limit_change` from the command sent on the previous step, over one
     control period, then the clamp again) when ``accel`` is active, and the collision guard last
     (:func:`navcontract.guard.apply_guard` on the scan the policy saw, its unseen beams occupied). A
@@ -245,12 +247,26 @@ class CommandStages:
         """(N, A) raw actions (the scaling's ``dim``), the (N, 3) command sent on the previous step (zero after a reset), the
         (N, B) scan the policy saw and the (N, B) beams it saw (None: every one) -> (the (N, 3)
         command, the guard's (N,) scale or None without a guard)."""
-        return self.guarded(self.requested(actions, prev), scan, seen)
+        return self.guarded(self.requested(actions, prev, scan, seen), scan, seen)
 
-    def requested(self, actions: torch.Tensor, prev: torch.Tensor) -> torch.Tensor:
-        """The (N, 3) command the guard is asked to pass: the clamp, then the smoother from ``prev``
-        (the command sent on the previous step) when ``accel`` is active."""
+    @property
+    def steers(self) -> bool:
+        """Whether :meth:`requested` steers: a holonomic base whose guard steers (:mod:`navcontract.steer`)."""
+        return self.guard is not None and self.guard.steer > 0.0 and self.scaling.drive != DIFF_DRIVE
+
+    def requested(
+        self,
+        actions: torch.Tensor,
+        prev: torch.Tensor,
+        scan: torch.Tensor | None = None,
+        seen: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """The (N, 3) command the guard is asked to pass: the clamp, the guard's steering on ``scan``
+        and ``seen`` (a holonomic base whose guard steers, :mod:`navcontract.steer`; as the gate),
+        then the smoother from ``prev`` (the command sent on the previous step) when ``accel`` is active."""
         command = action_to_command(actions, self.scaling)
+        if self.steers and scan is not None:
+            command = steer_command(scan, command, self.guard, self.max_range, seen, self.fan)
         if self.accel.active:
             command = self.clamp(limit_change(prev, command, self.accel.linear, self.accel.angular, self.dt))
         return command

@@ -113,6 +113,7 @@ class GuardCfg:
     slide: bool = True  # a return already within the margin may be slid past, not closed in on
     unseen_clearance: float = UNSEEN_CLEARANCE  # [m] an unseen sector (outside the field of view, no reading) counts as a return this far beyond the margin
     momentum: bool = True  # zero the planar command while the base's velocity, turning from the observed one to the command, would pass one it cannot stop from
+    steer: float = 0.0  # [deg] a holonomic command is turned within this span toward the direction the guard lets out fastest (navcontract.steer; 0: off)
 
 
 @dataclass

@@ -127,6 +127,7 @@ def guard_geometry(env: EnvCfg) -> GuardRule:
         slide=g.slide,
         unseen_clearance=g.unseen_clearance,
         momentum=g.momentum,
+        steer=g.steer,
     )
 
 

@@ -296,7 +296,7 @@ class NavEnv(VecEnv):
         saw, as the node does) to the base, for one control period of physics."""
         if self.base is not None:
             self._prepare_base()
-        requested = self.stages.requested(actions.to(self.device).float(), self.command)
+        requested = self.stages.requested(actions.to(self.device).float(), self.command, self.scan, self.scan_seen)
         command, scale = self.stages.guarded(requested, self.scan, self.scan_seen, self.observed_twist)
         if scale is not None:
             self.guard_scale = scale
