@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from navcontract.guard import GUARD_REVISION
+from navcontract.guard import GUARD_REVISION, GuardRule, apply_guard
 from navdeploy.node_params import NodeParams
 from navsim.env import NavEnv
 from navtrain.episode_replay import replay
@@ -179,6 +179,17 @@ def test_an_episode_replays_by_itself_as_it_ran_in_its_row(fixture_bundle: Path,
     assert again["path_m"] == pytest.approx(ran["episode_path_m"][3], abs=1e-3) and again["path_m"] > 0.5
     assert len(again["ticks"]) == round(again["time_s"] / evaluator.cfg.env.control_period)
     assert {"t", "state", "reason", "pose", "cmd", "subgoal", "guard_scale"} <= set(again["ticks"][0])
+    # what the guard judged, judged again offline: the same scale on every tick that drove
+    rule, max_range = GuardRule.from_dict(again["guard"]), again["max_range"]
+    judged = [t for t in again["ticks"] if "checked" in t and t["guard_scale"] is not None]
+    assert len(judged) > 5 and all(len(t["ranges"]) == 72 for t in judged)
+    for t in judged:
+        seen = np.ones(72, dtype=bool)
+        seen[t["unseen"]] = False
+        _, scale = apply_guard(
+            np.array(t["ranges"]), np.array(t["checked"]), rule, max_range, seen, motion=np.array(t["twist"])
+        )
+        assert float(scale) == pytest.approx(t["guard_scale"], abs=2e-3), t["t"]
     # the scan map's part: its path id, clearance and memories every tick; the path and why it came on
     # the ticks it changed (the first tick's plan is the goal's first)
     assert all({"path_id", "path_radius", "memories", "forgotten"} <= set(t) for t in again["ticks"])

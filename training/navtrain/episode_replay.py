@@ -35,7 +35,8 @@ def replay(
     ``overrides``) again: its batch of ``num_envs`` worlds on that batch's seeds
     (:func:`navtrain.kept_batches.start_batch`), as in the run that named it, with the trace of its
     gate: one entry per control tick (time, state, reason, the pose and body twist the gate was given
-    and the true ones, command, sub-goal, the guard's scale, the scan map's path) and the world itself (:func:`world_record`). With ``png``, also
+    and the true ones, command, sub-goal, the guard's scale and what it judged, :func:`guard_inputs`,
+    the scan map's path) and the world itself (:func:`world_record`). With ``png``, also
     :func:`plot_replay` of it."""
     cfg = with_overrides(evaluator.cfg, overrides)
     env, seed = eval_env(cfg, num_envs, seed, num_envs, evaluator.device)
@@ -64,6 +65,7 @@ def replay(
                 "subgoal": None if res.subgoal is None else [round(float(v), 3) for v in res.subgoal],
                 "guard_scale": None if res.guard_scale is None else round(float(res.guard_scale), 3),
             }
+            tick.update(guard_inputs(act.gates[k]))
             tick.update(map_state(act.gates[k].scan_planner, last_path_id))
             ticks.append(tick)
 
@@ -83,12 +85,30 @@ def replay(
         "passable_nominal": bool(passable(env, rooms, clearance)[k]),
         "passable": bool(passable_for_lidar(env, rooms, clearance, error)[k]),
         "lidar_error_m": round(float(error[k]), 4),
+        "guard": None if act.gates[k].guard is None else act.gates[k].guard.to_dict(),  # the rule that judged
+        "max_range": float(act.gates[k].max_range),
         "goal": [float(v) for v in rooms.goal[k].cpu()],
         "world": world_record(rooms, k, env.env_cfg),
         "ticks": ticks,
     }
     if png is not None:
         plot_replay(out, png)
+    return out
+
+
+def guard_inputs(gate: Any) -> dict[str, Any]:
+    """What the gate's guard judged this tick, to judge it again offline
+    (:func:`navcontract.guard.apply_guard`): ``checked``, the command it checked (steered and smoothed;
+    absent on a tick that sent no driving command), ``ranges`` [m] on the contract's beams and the
+    indices of the ``unseen`` ones (rule step 0) the driver read."""
+    out: dict[str, Any] = {}
+    checked = getattr(gate, "_checked", None)
+    if checked is not None:
+        out["checked"] = [round(float(v), 4) for v in checked]
+    report = getattr(gate.driver, "last_scan_report", None)
+    if report is not None:
+        out["ranges"] = [round(float(v), 4) for v in np.asarray(report.ranges).reshape(-1)]
+        out["unseen"] = [int(j) for j in np.flatnonzero(np.asarray(report.filled, dtype=bool))]
     return out
 
 
