@@ -340,8 +340,15 @@ def resolve_guard(contract: Any, enabled: bool, *, warnings: list[str]) -> tuple
         f"{trained.unseen_clearance:g} m (unseen sectors are occupied: no motion into them{unseen}), "
         f"reaction {trained.reaction:.2g} s, momentum {'on' if trained.momentum else 'off'}"
         f"{'' if section is not None and 'momentum' in section else ' (the default)'}, "
-        f"last stage ({smoother}; bundle contract)"
+        f"{steering(trained)}, last stage ({smoother}; bundle contract)"
     )
+
+
+def steering(rule: GuardRule) -> str:
+    """The log's words for the guard's steering (:mod:`navcontract.steer`)."""
+    if rule.steer <= 0.0:
+        return "steering off"
+    return f"steering up to {rule.steer:g} deg before the smoother (a holonomic base)"
 
 
 UNGUARDED = "no guard: the bundle states neither a guard section nor robot.radius"

@@ -183,6 +183,8 @@ def test_the_node_s_gate_steers_before_its_smoother_and_guards_last(steering: Po
     step goes straight at the post; with it, the smoother steps toward the target turned past the post
     (sideways too), and the guard lets that out as it is."""
     assert steering.contract.guard is not None and steering.contract.guard.steer == 30.0  # read from the bundle
+    line = resolve_settings(steering.contract, NodeParams(scan_map=False))[0].guard_source
+    assert "steering up to 30 deg before the smoother" in line  # the node's startup log says so
     sent = {}
     for steer in (0.0, 30.0):
         settings, _ = resolve_settings(

@@ -45,7 +45,7 @@ GUARD_LINE = (
     "guard radius 0.2 m, margin 0.05 m, headway 0.4 s, decel 2 m/s^2, slide off, unseen clearance 0.1 m "
     "(unseen sectors are occupied: no motion into them"
 )
-GUARD_TAIL = "), reaction 0 s, momentum on, last stage (trained without a smoother; bundle contract)"
+GUARD_TAIL = "), reaction 0 s, momentum on, steering off, last stage (trained without a smoother; bundle contract)"
 BEARING = math.radians(30.0)  # of the goal: the goal-seeking policy drives at 45 deg (both axes clip) and turns
 MAX_RANGE = 6.0
 
@@ -95,7 +95,7 @@ def test_make_contract_writes_the_section_only_when_given() -> None:
         (
             {"brake": 1.0},
             "contract unknown guard key(s): brake (known: after_smoother, decel, headway, margin, momentum, radius, reaction, "
-            "slide, stage, unseen_clearance)",
+            "slide, stage, steer, unseen_clearance)",
         ),
         ({"unseen_clearance": -0.1}, "contract guard unseen_clearance must be finite and >= 0, got -0.1"),
         ({"reaction": -0.3}, "contract guard reaction must be finite and >= 0, got -0.3"),
@@ -200,7 +200,10 @@ def test_settings_say_which_guard_is_used_and_check_the_parameter(bundles: dict[
     )
     no_momentum = {k: v for k, v in contract.raw[GUARD_SECTION].items() if k != "momentum"}
     oldest = parse_contract({**contract.raw, GUARD_SECTION: no_momentum})  # rule step 5 applies all the same
-    assert oldest.guard == RULE and "momentum on (the default), last stage" in resolve_settings(oldest)[0].guard_source
+    assert (
+        oldest.guard == RULE
+        and "momentum on (the default), steering off, last stage" in resolve_settings(oldest)[0].guard_source
+    )
     assert (
         resolve_settings(contract, NodeParams(guard=False))[0].guard_source == "guard off (node parameter guard false)"
     )
