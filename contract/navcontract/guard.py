@@ -8,7 +8,9 @@ to the very same numbers. Like Nav2's collision monitor in its approach mode, bu
 own scan and trained with.
 
 **Stage: last.** The guard checks the command that will be sent: the driver's command clamped to
-the limits, then acceleration-limited by the velocity smoother (when one runs), then guarded. A
+the limits, on a holonomic base turned by the guard's steering (``steer`` > 0: toward the direction
+these same steps let out fastest, :mod:`navcontract.steer`), then acceleration-limited by the
+velocity smoother (when one runs), then guarded. A
 cut by the guard goes out as it is, even when it is a bigger change than the smoother allows (a
 stop is never delayed), and the smoother remembers the guarded command as the one sent. The
 command gate (``navdeploy.gate``) and the simulator (``navsim.actuation.CommandStages``) apply
