@@ -21,11 +21,11 @@ def least_from(r, seen, rule, R, v, p):
     return float(np.min(np.where(blocks, free, 1e6)))
 
 def stop(r, seen, rule, R, m, c, tau):
-    a = np.linspace(0, 1, MOMENTUM_SAMPLES)
+    a = np.linspace(0, 1, MOMENTUM_SAMPLES)[:-1]  # the command's own end is steps 1-4's to judge
     over = []
     for ai in a:
         v = (1 - ai) * m[:2] + ai * c[:2]
-        t = -tau * math.log(max(1 - ai, 1e-3))
+        t = -tau * math.log(1 - ai)  # when a first-order lag of tau gets the base there
         p = m[:2] * t + (c[:2] - m[:2]) * (t - tau * ai)
         s = math.hypot(*v)
         if s < 1e-6: over.append(False); continue
@@ -34,7 +34,7 @@ def stop(r, seen, rule, R, m, c, tau):
     return any(over[1:]) and not over[0], over
 
 d = json.load(open(sys.argv[1])); rule = GuardRule.from_dict(d['guard']); R = d['max_range']
-for tau in (0.0, 0.12, 0.2):
+for tau in (0.0, 0.06, 0.12, 0.2):
     fired = []
     for t in d['ticks']:
         if 'checked' not in t or t['guard_scale'] in (None, 0.0): continue
