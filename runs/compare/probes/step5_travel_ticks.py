@@ -1,9 +1,10 @@
 """Probe: how often rule step 5 judged with the robot's travel (step5_travel.py) would zero a command that
 revision 2 let out, over the ticks of guard_ticks.py, in worlds that collided and in those that did not.
 
-    python runs/compare/probes/step5_travel_ticks.py TICKS.json
+    python runs/compare/probes/step5_travel_ticks.py TICKS.json[.gz]
 """
 
+import gzip
 import json
 import sys
 from collections import defaultdict
@@ -14,7 +15,7 @@ sys.argv, args = sys.argv[:1], sys.argv[1:]
 src = open(__file__.replace("step5_travel_ticks.py", "step5_travel.py")).read().split("d = json.load")[0]
 exec(src)  # least_from, stop
 
-d = json.load(open(args[0]))
+d = json.load(gzip.open(args[0], "rt") if args[0].endswith(".gz") else open(args[0]))
 rule = GuardRule.from_dict(d["guard"])
 R = d["max_range"]
 hit = {w for w, o in enumerate(d["outcome"]) if o == "collision"}
