@@ -85,7 +85,12 @@ The rule, per world, for a planar command ``v`` of speed ``s = |v|`` in directio
    scaled it. At rest the samples are the command's own direction, which step 4 already keeps below
    ``b``; the tolerance keeps odometry noise from tripping it, and ``b`` (not the headway cap) keeps
    an ordinary approach, in which the base lags the guard's cap, from tripping it. A stop frees the
-   robot again once its speed has come down.
+   robot again once its speed has come down. With ``sweep_lag`` > 0 each velocity on the way is also
+   judged from where the robot will be when a base following the command with that first-order lag
+   gets to it (:func:`sweep_travel`), the nearer free distance counting: the base keeps moving while
+   its velocity turns, and a command that swings fast past a return near it sweeps the velocity
+   through it from closer than the robot is now. The lag only ever stops more; 0 (a section without
+   the key) is revision 2 exactly.
 
 Moving away from an obstacle is never limited, nor is moving along one outside the margin (with
 ``slide``, inside it too), so the guard cannot trap the robot: it only refuses the directions that
@@ -185,20 +190,27 @@ class GuardRule:
     reaction: float = 0.0  # [s] scan to braking: control period, delays, actuator lag (rule step 3)
     # Rule step 5: zero while the base's velocity, turning to the command, would pass one it cannot stop from.
     momentum: bool = True
-    steer: float = (
-        0.0  # [deg] half-span of the directions a holonomic command may be turned by (navcontract.steer; 0: off)
-    )
+    steer: float = 0.0  # [deg] a holonomic command may be turned by up to this (navcontract.steer; 0: off)
+    sweep_lag: float = 0.0  # [s] rule step 5: each velocity on the way judged from where this lag takes the robot
 
     NUMBERS: ClassVar[tuple[str, ...]] = ("radius", "margin", "headway", "decel")
     FLAGS: ClassVar[tuple[str, ...]] = ("slide", "after_smoother")
-    OPTIONAL: ClassVar[tuple[str, ...]] = (*FLAGS, "unseen_clearance", "stage", "reaction", "momentum", "steer")
+    OPTIONAL: ClassVar[tuple[str, ...]] = (
+        *FLAGS,
+        "unseen_clearance",
+        "stage",
+        "reaction",
+        "momentum",
+        "steer",
+        "sweep_lag",
+    )
 
     def __post_init__(self) -> None:
         for name in ("radius", "headway", "decel"):
             v = getattr(self, name)
             if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
                 raise ValueError(f"guard {name} must be finite and > 0, got {v!r}")
-        for name in ("margin", "unseen_clearance", "reaction"):
+        for name in ("margin", "unseen_clearance", "reaction", "sweep_lag"):
             v = getattr(self, name)
             if isinstance(v, bool) or not (isinstance(v, int | float) and math.isfinite(v) and v >= 0):
                 raise ValueError(f"guard {name} must be finite and >= 0, got {v!r}")
@@ -249,6 +261,7 @@ class GuardRule:
         out["reaction"] = float(self.reaction)
         out["momentum"] = self.momentum
         out["steer"] = float(self.steer)
+        out["sweep_lag"] = float(self.sweep_lag)
         return out
 
     @classmethod
@@ -261,8 +274,9 @@ class GuardRule:
         boolean: training ran the velocity smoother before the guard, at the contract's
         ``robot_response.accel_limit``; a section without it: false); ``momentum`` (a boolean, rule
         step 5; a section without it: true, so every robot gets it); ``steer`` (degrees,
-        :mod:`navcontract.steer`; a section without it: 0, no steering). An unknown, missing or
-        mistyped key is an error naming it."""
+        :mod:`navcontract.steer`; a section without it: 0, no steering); ``sweep_lag`` (seconds, rule
+        step 5; a section without it: 0, each velocity judged from where the robot is). An unknown,
+        missing or mistyped key is an error naming it."""
         known = set(cls.NUMBERS) | set(cls.OPTIONAL)
         unknown = sorted(set(data) - known)
         if unknown:
@@ -270,7 +284,7 @@ class GuardRule:
         for key in cls.NUMBERS:
             if key not in data:
                 raise ValueError(f"guard has no {key}")
-        for key in (*cls.NUMBERS, "unseen_clearance", "reaction", "steer"):
+        for key in (*cls.NUMBERS, "unseen_clearance", "reaction", "steer", "sweep_lag"):
             value = data.get(key, 0.0)
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ValueError(f"guard.{key} must be a number, got {value!r}")
@@ -287,8 +301,16 @@ class GuardRule:
         if not isinstance(momentum, bool):
             raise ValueError(f"guard.momentum must be true or false, got {momentum!r}")
         numbers = {k: float(data[k]) for k in cls.NUMBERS}
-        steer = float(data.get("steer", 0.0))
-        return cls(**numbers, **flags, unseen_clearance=clearance, reaction=react, momentum=momentum, steer=steer)
+        steer, lag = float(data.get("steer", 0.0)), float(data.get("sweep_lag", 0.0))
+        return cls(
+            **numbers,
+            **flags,
+            unseen_clearance=clearance,
+            reaction=react,
+            momentum=momentum,
+            steer=steer,
+            sweep_lag=lag,
+        )
 
 
 def reaction_time(control_period: float, latency_budget: float, actuator_tau: float | None) -> float:
@@ -380,7 +402,13 @@ def beam_directions(xp: Any, num_beams: int, like: Any) -> tuple[Any, Any]:
 
 
 def free_distances(
-    ranges: Any, command: Any, rule: GuardRule, max_range: float, seen: Any = None, turn: Any = None
+    ranges: Any,
+    command: Any,
+    rule: GuardRule,
+    max_range: float,
+    seen: Any = None,
+    turn: Any = None,
+    offset: Any = None,
 ) -> tuple[Any, Any]:
     """Rule steps 0-2 per beam: ``(free, blocks)``, both ``(..., num_beams)``: the free distance
     ``d_j`` the planar command's direction (turned by ``turn`` [rad], ``(...,)`` or with a fan axis
@@ -406,6 +434,10 @@ def free_distances(
         ux, uy = ux * c - uy * sn, ux * sn + uy * c
     ux, uy = ux[..., None], uy[..., None]
     px, py = ranges * cos_theta, ranges * sin_theta
+    gap = ranges  # [m] from the robot's centre to each return
+    if offset is not None:  # judged from a displaced robot: each return as seen from there
+        px, py = px - offset[..., 0:1], py - offset[..., 1:2]
+        gap = xp.sqrt(px * px + py * py)
     along = px * ux + py * uy
     lateral = px * uy - py * ux
     spread = ranges * math.sin(0.5 * increment)
@@ -413,7 +445,7 @@ def free_distances(
     if rule.slide:
         # Rule step 1b: a return inside its disc keeps what is left of the gap less SLIDE_EPS, never
         # less than the shell plus the spread: the robot may slide past it and close in only slowly.
-        rho = xp.minimum(rho, xp.maximum(ranges - SLIDE_EPS, rule.radius + spread))
+        rho = xp.minimum(rho, xp.maximum(gap - SLIDE_EPS, rule.radius + spread))
     band = rho * rho - lateral * lateral
     blocks = (along > ALONG_EPS) & (band > 0.0) & hit
     free = along - xp.sqrt(xp.maximum(band, 0.0))
@@ -424,10 +456,13 @@ FAN_AT_ONCE_MAX = 16
 """A numpy batch of more commands than this checks its fan one direction at a time (same result)."""
 
 
-def _least_free(xp: Any, ranges: Any, command: Any, rule: GuardRule, max_range: float, seen: Any, turn: Any) -> Any:
+def _least_free(
+    xp: Any, ranges: Any, command: Any, rule: GuardRule, max_range: float, seen: Any, turn: Any, offset: Any = None
+) -> Any:
     """The least free distance over the beams that block the command's direction turned by ``turn``
-    (rule steps 0-2b); -1 when an unseen beam blocks it (rule step 0), 1e6 when none does."""
-    free, blocks = free_distances(ranges, command, rule, max_range, seen, turn)
+    (rule steps 0-2b; from the robot displaced by ``offset``, when given); -1 when an unseen beam
+    blocks it (rule step 0), 1e6 when none does."""
+    free, blocks = free_distances(ranges, command, rule, max_range, seen, turn, offset)
     least = xp.amin(xp.where(blocks, free, 1e6), axis=-1)
     if seen is not None:  # rule step 0: an unseen return in the band stops the motion
         least = xp.where(xp.any(blocks & ~seen, axis=-1), -1.0, least)
@@ -495,7 +530,8 @@ def momentum_stop(ranges: Any, motion: Any, command: Any, rule: GuardRule, max_r
     from the one it has: of :data:`MOMENTUM_SAMPLES` velocities ``v = (1 - a) m + a c`` (``a`` from
     0 to 1), one with ``a > 0`` is faster than ``b(D_v) + (1 - a)`` :data:`MOMENTUM_TOLERANCE` (``D_v``
     the free distance along it, steps 0-2; the tolerance is for the noise of ``m``) and ``m`` itself is
-    not. Other arguments as
+    not. With ``rule.sweep_lag`` > 0 each ``D_v`` is also measured from where the robot will be when
+    its velocity gets there (:func:`sweep_travel`), and the nearer counts. Other arguments as
     :func:`guard_scale`."""
     xp = ops_for(ranges)
     ranges, motion, command = xp.as_float(ranges), xp.as_float(motion), xp.as_float(command)
@@ -507,10 +543,27 @@ def momentum_stop(ranges: Any, motion: Any, command: Any, rule: GuardRule, max_r
     blend = xp.stack([vx, vy, vx * 0.0], axis=-1)  # (..., K, 3)
     seen_k = None if seen is None else seen[..., None, :]
     least = _least_free(xp, ranges[..., None, :], blend, rule, max_range, seen_k, None)  # (..., K)
+    if rule.sweep_lag > 0.0:  # and from where the robot will be: the nearer of the two
+        offset = sweep_travel(xp, motion, command, rule.sweep_lag, ranges)
+        least = xp.minimum(least, _least_free(xp, ranges[..., None, :], blend, rule, max_range, seen_k, None, offset))
     speed = xp.sqrt(blend[..., 0] * blend[..., 0] + blend[..., 1] * blend[..., 1])
     allowed = braking_speed(xp.maximum(least, 0.0), rule.reaction, rule.decel) + MOMENTUM_TOLERANCE * (1.0 - a)
     over = speed > allowed + MOMENTUM_ROUNDING
     return xp.any(over[..., 1:], axis=-1) & ~over[..., 0]
+
+
+def sweep_travel(xp: Any, motion: Any, command: Any, lag: float, like: Any) -> Any:
+    """Rule step 5 with ``sweep_lag``: ``(..., K, 2)`` where the robot is [m, body frame] when a base
+    following the command with a first-order lag of ``lag`` seconds has its velocity at each of the
+    :data:`MOMENTUM_SAMPLES` blends ``v = (1 - a) m + a c``: ``m t + (c - m)(t - lag a) = lag a m + (t -
+    lag a) c`` at ``t = -lag ln(1 - a)``; the command's own end (``a = 1``, never reached) at the robot's
+    place, as steps 1-4 judge it."""
+    a = [k / (MOMENTUM_SAMPLES - 1) for k in range(MOMENTUM_SAMPLES - 1)]
+    m_coef = xp.constant([lag * x for x in a] + [0.0], like)  # (K,)
+    c_coef = xp.constant([-lag * math.log(1.0 - x) - lag * x for x in a] + [0.0], like)
+    ox = m_coef * motion[..., 0:1] + c_coef * command[..., 0:1]  # (..., K)
+    oy = m_coef * motion[..., 1:2] + c_coef * command[..., 1:2]
+    return xp.stack([ox, oy], axis=-1)
 
 
 def apply_guard(

@@ -678,3 +678,73 @@ def test_a_base_turned_from_its_motion_stops_short_of_the_post_in_the_simulator(
         hits[momentum] = hit
     env.guard = env.stages.guard = replace(env.guard, momentum=True)
     assert hits[False].all() and not hits[True].any(), hits
+
+
+# Rule step 5 with sweep_lag: the tick before a steered command swept the base's velocity into a post
+# (holonomic_direct 2150 steered, clutter field 18 at 2.7 s: the replay's guard inputs,
+# docs/results/compare/probes/holonomic_direct_2150_clutter_policy_18_steer30.json).
+FIELD_18_RANGES = [
+    0.8815, 0.4833, 0.4833, 0.5201, 0.8189, 0.7969, 0.8092, 0.8035, 0.8438, 0.8302, 0.8924, 0.9136,
+    0.9717, 1.0718, 1.0901, 1.2352, 1.3845, 1.6345, 1.4539, 2.2865, 2.959, 3.7224, 2.1659, 2.8914,
+    3.3219, 1.3166, 1.3063, 3.5593, 3.0856, 1.5074, 1.5196, 0.4946, 0.4559, 0.4665, 0.4545, 1.5144,
+    0.9528, 0.9792, 1.4895, 1.9124, 3.1597, 3.1404, 3.1404, 2.9237, 3.0458, 2.6758, 2.2576, 1.9337,
+    1.7179, 2.3552, 2.0686, 2.0057, 1.5414, 1.6673, 1.9353, 3.5007, 3.44, 3.3742, 3.3527, 1.5195,
+    1.5732, 3.3957, 2.6669, 2.1391, 1.7863, 1.5006, 1.2978, 1.2346, 1.0738, 1.0473, 0.9598, 0.9318,
+]  # fmt: skip
+FIELD_18_RULE = GuardRule(
+    radius=0.2, margin=0.01, headway=0.5, decel=2.5, slide=True, reaction=0.32, after_smoother=True
+)
+
+
+def test_a_sweep_lag_stops_the_swing_that_revision_2_let_out_from_where_the_robot_stood():
+    ranges = np.array(FIELD_18_RANGES)
+    checked, measured = np.array([0.6481, 0.3107, 0.4233]), np.array([0.331, -0.716, 0.466])
+    out, scale = apply_guard(ranges, checked, FIELD_18_RULE, 6.0, motion=measured)
+    assert float(scale) == 1.0  # as the node judged it that tick: the post 0.47 m off, 15 degrees right
+    for lag in (0.03, 0.06):
+        _, lagged = apply_guard(ranges, checked, replace(FIELD_18_RULE, sweep_lag=lag), 6.0, motion=measured)
+        assert float(lagged) == 0.0, lag
+    # Steps 1-4 do not change: the same command from rest is let out as it is, lag or not.
+    rest = np.zeros(3)
+    assert float(apply_guard(ranges, checked, replace(FIELD_18_RULE, sweep_lag=0.06), 6.0, motion=rest)[1]) == 1.0
+
+
+def test_a_sweep_lag_of_zero_is_revision_2_exactly_and_torch_agrees_with_numpy():
+    rng = np.random.default_rng(7)
+    ranges = np.full((128, B), R_MAX)
+    for row in ranges:
+        row[rng.choice(B, size=6, replace=False)] = rng.uniform(0.3, 1.5, size=6)
+    command = rng.uniform(-1.5, 1.5, size=(128, 3))
+    motion = rng.uniform(-1.5, 1.5, size=(128, 3))
+    rule = replace(RULE, momentum=True, reaction=0.32)
+    plain = apply_guard(ranges, command, rule, R_MAX, motion=motion)[1]
+    assert np.array_equal(plain, apply_guard(ranges, command, replace(rule, sweep_lag=0.0), R_MAX, motion=motion)[1])
+    lagged = replace(rule, sweep_lag=0.12)
+    a = np.asarray(apply_guard(ranges, command, lagged, R_MAX, motion=motion)[1])
+    b = apply_guard(torch.tensor(ranges), torch.tensor(command), lagged, R_MAX, motion=torch.tensor(motion))[1]
+    assert np.allclose(a, b.numpy())
+    assert np.all(a <= np.asarray(plain))  # the lag only ever stops more
+    assert int(((a == 0.0) & (np.asarray(plain) > 0.0)).sum()) > 0
+
+
+def test_a_sweep_lag_never_stops_a_base_speeding_up_straight_toward_open_space_or_the_cap():
+    """From rest, or lagging the cap, straight on toward a post ahead at the guard's own cap: the
+    velocities on the way all point the command's way and are slower than it, so no lag stops it."""
+    rule = replace(RULE, momentum=True, reaction=0.32, sweep_lag=0.12)
+    ahead = _scan(**{f"b{FORWARD}": 1.2})
+    capped = np.asarray(apply_guard(ahead, np.array([1.5, 0.0, 0.0]), rule, R_MAX)[0])
+    for measured in (0.0, 0.3, 0.6):
+        assert float(apply_guard(ahead, capped, rule, R_MAX, motion=np.array([measured, 0.0, 0.0]))[1]) > 0.0
+    open_space = np.full(B, R_MAX)
+    assert (
+        float(apply_guard(open_space, np.array([1.5, 0.5, 0.3]), rule, R_MAX, motion=np.array([0.0, -1.0, 0.0]))[1])
+        == 1.0
+    )
+
+
+def test_the_section_states_the_sweep_lag_and_an_older_one_reads_zero():
+    assert replace(RULE, sweep_lag=0.05).to_dict()["sweep_lag"] == 0.05
+    old = {k: v for k, v in RULE.to_dict().items() if k != "sweep_lag"}
+    assert GuardRule.from_dict(old).sweep_lag == 0.0
+    with pytest.raises(ValueError, match="guard sweep_lag must be finite and >= 0, got -0.1"):
+        GuardRule.from_dict({**old, "sweep_lag": -0.1})

@@ -114,6 +114,7 @@ class GuardCfg:
     unseen_clearance: float = UNSEEN_CLEARANCE  # [m] an unseen sector (outside the field of view, no reading) counts as a return this far beyond the margin
     momentum: bool = True  # zero the planar command while the base's velocity, turning from the observed one to the command, would pass one it cannot stop from
     steer: float = 0.0  # [deg] a holonomic command is turned within this span toward the direction the guard lets out fastest (navcontract.steer; 0: off)
+    sweep_lag: float = 0.0  # [s] rule step 5 judges each velocity on the way from where a base lagging this much will be (0: from where it is)
 
 
 @dataclass

@@ -128,6 +128,7 @@ def guard_geometry(env: EnvCfg) -> GuardRule:
         unseen_clearance=g.unseen_clearance,
         momentum=g.momentum,
         steer=g.steer,
+        sweep_lag=g.sweep_lag,
     )
 
 
