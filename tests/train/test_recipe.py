@@ -111,7 +111,8 @@ def test_the_shipped_recipes_train_their_bases() -> None:
     steer = load_recipe(REPO / "recipes/holonomic_steer.yaml")  # holonomic_direct's last checkpoint, steered
     assert steer.init is not None and steer.init.iteration == 2150 and steer.init.path.is_file()
     steer_cfg = steer.stage_config(steer.stages[0])
-    assert steer_cfg.env.guard.steer == 30.0 and steer_cfg.rewards.time.weight == -0.04
+    assert steer_cfg.env.guard.steer == 30.0 and steer_cfg.env.guard.sweep_lag == 0.06
+    assert steer_cfg.rewards.time.weight == -0.04
 
 
 def test_a_recipe_reads_into_typed_stages(tmp_path: Path) -> None:
