@@ -1,7 +1,7 @@
 """Probe: every driving tick's guard inputs in one batch of a compare row, the policy behind the node's
 gate with its guard steering by STEER degrees (0: as trained), for judging a rule change offline.
 
-    python runs/compare/probes/guard_ticks.py BUNDLE STEER OUT.json [ROW] [NUM_ENVS] [SEED]
+    python runs/compare/probes/guard_ticks.py BUNDLE STEER OUT.json [ROW] [NUM_ENVS] [SEED] [SWEEP_LAG]
 """
 
 import json
@@ -22,12 +22,13 @@ bundle, steer, out = sys.argv[1], float(sys.argv[2]), sys.argv[3]
 row = parse_rows(sys.argv[4] if len(sys.argv) > 4 else "clutter")[0]
 num_envs = int(sys.argv[5]) if len(sys.argv) > 5 else 100
 seed = int(sys.argv[6]) if len(sys.argv) > 6 else 1000003
+lag = float(sys.argv[7]) if len(sys.argv) > 7 else 0.0
 overrides = [*row.overrides, *TOP_LEVEL]
 evaluator = bundle_evaluator(bundle, "policy", overrides, None, node=NodeParams())
 cfg = with_overrides(evaluator.cfg, overrides)
 env, seed = eval_env(cfg, num_envs, seed, num_envs, evaluator.device)
 act = evaluator.make_act(env)
-act.settings = replace(act.settings, guard=replace(act.settings.guard, steer=steer))
+act.settings = replace(act.settings, guard=replace(act.settings.guard, steer=steer, sweep_lag=lag))
 rooms = start_batch(env, act, torch.Generator(device=env.device), seed, 0)
 ticks = []
 
@@ -56,6 +57,7 @@ json.dump(
     {
         "bundle": bundle,
         "steer": steer,
+        "sweep_lag": lag,
         "row": row.name,
         "seed": seed,
         "guard": act.gates[0].guard.to_dict(),
