@@ -92,6 +92,21 @@ The rule, per world, for a planar command ``v`` of speed ``s = |v|`` in directio
    through it from closer than the robot is now. The lag only ever stops more; 0 (a section without
    the key) is revision 2 exactly.
 
+   5b. **A base that limits acceleration per axis** (``axis_brake``). The robot's velocity smoother
+   and the simulated base limit the change of ``vx`` and ``vy`` each by the same rate, so a base
+   whose velocity must change more along one axis than the other does not go from ``m`` to the
+   command in a straight line: both axes change at the same rate until the nearer arrives, then
+   the other goes on alone (:func:`axis_path`). Braking a diagonal motion to rest thus first takes
+   away the smaller component and then drives along the larger axis, at a return that neither
+   ``m`` nor the command points at. With ``axis_brake`` the velocities of that path (at the same
+   fractions ``a``, the same tolerance and, with ``sweep_lag``, from the same places) are judged
+   beside the straight blend, and a stop is not a zero but a **brake along ``m``**: the planar
+   command ``m (1 - decel P / |m|)`` (zero once ``|m| <= decel P``; ``P`` the control period the
+   command is held for) and ``wz`` zero, a target on the line of ``m`` that a base limited per axis
+   reaches within the period, so the robot slows down along the motion that step 5 found it can
+   stop from, not along the axis the limits bend it to. Off (a section without the key):
+   revision 2 exactly.
+
 Moving away from an obstacle is never limited, nor is moving along one outside the margin (with
 ``slide``, inside it too), so the guard cannot trap the robot: it only refuses the directions that
 close in on a return. The rule is vectorised over worlds and beams
@@ -192,6 +207,7 @@ class GuardRule:
     momentum: bool = True
     steer: float = 0.0  # [deg] a holonomic command may be turned by up to this (navcontract.steer; 0: off)
     sweep_lag: float = 0.0  # [s] rule step 5: each velocity on the way judged from where this lag takes the robot
+    axis_brake: bool = False  # rule step 5b: the per-axis path judged too, a stop brakes along the measured velocity
 
     NUMBERS: ClassVar[tuple[str, ...]] = ("radius", "margin", "headway", "decel")
     FLAGS: ClassVar[tuple[str, ...]] = ("slide", "after_smoother")
@@ -203,6 +219,7 @@ class GuardRule:
         "momentum",
         "steer",
         "sweep_lag",
+        "axis_brake",
     )
 
     def __post_init__(self) -> None:
@@ -214,7 +231,7 @@ class GuardRule:
             v = getattr(self, name)
             if isinstance(v, bool) or not (isinstance(v, int | float) and math.isfinite(v) and v >= 0):
                 raise ValueError(f"guard {name} must be finite and >= 0, got {v!r}")
-        for name in (*self.FLAGS, "momentum"):
+        for name in (*self.FLAGS, "momentum", "axis_brake"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"guard {name} must be true or false, got {getattr(self, name)!r}")
         s = self.steer
@@ -262,6 +279,7 @@ class GuardRule:
         out["momentum"] = self.momentum
         out["steer"] = float(self.steer)
         out["sweep_lag"] = float(self.sweep_lag)
+        out["axis_brake"] = self.axis_brake
         return out
 
     @classmethod
@@ -275,8 +293,9 @@ class GuardRule:
         ``robot_response.accel_limit``; a section without it: false); ``momentum`` (a boolean, rule
         step 5; a section without it: true, so every robot gets it); ``steer`` (degrees,
         :mod:`navcontract.steer`; a section without it: 0, no steering); ``sweep_lag`` (seconds, rule
-        step 5; a section without it: 0, each velocity judged from where the robot is). An unknown,
-        missing or mistyped key is an error naming it."""
+        step 5; a section without it: 0, each velocity judged from where the robot is); ``axis_brake``
+        (a boolean, rule step 5b; a section without it: false). An unknown, missing or mistyped key
+        is an error naming it."""
         known = set(cls.NUMBERS) | set(cls.OPTIONAL)
         unknown = sorted(set(data) - known)
         if unknown:
@@ -302,6 +321,9 @@ class GuardRule:
             raise ValueError(f"guard.momentum must be true or false, got {momentum!r}")
         numbers = {k: float(data[k]) for k in cls.NUMBERS}
         steer, lag = float(data.get("steer", 0.0)), float(data.get("sweep_lag", 0.0))
+        axis_brake = data.get("axis_brake", False)
+        if not isinstance(axis_brake, bool):
+            raise ValueError(f"guard.axis_brake must be true or false, got {axis_brake!r}")
         return cls(
             **numbers,
             **flags,
@@ -310,6 +332,7 @@ class GuardRule:
             momentum=momentum,
             steer=steer,
             sweep_lag=lag,
+            axis_brake=axis_brake,
         )
 
 
@@ -541,15 +564,54 @@ def momentum_stop(ranges: Any, motion: Any, command: Any, rule: GuardRule, max_r
     vx = (1.0 - a) * motion[..., 0:1] + a * command[..., 0:1]  # (..., K)
     vy = (1.0 - a) * motion[..., 1:2] + a * command[..., 1:2]
     blend = xp.stack([vx, vy, vx * 0.0], axis=-1)  # (..., K, 3)
-    seen_k = None if seen is None else seen[..., None, :]
-    least = _least_free(xp, ranges[..., None, :], blend, rule, max_range, seen_k, None)  # (..., K)
-    if rule.sweep_lag > 0.0:  # and from where the robot will be: the nearer of the two
-        offset = sweep_travel(xp, motion, command, rule.sweep_lag, ranges)
-        least = xp.minimum(least, _least_free(xp, ranges[..., None, :], blend, rule, max_range, seen_k, None, offset))
-    speed = xp.sqrt(blend[..., 0] * blend[..., 0] + blend[..., 1] * blend[..., 1])
-    allowed = braking_speed(xp.maximum(least, 0.0), rule.reaction, rule.decel) + MOMENTUM_TOLERANCE * (1.0 - a)
-    over = speed > allowed + MOMENTUM_ROUNDING
+    offset = sweep_travel(xp, motion, command, rule.sweep_lag, ranges) if rule.sweep_lag > 0.0 else None
+    over = _over_on_the_way(xp, ranges, blend, a, rule, max_range, seen, offset)
+    if rule.axis_brake:  # rule step 5b: the path of a base limited per axis too
+        over = over | _over_on_the_way(xp, ranges, axis_path(xp, motion, command, a), a, rule, max_range, seen, offset)
     return xp.any(over[..., 1:], axis=-1) & ~over[..., 0]
+
+
+def _over_on_the_way(
+    xp: Any, ranges: Any, velocities: Any, a: Any, rule: GuardRule, max_range: float, seen: Any, offset: Any
+) -> Any:
+    """Rule step 5 per velocity ``(..., K, 3)`` on the way (fractions ``a``, ``(K,)``): ``(..., K)``
+    whether it is faster than the robot could stop from before the return along it (with
+    ``offset``, also from where the robot will be, the nearer counting), less its share of the
+    tolerance."""
+    seen_k = None if seen is None else seen[..., None, :]
+    least = _least_free(xp, ranges[..., None, :], velocities, rule, max_range, seen_k, None)  # (..., K)
+    if offset is not None:  # and from where the robot will be: the nearer of the two
+        least = xp.minimum(
+            least, _least_free(xp, ranges[..., None, :], velocities, rule, max_range, seen_k, None, offset)
+        )
+    speed = xp.sqrt(velocities[..., 0] * velocities[..., 0] + velocities[..., 1] * velocities[..., 1])
+    allowed = braking_speed(xp.maximum(least, 0.0), rule.reaction, rule.decel) + MOMENTUM_TOLERANCE * (1.0 - a)
+    return speed > allowed + MOMENTUM_ROUNDING
+
+
+def axis_path(xp: Any, motion: Any, command: Any, a: Any) -> Any:
+    """Rule step 5b: ``(..., K, 3)`` the planar velocities a base that limits ``vx`` and ``vy`` each by
+    the same acceleration passes on its way from ``motion`` ``m`` to ``command`` ``c`` (``(..., 3)``),
+    at the fractions ``a`` ``(K,)`` of the way: ``m + clip(c - m, -s, s)`` per axis with ``s = a
+    max(|c_x - m_x|, |c_y - m_y|)`` (both axes change at one rate; the one with less to change
+    arrives first); ``wz`` 0. Its ends are ``m`` and ``c``, as the straight blend's."""
+    dx = command[..., 0:1] - motion[..., 0:1]  # (..., 1)
+    dy = command[..., 1:2] - motion[..., 1:2]
+    reach = xp.maximum(xp.maximum(dx, -dx), xp.maximum(dy, -dy))
+    s = a * reach  # (..., K)
+    vx = motion[..., 0:1] + xp.maximum(xp.minimum(dx, s), -s)
+    vy = motion[..., 1:2] + xp.maximum(xp.minimum(dy, s), -s)
+    return xp.stack([vx, vy, vx * 0.0], axis=-1)
+
+
+def brake_command(xp: Any, motion: Any, decel: float, period: float) -> Any:
+    """Rule step 5b's stop: ``(..., 3)`` the measured body twist ``motion``'s planar velocity slowed by
+    ``decel`` over one control ``period`` along its own line (zero once its speed is at most ``decel
+    period``), ``wz`` zero: a target that a base limited per axis reaches along that line."""
+    mx, my = motion[..., 0], motion[..., 1]
+    speed = xp.sqrt(mx * mx + my * my)
+    keep = xp.maximum(speed - decel * period, 0.0) / xp.where(speed > 1e-9, speed, 1.0)
+    return xp.stack([mx * keep, my * keep, mx * 0.0], axis=-1)
 
 
 def sweep_travel(xp: Any, motion: Any, command: Any, lag: float, like: Any) -> Any:
@@ -574,19 +636,28 @@ def apply_guard(
     seen: Any = None,
     fan: int | None = None,
     motion: Any = None,
+    period: float | None = None,
 ) -> tuple[Any, Any]:
     """``(guarded command, scale)``: the planar part of ``command`` scaled by :func:`guard_scale`
     (``seen``: the beams the scan saw, rule step 0; None: all of them; ``fan``: see :func:`turn_fan`),
     and zeroed where the measured body twist ``motion`` ``(..., 3)`` trips rule step 5 (with
-    ``rule.momentum``; None: no measurement, step 5 skipped)."""
+    ``rule.momentum``; None: no measurement, step 5 skipped); with ``rule.axis_brake`` such a stop
+    is :func:`brake_command` over the control ``period`` [s] (required then) instead, its scale 0."""
     xp = ops_for(command)
     scale = guard_scale(ranges, command, rule, max_range, seen, fan)
+    stop = None
     if rule.momentum and motion is not None:
         planar = xp.stack([command[..., 0] * scale, command[..., 1] * scale, command[..., 2]], axis=-1)
         stop = momentum_stop(ranges, motion, planar, rule, max_range, seen)
         scale = xp.where(stop, scale * 0.0, scale)
     # In the command's own precision: wz and an unslowed command pass through unchanged.
     out = xp.stack([command[..., 0] * scale, command[..., 1] * scale, command[..., 2]], axis=-1)
+    if stop is not None and rule.axis_brake:
+        if period is None or not period > 0.0:
+            raise ValueError(f"guard axis_brake needs the control period the command is held for, got {period!r}")
+        measured = motion if hasattr(motion, "shape") else np.asarray(motion, dtype=np.float64)
+        brake = brake_command(xp, measured, rule.decel, period)
+        out = xp.where(stop[..., None], brake, out)
     return out, scale
 
 

@@ -172,6 +172,7 @@ class CommandGate:
     max_range: float = math.inf  # [m] the contract's lidar max_range, for the guard
     scan_planner: ScanPlanner | ScanPlannerWorker | None = None  # goal without a path: sub-goal on the robot's own map
     progress: ProgressRule | None = None  # blocked, stuck and recovery (navdeploy.progress); None: off
+    control_period: float = 0.1  # [s] a command is held this long (the guard's brake, rule step 5b)
 
     @classmethod
     def from_settings(cls, driver: Any, settings: GateSettings) -> CommandGate:
@@ -207,6 +208,7 @@ class CommandGate:
             max_range=settings.max_range,
             scan_planner=scan_planner(settings),
             progress=settings.progress,
+            control_period=settings.control_period,
         )
 
     def start(self) -> None:
@@ -614,7 +616,9 @@ class CommandGate:
             raise RuntimeError("the guard has no scan: the runtime keeps no last_scan_report")
         seen = ~np.asarray(report.filled, dtype=bool)
         motion = self.odom.value[1] if momentum and self.odom is not None else None
-        guarded, scale = apply_guard(report.ranges, cmd, rule, self.max_range, seen, motion=motion)
+        guarded, scale = apply_guard(
+            report.ranges, cmd, rule, self.max_range, seen, motion=motion, period=self.control_period
+        )
         return np.asarray(guarded, dtype=np.float64), float(scale)
 
     # ---------------------------------------------------------------- blocked, stuck, recovery

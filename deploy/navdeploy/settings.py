@@ -340,6 +340,7 @@ def resolve_guard(contract: Any, enabled: bool, *, warnings: list[str]) -> tuple
         f"{trained.unseen_clearance:g} m (unseen sectors are occupied: no motion into them{unseen}), "
         f"reaction {trained.reaction:.2g} s, momentum {'on' if trained.momentum else 'off'}"
         f"{f' (sweep lag {trained.sweep_lag:g} s)' if trained.sweep_lag > 0 else ''}"
+        f"{' (per-axis path, brakes along the motion)' if trained.axis_brake else ''}"
         f"{'' if section is not None and 'momentum' in section else ' (the default)'}, "
         f"{steering(trained)}, last stage ({smoother}; bundle contract)"
     )

@@ -14,17 +14,22 @@ import torch
 
 from navcontract.action import ActionScaling, action_to_command
 from navcontract.guard import (
+    MOMENTUM_SAMPLES,
     MOMENTUM_TOLERANCE,
     STAGE,
     UNSEEN_CLEARANCE,
     GuardRule,
+    _least_free,
     apply_guard,
+    axis_path,
+    brake_command,
     braking_speed,
     fan_size,
     free_distances,
     guard_scale,
     turn_fan,
 )
+from navcontract.xp import ops_for
 from navdeploy.gate import clamp_command
 from navdeploy.settings import Limits
 from navdeploy.smoother import AccelLimits, VelocitySmoother
@@ -748,3 +753,113 @@ def test_the_section_states_the_sweep_lag_and_an_older_one_reads_zero():
     assert GuardRule.from_dict(old).sweep_lag == 0.0
     with pytest.raises(ValueError, match="guard sweep_lag must be finite and >= 0, got -0.1"):
         GuardRule.from_dict({**old, "sweep_lag": -0.1})
+
+
+# Rule step 5b (axis_brake): a base that limits vx and vy each by the same acceleration bends a
+# diagonal brake toward its larger axis (holonomic_direct 2150 steered 30 degrees with a sweep lag of
+# 0.06 s, clutter field 27 at 5.3 s: the guard inputs of runs/compare/probes/guard_ticks_*_lag06.json.gz).
+FIELD_27_RANGES = [
+    1.5169, 2.3291, 2.3508, 2.3344, 2.3788, 2.4705, 2.5201, 2.627, 2.7988, 1.46, 0.7766, 0.7821,
+    0.7803, 2.0063, 2.4735, 0.6052, 0.5664, 0.5664, 0.6185, 2.6872, 4.1794, 4.6883, 1.6769, 1.1671,
+    1.1852, 1.778, 1.6758, 1.5014, 1.5062, 0.4882, 0.4425, 0.4197, 0.408, 1.783, 1.7065, 1.6999,
+    1.6723, 1.6625, 1.6639, 1.6639, 1.7007, 1.758, 1.6062, 1.3846, 1.313, 1.2318, 1.2008, 1.6026,
+    1.5552, 0.724, 0.6957, 0.7821, 1.3582, 3.1007, 3.0072, 3.044, 3.0195, 3.1013, 3.1364, 3.1909,
+    3.2944, 3.4093, 3.5703, 1.5991, 1.5991, 1.4013, 1.3381, 1.2555, 1.2087, 1.2643, 2.3587, 1.5097,
+]  # fmt: skip
+FIELD_27_RULE = replace(FIELD_18_RULE, steer=30.0, sweep_lag=0.06)
+FIELD_27_CHECKED = np.array([0.9285, 0.0874, 0.0072])  # the smoothed, steered command, 5.4 degrees left
+FIELD_27_MEASURED = np.array([1.4865, 0.4638, -0.0124])  # the base at 1.56 m/s, 17.3 degrees left
+
+
+def _cannot_stop(ranges: np.ndarray, velocities: np.ndarray, rule: GuardRule) -> np.ndarray:
+    """Per planar velocity: faster than the robot could stop from before the return along it (steps 0-3)."""
+    out = []
+    for v in velocities:
+        free = float(_least_free(ops_for(ranges), ranges, np.array([v[0], v[1], 0.0]), rule, 6.0, None, None))
+        out.append(math.hypot(v[0], v[1]) > float(braking_speed(max(free, 0.0), rule.reaction, rule.decel)) + 1e-4)
+    return np.array(out)
+
+
+def test_a_per_axis_base_bends_the_cut_that_revision_2_let_out_into_the_post_ahead():
+    """Revision 2 cuts the command to a quarter and lets it out: the straight blend from the base's
+    velocity to it stays clear. A base limited per axis takes off the sideways part first and drives
+    on along x at about 1 m/s, at the post it can no longer stop for (the robot touched it 0.3 s
+    later); a zero command bends the same way."""
+    ranges = np.array(FIELD_27_RANGES)
+    out, scale = apply_guard(ranges, FIELD_27_CHECKED, FIELD_27_RULE, 6.0, motion=FIELD_27_MEASURED)
+    assert 0.2 < float(scale) < 0.35  # as the node judged it that tick
+    a = np.linspace(0.0, 1.0, MOMENTUM_SAMPLES)
+    straight = (1.0 - a)[:, None] * FIELD_27_MEASURED[None, :2] + a[:, None] * np.asarray(out)[None, :2]
+    assert not _cannot_stop(ranges, straight, FIELD_27_RULE).any()
+    for target in (np.asarray(out), np.zeros(3)):
+        bent = np.asarray(axis_path(ops_for(ranges), FIELD_27_MEASURED, target, a))
+        assert _cannot_stop(ranges, bent[:, :2], FIELD_27_RULE)[1:-1].any()
+        assert abs(math.degrees(math.atan2(bent[4, 1], bent[4, 0]))) < 3.0  # along x by half way
+
+
+def test_axis_brake_stops_that_tick_by_braking_along_the_measured_motion():
+    ranges = np.array(FIELD_27_RANGES)
+    rule = replace(FIELD_27_RULE, axis_brake=True)
+    out, scale = apply_guard(ranges, FIELD_27_CHECKED, rule, 6.0, motion=FIELD_27_MEASURED, period=0.1)
+    out = np.asarray(out)
+    assert float(scale) == 0.0 and out[2] == 0.0
+    speed = math.hypot(*FIELD_27_MEASURED[:2])
+    assert math.hypot(out[0], out[1]) == pytest.approx(speed - 2.5 * 0.1)
+    assert math.atan2(out[1], out[0]) == pytest.approx(math.atan2(FIELD_27_MEASURED[1], FIELD_27_MEASURED[0]))
+    # Its path, per axis or straight, stays on a line the robot can stop along; the next tick slower
+    # still, the brake goes on, down to zero.
+    bent = np.asarray(axis_path(ops_for(ranges), FIELD_27_MEASURED, out, np.linspace(0.0, 1.0, MOMENTUM_SAMPLES)))
+    assert not _cannot_stop(ranges, bent[:, :2], rule).any()
+    slow = np.array([0.2, 0.06, 0.0])
+    assert float(np.hypot(*np.asarray(brake_command(ops_for(slow), slow, 2.5, 0.1))[:2])) == 0.0
+
+
+def test_axis_brake_off_is_revision_2_exactly_on_needs_a_period_and_torch_agrees_with_numpy():
+    rng = np.random.default_rng(11)
+    ranges = np.full((128, B), R_MAX)
+    for row in ranges:
+        row[rng.choice(B, size=6, replace=False)] = rng.uniform(0.3, 1.5, size=6)
+    command = rng.uniform(-1.5, 1.5, size=(128, 3))
+    motion = rng.uniform(-1.5, 1.5, size=(128, 3))
+    rule = replace(RULE, momentum=True, reaction=0.32)
+    plain, plain_scale = apply_guard(ranges, command, rule, R_MAX, motion=motion)
+    off, off_scale = apply_guard(ranges, command, replace(rule, axis_brake=False), R_MAX, motion=motion, period=0.1)
+    assert np.array_equal(plain, off) and np.array_equal(plain_scale, off_scale)
+    braking = replace(rule, axis_brake=True)
+    with pytest.raises(ValueError, match="guard axis_brake needs the control period the command is held for, got None"):
+        apply_guard(ranges, command, braking, R_MAX, motion=motion)
+    out, scale = apply_guard(ranges, command, braking, R_MAX, motion=motion, period=0.1)
+    t_out, t_scale = apply_guard(
+        torch.tensor(ranges), torch.tensor(command), braking, R_MAX, motion=torch.tensor(motion), period=0.1
+    )
+    assert np.allclose(out, t_out.numpy(), atol=1e-5) and np.allclose(scale, t_scale.numpy())
+    scale, plain_scale = np.asarray(scale), np.asarray(plain_scale)
+    assert np.all(scale <= plain_scale)  # the per-axis path only ever stops more
+    assert int(((scale == 0.0) & (plain_scale > 0.0)).sum()) > 0
+    stopped = scale == 0.0
+    # A stop is the brake along the measured motion, wz zero; every other command as revision 2 sent it.
+    expect = np.asarray(brake_command(ops_for(motion), motion, rule.decel, 0.1))
+    assert np.allclose(np.asarray(out)[stopped & (np.asarray(plain_scale) > 0)], expect[stopped & (plain_scale > 0)])
+    assert np.array_equal(np.asarray(out)[~stopped], np.asarray(plain)[~stopped])
+    # Without a measured twist step 5 (and its brake) is skipped, period or not.
+    assert np.array_equal(apply_guard(ranges, command, braking, R_MAX)[0], apply_guard(ranges, command, rule, R_MAX)[0])
+
+
+def test_the_axis_path_keeps_both_ends_and_changes_both_axes_at_one_rate():
+    m, c = np.array([1.5, 0.5, 0.3]), np.array([0.0, 0.0, 0.0])
+    path = np.asarray(axis_path(ops_for(m), m, c, np.linspace(0.0, 1.0, 7)))
+    assert np.allclose(path[0], [1.5, 0.5, 0.0]) and np.allclose(path[-1], [0.0, 0.0, 0.0])
+    assert np.allclose(path[2], [1.0, 0.0, 0.0])  # a third of the way: vy is done, vx has 1 m/s to go
+    # Where one axis has as much to change as the other, the path is the straight blend.
+    even = np.asarray(
+        axis_path(ops_for(m), np.array([1.0, 1.0, 0.0]), np.array([-1.0, 3.0, 0.0]), np.linspace(0, 1, 5))
+    )
+    assert np.allclose(even[:, :2], np.stack([1.0 - 2.0 * np.linspace(0, 1, 5), 1.0 + 2.0 * np.linspace(0, 1, 5)], 1))
+
+
+def test_the_section_states_axis_brake_and_an_older_one_reads_it_off():
+    assert replace(RULE, axis_brake=True).to_dict()["axis_brake"] is True
+    old = {k: v for k, v in RULE.to_dict().items() if k != "axis_brake"}
+    assert GuardRule.from_dict(old).axis_brake is False
+    with pytest.raises(ValueError, match="guard.axis_brake must be true or false, got 1"):
+        GuardRule.from_dict({**old, "axis_brake": 1})

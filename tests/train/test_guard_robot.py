@@ -94,8 +94,8 @@ def test_make_contract_writes_the_section_only_when_given() -> None:
         ({"margin": "0.03"}, "contract guard.margin must be a number, got '0.03'"),
         (
             {"brake": 1.0},
-            "contract unknown guard key(s): brake (known: after_smoother, decel, headway, margin, momentum, radius, reaction, "
-            "slide, stage, steer, sweep_lag, unseen_clearance)",
+            "contract unknown guard key(s): brake (known: after_smoother, axis_brake, decel, headway, margin, momentum, radius, "
+            "reaction, slide, stage, steer, sweep_lag, unseen_clearance)",
         ),
         ({"unseen_clearance": -0.1}, "contract guard unseen_clearance must be finite and >= 0, got -0.1"),
         ({"reaction": -0.3}, "contract guard reaction must be finite and >= 0, got -0.3"),

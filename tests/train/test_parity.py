@@ -42,18 +42,21 @@ STEPS = 16
 TOL = 1e-5
 
 
-@pytest.fixture(scope="module", params=[0.0, 30.0], ids=["unsteered", "steered"])
+@pytest.fixture(
+    scope="module", params=[(0.0, False), (30.0, False), (30.0, True)], ids=["unsteered", "steered", "axis_brake"]
+)
 def rollout(request, exported_bundle, trained_checkpoint) -> dict[str, np.ndarray]:
     """Drive the env with the torch actor's mean; record observations and commands on both sides.
-    The second run has the guard steer by up to 30 degrees (navcontract.steer) on both sides."""
-    steer = float(request.param)
+    The second run has the guard steer by up to 30 degrees (navcontract.steer) on both sides, the
+    third also brake by rule step 5b (``axis_brake``)."""
+    steer, axis_brake = float(request.param[0]), bool(request.param[1])
     cfg = load_config(overrides=TRAIN_OVERRIDES)
     actor = build_actor(load_checkpoint(trained_checkpoint), cfg)
     env = NavEnv(cfg, num_envs=NUM_ENVS, device="cpu", seed=777)
     if env.guard is not None:
-        env.guard = env.stages.guard = replace(env.guard, steer=steer)
+        env.guard = env.stages.guard = replace(env.guard, steer=steer, axis_brake=axis_brake)
     runtimes = [PolicyRuntime.load(exported_bundle) for _ in range(NUM_ENVS)]
-    gates = [node_gate(exported_bundle, steer) for _ in range(NUM_ENVS)]
+    gates = [node_gate(exported_bundle, steer, axis_brake) for _ in range(NUM_ENVS)]
     steered = 0
     beams = BeamLayout(env.dims.num_beams)
     angle_min, increment = beams.angle_min, beams.angle_increment
@@ -113,13 +116,14 @@ def rollout(request, exported_bundle, trained_checkpoint) -> dict[str, np.ndarra
     return out
 
 
-def node_gate(bundle, steer: float = 0.0) -> CommandGate:
+def node_gate(bundle, steer: float = 0.0, axis_brake: bool = False) -> CommandGate:
     """The node's gate around a fresh runtime: every parameter at its default but the scan map (the
-    env hands the policy its goal itself); its guard steering by ``steer`` degrees."""
+    env hands the policy its goal itself); its guard steering by ``steer`` degrees, braking by rule
+    step 5b with ``axis_brake``."""
     runtime = PolicyRuntime.load(bundle)
     settings, _ = resolve_settings(runtime.contract, NodeParams(scan_map=False))
     if settings.guard is not None:
-        settings = replace(settings, guard=replace(settings.guard, steer=steer))
+        settings = replace(settings, guard=replace(settings.guard, steer=steer, axis_brake=axis_brake))
     return CommandGate.from_settings(runtime, settings)
 
 

@@ -279,7 +279,7 @@ class CommandStages:
         skipped) -> (the command sent, the guard's (N,) scale or None without a guard)."""
         if self.guard is None:
             return command, None
-        return apply_guard(scan, command, self.guard, self.max_range, seen, self.fan, motion=motion)
+        return apply_guard(scan, command, self.guard, self.max_range, seen, self.fan, motion=motion, period=self.dt)
 
     def clamp(self, command: torch.Tensor) -> torch.Tensor:
         """The limits of the action rule on (N, 3) SI commands (``navdeploy.gate.clamp_command``):

@@ -115,6 +115,7 @@ class GuardCfg:
     momentum: bool = True  # zero the planar command while the base's velocity, turning from the observed one to the command, would pass one it cannot stop from
     steer: float = 0.0  # [deg] a holonomic command is turned within this span toward the direction the guard lets out fastest (navcontract.steer; 0: off)
     sweep_lag: float = 0.0  # [s] rule step 5 judges each velocity on the way from where a base lagging this much will be (0: from where it is)
+    axis_brake: bool = False  # rule step 5b: also judge the path of a base limited per axis, and stop by braking along the measured velocity
 
 
 @dataclass

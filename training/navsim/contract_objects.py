@@ -129,6 +129,7 @@ def guard_geometry(env: EnvCfg) -> GuardRule:
         momentum=g.momentum,
         steer=g.steer,
         sweep_lag=g.sweep_lag,
+        axis_brake=g.axis_brake,
     )
 
 

@@ -1,7 +1,9 @@
 """Probe: every driving tick's guard inputs in one batch of a compare row, the policy behind the node's
 gate with its guard steering by STEER degrees (0: as trained), for judging a rule change offline.
 
-    python runs/compare/probes/guard_ticks.py BUNDLE STEER OUT.json [ROW] [NUM_ENVS] [SEED] [SWEEP_LAG]
+    python runs/compare/probes/guard_ticks.py BUNDLE STEER OUT.json [ROW] [NUM_ENVS] [SEED] [SWEEP_LAG] [AXIS_BRAKE]
+
+AXIS_BRAKE 1: rule step 5b (the per-axis path judged too, a stop brakes along the measured velocity).
 """
 
 import json
@@ -23,12 +25,13 @@ row = parse_rows(sys.argv[4] if len(sys.argv) > 4 else "clutter")[0]
 num_envs = int(sys.argv[5]) if len(sys.argv) > 5 else 100
 seed = int(sys.argv[6]) if len(sys.argv) > 6 else 1000003
 lag = float(sys.argv[7]) if len(sys.argv) > 7 else 0.0
+axis_brake = bool(int(sys.argv[8])) if len(sys.argv) > 8 else False
 overrides = [*row.overrides, *TOP_LEVEL]
 evaluator = bundle_evaluator(bundle, "policy", overrides, None, node=NodeParams())
 cfg = with_overrides(evaluator.cfg, overrides)
 env, seed = eval_env(cfg, num_envs, seed, num_envs, evaluator.device)
 act = evaluator.make_act(env)
-act.settings = replace(act.settings, guard=replace(act.settings.guard, steer=steer, sweep_lag=lag))
+act.settings = replace(act.settings, guard=replace(act.settings.guard, steer=steer, sweep_lag=lag, axis_brake=axis_brake))
 rooms = start_batch(env, act, torch.Generator(device=env.device), seed, 0)
 ticks = []
 
@@ -58,6 +61,7 @@ json.dump(
         "bundle": bundle,
         "steer": steer,
         "sweep_lag": lag,
+        "axis_brake": axis_brake,
         "row": row.name,
         "seed": seed,
         "guard": act.gates[0].guard.to_dict(),

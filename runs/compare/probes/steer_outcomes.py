@@ -24,7 +24,8 @@ dwa_t = np.array(row["dwa"]["time_s"])
 halves = {"policy (compare run)": ([codes.get(o, str(o)) for o in row["policy"]["outcome"]], row["policy"]["time_s"])}
 for path in sys.argv[2:]:
     d = load(path)
-    halves[f"steer {d['steer']:g}, sweep lag {d.get('sweep_lag', 0.0):g}"] = (d["outcome"], d["time_s"])
+    brake = ", axis brake" if d.get("axis_brake") else ""
+    halves[f"steer {d['steer']:g}, sweep lag {d.get('sweep_lag', 0.0):g}{brake}"] = (d["outcome"], d["time_s"])
 for name, (outcome, time_s) in halves.items():
     ok = np.array([o == "success" for o in outcome])
     both = ok & dwa_ok
