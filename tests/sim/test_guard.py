@@ -783,7 +783,7 @@ def _cannot_stop(ranges: np.ndarray, velocities: np.ndarray, rule: GuardRule) ->
 def test_a_per_axis_base_bends_the_cut_that_revision_2_let_out_into_the_post_ahead():
     """Revision 2 cuts the command to a quarter and lets it out: the straight blend from the base's
     velocity to it stays clear. A base limited per axis takes off the sideways part first and drives
-    on along x at about 1 m/s, at the post it can no longer stop for (the robot touched it 0.3 s
+    on along x at about 1 m/s, at the post it can no longer stop for (the robot touched it 0.5 s
     later); a zero command bends the same way."""
     ranges = np.array(FIELD_27_RANGES)
     out, scale = apply_guard(ranges, FIELD_27_CHECKED, FIELD_27_RULE, 6.0, motion=FIELD_27_MEASURED)
