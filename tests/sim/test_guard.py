@@ -29,11 +29,15 @@ from navcontract.guard import (
     guard_scale,
     turn_fan,
 )
+from navcontract.scan import ScanReport
 from navcontract.xp import ops_for
 from navdeploy.gate import clamp_command
+from navdeploy.runtime import ScanInput
 from navdeploy.settings import Limits
 from navdeploy.smoother import AccelLimits, VelocitySmoother
+from navdeploy.states import State
 from navsim.actuation import CommandStages
+from support.gates import make_gate
 from support.simenv import NO_RANDOMIZATION, empty_rooms, place_obstacle
 
 B = 72
@@ -863,3 +867,45 @@ def test_the_section_states_axis_brake_and_an_older_one_reads_it_off():
     assert GuardRule.from_dict(old).axis_brake is False
     with pytest.raises(ValueError, match="guard.axis_brake must be true or false, got 1"):
         GuardRule.from_dict({**old, "axis_brake": 1})
+
+
+class _FixedCommand:
+    """Stands in for the policy: asks for ``cmd`` and reads the training beams ``ranges``."""
+
+    def __init__(self, cmd: np.ndarray, ranges: np.ndarray) -> None:
+        self.cmd, self.ranges = cmd, ranges
+        self.last_scan_report = None
+
+    def reset(self) -> None:
+        pass
+
+    def step(self, scan, *, pose, twist, goal):
+        n = len(self.ranges)
+        self.last_scan_report = ScanReport(self.ranges, np.zeros(n, bool), np.ones(n, bool), 1.0, 1.0, 2 * math.pi)
+        return self.cmd
+
+
+@pytest.mark.parametrize("period", [0.1, 0.05])
+def test_the_node_s_gate_brakes_along_the_motion_over_its_own_control_period(period: float) -> None:
+    """The field-27 tick through the node's gate (no smoother: the command checked is the one asked):
+    revision 2 sends the cut command, rule step 5b the brake along the odometry's twist over the gate's
+    control period."""
+    ranges = np.array(FIELD_27_RANGES)
+    sent = {}
+    for axis_brake in (False, True):
+        gate = make_gate(
+            _FixedCommand(FIELD_27_CHECKED, ranges),
+            guard=replace(FIELD_27_RULE, steer=0.0, axis_brake=axis_brake),
+            max_range=6.0,
+            control_period=period,
+        )
+        gate.set_scan(ScanInput.training_beams(ranges, B, 6.0), 1.0)
+        gate.set_odom((0.0, 0.0), (0.0, 0.0, 0.0, 1.0), tuple(FIELD_27_MEASURED), 1.0, "odom")
+        gate.set_goal(8.0, 0.0, "odom")
+        res = gate.tick(1.0)
+        assert res.state == State.DRIVING, res.reason
+        sent[axis_brake] = (res.cmd, res.guard_scale)
+    assert 0.2 < sent[False][1] < 0.35 and sent[True][1] == 0.0
+    expect = np.asarray(brake_command(ops_for(FIELD_27_MEASURED), FIELD_27_MEASURED, 2.5, period))
+    assert np.allclose(sent[True][0], expect) and sent[True][0][2] == 0.0
+    assert np.allclose(sent[False][0][:2], FIELD_27_CHECKED[:2] * sent[False][1])
