@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from navcontract.action import ActionScaling, action_to_command
+from navcontract.base import DIFF_DRIVE
 from navcontract.guard import (
     MOMENTUM_SAMPLES,
     MOMENTUM_TOLERANCE,
@@ -909,3 +910,22 @@ def test_the_node_s_gate_brakes_along_the_motion_over_its_own_control_period(per
     expect = np.asarray(brake_command(ops_for(FIELD_27_MEASURED), FIELD_27_MEASURED, 2.5, period))
     assert np.allclose(sent[True][0], expect) and sent[True][0][2] == 0.0
     assert np.allclose(sent[False][0][:2], FIELD_27_CHECKED[:2] * sent[False][1])
+
+
+def test_a_diff_drive_s_brake_in_training_has_no_sideways_part_as_on_the_robot() -> None:
+    """Rule step 5b's brake follows the measured twist, which on a diff drive may carry sideways slip:
+    the simulator's stages send no sideways part on a diff drive, as the gate zeroes vy of a diff
+    drive's command after every stage (the field-27 tick, twist and all, on a diff drive's stages)."""
+    scaling = ActionScaling(v_max=1.5, omega_max=2.0, limit_planar_speed=False, drive=DIFF_DRIVE, v_backward=0.5)
+    rule = replace(FIELD_27_RULE, steer=0.0, axis_brake=True)
+    stages = CommandStages(scaling, rule, 6.0, AccelLimits(None, None), 0.1)
+    ranges = torch.tensor([FIELD_27_RANGES], dtype=torch.float32)
+    command = torch.tensor([FIELD_27_CHECKED], dtype=torch.float32)
+    measured = torch.tensor([FIELD_27_MEASURED], dtype=torch.float32)
+    sent, scale = stages.guarded(command, ranges, None, measured)
+    brake = brake_command(ops_for(measured), measured, 2.5, 0.1)
+    assert float(scale[0]) == 0.0  # tripped: the brake goes out
+    assert float(sent[0, 1]) == 0.0 and float(sent[0, 2]) == 0.0
+    assert float(sent[0, 0]) == pytest.approx(float(brake[0, 0]))
+    holonomic = CommandStages(SCALING, rule, 6.0, AccelLimits(None, None), 0.1).guarded(command, ranges, None, measured)
+    assert float(holonomic[0][0, 1]) == pytest.approx(float(brake[0, 1]))  # a holonomic base gets the whole brake

@@ -279,7 +279,12 @@ class CommandStages:
         skipped) -> (the command sent, the guard's (N,) scale or None without a guard)."""
         if self.guard is None:
             return command, None
-        return apply_guard(scan, command, self.guard, self.max_range, seen, self.fan, motion=motion, period=self.dt)
+        sent, scale = apply_guard(
+            scan, command, self.guard, self.max_range, seen, self.fan, motion=motion, period=self.dt
+        )
+        if self.scaling.drive == DIFF_DRIVE:  # never a lateral command (a brake along the twist: rule step 5b)
+            sent = torch.stack([sent[:, 0], torch.zeros_like(sent[:, 1]), sent[:, 2]], dim=-1)
+        return sent, scale
 
     def clamp(self, command: torch.Tensor) -> torch.Tensor:
         """The limits of the action rule on (N, 3) SI commands (``navdeploy.gate.clamp_command``):
