@@ -641,7 +641,9 @@ class CommandGate:
             return self._zero(State.STUCK, reason, res.distance, report=res.scan_report)
         if self._backoff is not None:
             rule, why = self._backoff[1], self._backoff[2]
-            cmd, what = recovery_command(res.scan_report, self.max_range, rule.recovery_speed, self.limits.holonomic)
+            cmd, what = recovery_command(
+                res.scan_report, self.max_range, rule.recovery_speed, self.limits.holonomic, self.guard
+            )
             res.cmd, res.state = clamp_command(cmd, self.limits), State.RECOVERING
             res.reason = f"recovering ({why}): {what} at {rule.recovery_speed:g} m/s"
             return res

@@ -29,7 +29,9 @@ in the map as a blocked path's is, so that the next plan goes round it; for ``re
 planar motion at ``recovery_speed`` away from the returns the scan saw within :data:`BACKOFF_REACH`
 (each weighted by the inverse square of its range: away from the nearest, and out between two that
 stand on either side; a diff-drive base backs when that direction lies behind, else drives forward),
-smoothed and guarded like every driving command; then it asks the map for a new plan at once,
+smoothed and guarded like every driving command (a back-off the guard would hold at zero, into a
+blind sector it counts as occupied or boxed in, turns to the direction it lets out:
+:func:`open_backoff`); then it asks the map for a new plan at once,
 resets the driver and drives again (a diff-drive base first turns in place toward the new
 sub-goal: :mod:`navdeploy.gate`). Backing off does not count as progress: the least distance to the goal is kept, so a robot that only
 moves back and forth stays stuck. After ``max_recoveries`` recoveries without getting
@@ -49,10 +51,13 @@ from typing import Any
 
 import numpy as np
 
+from navcontract.guard import GuardRule, guard_scale
 from navcontract.scan import TRAINING_ANGLE_MIN
 
 BACKOFF_REACH = 1.0
 """[m] The returns a back-off moves away from lie within this range of the robot."""
+BACKOFF_DIRECTIONS = 36
+"""The directions (10 degrees apart) a holonomic back-off the guard holds may turn to (:func:`open_backoff`)."""
 
 
 @dataclass(frozen=True)
@@ -183,13 +188,54 @@ class ProgressChecker:
         return True
 
 
-def recovery_command(report: Any, max_range: float, speed: float, holonomic: bool) -> tuple[np.ndarray, str]:
+def recovery_command(
+    report: Any, max_range: float, speed: float, holonomic: bool, guard: GuardRule | None = None
+) -> tuple[np.ndarray, str]:
     """The back-off of one tick and what it does, in words: planar motion at ``speed`` away from the
     returns the scan saw within :data:`BACKOFF_REACH` (``report``: the policy's beams and the sectors
     the scan rule filled; a beam at ``max_range`` is no return), the direction ``-sum_j u_j / r_j^2``
     (``u_j`` the unit vector toward return ``j`` at range ``r_j``). A diff-drive base backs when that
     direction lies behind (or abeam), else drives forward. With no return that near (or no report, or
-    returns that cancel): straight back."""
+    returns that cancel): straight back. With ``guard`` (the rule the command is then checked by),
+    a back-off the guard would hold at zero on this scan (into the lidar's blind sector, which it
+    counts as occupied, or boxed in) turns to the direction it lets out (:func:`open_backoff`)."""
+    cmd, what = _away_from_returns(report, max_range, speed, holonomic)
+    if guard is None or report is None:
+        return cmd, what
+    return open_backoff(report, max_range, speed, holonomic, guard, cmd, what)
+
+
+def open_backoff(
+    report: Any, max_range: float, speed: float, holonomic: bool, guard: GuardRule, cmd: np.ndarray, what: str
+) -> tuple[np.ndarray, str]:
+    """The back-off ``cmd`` as it is when ``guard`` (steps 0-4 on the report's beams, the filled sectors
+    unseen) lets it out at all; else, of :data:`BACKOFF_DIRECTIONS` directions around the robot (a diff
+    drive: ahead and back), the one the guard lets out most speed along ``cmd``'s direction, or, when
+    none makes way along it, the one it lets out fastest (then the nearest to ``cmd``'s direction);
+    ``cmd`` itself when the guard holds every direction."""
+    ranges = np.asarray(report.ranges, dtype=np.float64)
+    seen = ~np.asarray(report.filled, dtype=bool)
+    if float(guard_scale(ranges, cmd, guard, max_range, seen)) > 0.0:
+        return cmd, what
+    if holonomic:
+        angles = np.arange(BACKOFF_DIRECTIONS) * (2.0 * math.pi / BACKOFF_DIRECTIONS)
+    else:
+        angles = np.array([0.0, math.pi])
+    options = np.stack([speed * np.cos(angles), speed * np.sin(angles), np.zeros_like(angles)], axis=-1)
+    scales = np.asarray(guard_scale(np.repeat(ranges[None], len(angles), 0), options, guard, max_range, seen[None]))
+    if scales.max() <= 0.0:
+        return cmd, f"{what}; the guard holds every direction"
+    asked = math.atan2(float(cmd[1]), float(cmd[0]))
+    align = np.cos(angles - asked)
+    gain = scales * align
+    best = int(np.argmax(gain)) if gain.max() > 0.0 else int(np.argmax(scales + 1e-3 * align))
+    bearing = math.degrees(math.atan2(float(options[best, 1]), float(options[best, 0])))
+    return options[
+        best
+    ], f"{what}, which the guard holds; toward {bearing:.0f} deg instead, where it lets the robot out"
+
+
+def _away_from_returns(report: Any, max_range: float, speed: float, holonomic: bool) -> tuple[np.ndarray, str]:
     back = np.array([-speed, 0.0, 0.0])
     if report is None:
         return back, "backing off (no scan report)"

@@ -13,11 +13,11 @@ import pytest
 from navcontract.base import DIFF_DRIVE
 from navcontract.bundle import read_contract
 from navcontract.guard import GuardRule, apply_guard, free_distances, guard_scale
-from navcontract.scan import ScanInput, resample_scan
+from navcontract.scan import ScanInput, ScanReport, resample_scan
 from navcontract.subgoal import LookaheadRule
 from navdeploy.gate import TURN_RATE, CommandGate
 from navdeploy.node_params import NodeParams
-from navdeploy.progress import ProgressChecker, ProgressRule
+from navdeploy.progress import ProgressChecker, ProgressRule, recovery_command
 from navdeploy.scan_map import ScanMapCfg, ScanPlanner, plan_radii
 from navdeploy.scan_worker import ScanPlannerWorker
 from navdeploy.settings import Limits, resolve_settings
@@ -411,3 +411,42 @@ def test_a_path_s_sub_goal_behind_a_wall_s_end_is_turned_toward_the_path_the_gua
     free, blocked = reach(handed), reach(lookahead)
     assert blocked < 0.5 and free > 0.8, (blocked, free)  # the lookahead's line cut short; the new one open
     assert handed[1] < lookahead[1] and res.subgoal == pytest.approx(tuple(handed))  # turned away from the wall
+
+
+def _report_270(ranges: np.ndarray) -> ScanReport:
+    """The policy's 72 beams of a 270-degree lidar: the 17 sectors behind the robot filled (unseen)."""
+    filled = np.zeros(B, dtype=bool)
+    filled[list(range(0, 9)) + list(range(64, B))] = True
+    return ScanReport(ranges, filled, ~filled, 1.0, 0.75, math.radians(270.0))
+
+
+@pytest.mark.parametrize("drive", ["holonomic", DIFF_DRIVE])
+def test_a_back_off_the_guard_would_hold_in_the_blind_sector_turns_to_where_it_lets_the_robot_out(drive: str) -> None:
+    """A post dead ahead 0.26 m off and the lidar's 90-degree blind sector behind: away from the post is
+    straight back, into the sector the guard counts as occupied, which it holds at zero. The back-off
+    turns to a direction the guard lets out: sideways on a holonomic base (one side's post nearer than
+    the other's: away from it); on a diff drive, which may only go ahead or back, ahead, as slowly as
+    the guard lets it close in on the post. With the guard's way open the back-off is as before."""
+    holonomic = drive == "holonomic"
+    ranges = np.full(B, R_MAX)
+    ranges[B // 2] = 0.26  # dead ahead
+    ranges[B // 2 + 18] = 0.6  # left, farther than the right one
+    ranges[B // 2 - 18] = 0.45  # right
+    ranges[list(range(0, 9)) + list(range(64, B))] = R_MAX  # the fill: what the blind sector shows
+    report = _report_270(ranges)
+    seen = ~report.filled
+    plain, _ = recovery_command(report, R_MAX, 0.1, holonomic)
+    assert plain[0] < 0.0 and float(guard_scale(ranges, plain, GUARD, R_MAX, seen)) == 0.0  # held
+    cmd, what = recovery_command(report, R_MAX, 0.1, holonomic, GUARD)
+    if holonomic:
+        assert float(guard_scale(ranges, cmd, GUARD, R_MAX, seen)) > 0.0 and "which the guard holds" in what
+        assert cmd[1] > 0.05 and math.hypot(cmd[0], cmd[1]) == pytest.approx(0.1)  # out to the left
+    else:
+        assert cmd[0] == pytest.approx(0.1) and cmd[1] == 0.0 and "which the guard holds" in what
+        assert 0.0 < float(guard_scale(ranges, cmd, GUARD, R_MAX, seen)) < 0.5
+    open_behind = ranges.copy()
+    report_360 = ScanReport(open_behind, np.zeros(B, dtype=bool), np.ones(B, dtype=bool), 1.0, 1.0, 2 * math.pi)
+    assert np.array_equal(
+        recovery_command(report_360, R_MAX, 0.1, holonomic, GUARD)[0],
+        recovery_command(report_360, R_MAX, 0.1, holonomic)[0],
+    )
