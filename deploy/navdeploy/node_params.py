@@ -403,7 +403,8 @@ PARAMS: tuple[Param, ...] = (
         float,
         0.1,
         "the back-off's planar speed, away from the returns within 1 m, the nearest weighing most (a diff drive "
-        "backs, or drives forward when they lie behind); smoothed and guarded",
+        "backs, or drives forward when they lie behind; a back-off the guard would hold turns to where it lets "
+        "the robot out); smoothed and guarded",
         "m/s",
         0.0,
         10.0,
