@@ -230,9 +230,8 @@ def open_backoff(
     gain = scales * align
     best = int(np.argmax(gain)) if gain.max() > 0.0 else int(np.argmax(scales + 1e-3 * align))
     bearing = math.degrees(math.atan2(float(options[best, 1]), float(options[best, 0])))
-    return options[
-        best
-    ], f"{what}, which the guard holds; toward {bearing:.0f} deg instead, where it lets the robot out"
+    reason = f"{what}, which the guard holds; toward {bearing:.0f} deg instead, where it lets the robot out"
+    return options[best], reason
 
 
 def _away_from_returns(report: Any, max_range: float, speed: float, holonomic: bool) -> tuple[np.ndarray, str]:
