@@ -287,13 +287,15 @@ def counting_evaluators(
     return made, stop
 
 
-def short_compare(bundle: Path, rows: str, log: Path | None, num_envs: int | None = None) -> dict:
-    """``nav-compare``'s run on 2 worlds per row of 3 s episodes, seed 7, keeping rows in ``log``."""
+def short_compare(
+    bundle: Path, rows: str, log: Path | None, num_envs: int | None = None, episode_s: float = 1.0
+) -> dict:
+    """``nav-compare``'s run on 2 worlds per row of ``episode_s`` episodes, seed 7, keeping rows in
+    ``log`` (1 s: what is kept and resumed does not depend on how the episodes end)."""
     from navtrain import compare
 
-    return compare.run_compare(
-        bundle, compare.parse_rows(rows), 2, 7, num_envs=num_envs, overrides=["env.episode_length_s=3.0"], log=log
-    )
+    overrides = [f"env.episode_length_s={episode_s}"]
+    return compare.run_compare(bundle, compare.parse_rows(rows), 2, 7, num_envs=num_envs, overrides=overrides, log=log)
 
 
 def test_a_comparison_stopped_part_way_goes_on_from_the_next_row(
@@ -373,17 +375,17 @@ def test_a_comparison_stopped_in_a_batch_goes_on_from_that_batch(
     monkeypatch.setattr(kept_batches, "run_batch", counted)
     log = tmp_path / "compare_rows.json"
     with pytest.raises(KeyboardInterrupt):
-        short_compare(fixture_bundle, "rooms", log, num_envs=1)
+        short_compare(fixture_bundle, "rooms", log, num_envs=1, episode_s=3.0)
     assert ran == [("policy", 0)] and set(json.loads(log.read_text())["rows"]) == {"rooms#policy#0"}
     from navcontract.guard import GUARD_REVISION
 
     assert json.loads(log.read_text())["key"]["guard_revision"] == GUARD_REVISION
     ran.clear()
     stop[0] = ("", -1)
-    resumed = short_compare(fixture_bundle, "rooms", log, num_envs=1)
+    resumed = short_compare(fixture_bundle, "rooms", log, num_envs=1, episode_s=3.0)
     assert ran == [("policy", 1), ("dwa", 0), ("dwa", 1)]
     assert set(json.loads(log.read_text())["rows"]) == {"rooms#policy", "rooms#dwa", "rooms"}
-    whole = short_compare(fixture_bundle, "rooms", None, num_envs=1)
+    whole = short_compare(fixture_bundle, "rooms", None, num_envs=1, episode_s=3.0)
     a, b = (json.loads(json.dumps(run["rows"]["rooms"])) for run in (resumed, whole))
     for row in (a, b):  # the controllers' wall time per step is the only thing that differs
         for result in row["results"].values():
