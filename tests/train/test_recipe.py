@@ -79,6 +79,7 @@ def test_the_shipped_recipes_train_their_bases() -> None:
     assert bases == {
         "holonomic_default": "holonomic",
         "holonomic_270": "holonomic",
+        "holonomic_270_steer": "holonomic",
         "holonomic_direct": "holonomic",
         "holonomic_steer": "holonomic",
         "jackal_default": "diff_drive",
@@ -113,6 +114,11 @@ def test_the_shipped_recipes_train_their_bases() -> None:
     steer_cfg = steer.stage_config(steer.stages[0])
     assert steer_cfg.env.guard.steer == 30.0 and steer_cfg.env.guard.sweep_lag == 0.06
     assert steer_cfg.rewards.time.weight == -0.04
+    steer270 = load_recipe(REPO / "recipes/holonomic_270_steer.yaml")  # holonomic_270's kept policy, steered
+    assert steer270.init is not None and steer270.init.path == REPO / "policies/holonomic_270/checkpoint.pt"
+    steer270_cfg = steer270.stage_config(steer270.stages[0])
+    assert steer270_cfg.env.lidar.fov_deg == 270.0 and steer270_cfg.env.guard.steer == 30.0
+    assert steer270_cfg.env.guard.sweep_lag == 0.06 and steer270_cfg.env.guard.axis_brake
 
 
 def test_a_recipe_reads_into_typed_stages(tmp_path: Path) -> None:
