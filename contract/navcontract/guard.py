@@ -479,12 +479,48 @@ FAN_AT_ONCE_MAX = 16
 """A numpy batch of more commands than this checks its fan one direction at a time (same result)."""
 
 
+CHUNK_ELEMENTS = 1 << 17
+"""A torch batch on the CPU whose per-beam arrays would hold more elements than this is judged in
+slices of its first axis that hold about this many (the same result: every world is judged on its
+own), so that each slice's arrays stay in the cache instead of streaming through memory."""
+
+
 def _least_free(
     xp: Any, ranges: Any, command: Any, rule: GuardRule, max_range: float, seen: Any, turn: Any, offset: Any = None
 ) -> Any:
     """The least free distance over the beams that block the command's direction turned by ``turn``
     (rule steps 0-2b; from the robot displaced by ``offset``, when given); -1 when an unseen beam
     blocks it (rule step 0), 1e6 when none does."""
+    if xp.name == "torch" and not ranges.is_cuda:
+        turned = None if turn is None else turn[..., None]
+        parts = [ranges, command[..., 0:1], seen, turned, None if offset is None else offset[..., 0:1]]
+        shape = xp.t.broadcast_shapes(*(p.shape for p in parts if p is not None))
+        rows = shape[0] if len(shape) > 1 else 1
+        per_row = math.prod(shape) // max(rows, 1)
+        step = max(1, CHUNK_ELEMENTS // max(per_row, 1))
+        sliced = [p for p in parts if p is not None]
+        if rows > step and all(p.dim() == len(shape) for p in sliced):
+            args = [ranges, command, seen, turn, offset]
+
+            def part(x: Any, i: int) -> Any:
+                return x if x is None or x.shape[0] == 1 else x[i : i + step]
+
+            return xp.concat(
+                [
+                    _least_free_all(
+                        xp, *(part(a, i) for a in args[:2]), rule, max_range, *(part(a, i) for a in args[2:])
+                    )
+                    for i in range(0, rows, step)
+                ],
+                axis=0,
+            )
+    return _least_free_all(xp, ranges, command, rule, max_range, seen, turn, offset)
+
+
+def _least_free_all(
+    xp: Any, ranges: Any, command: Any, rule: GuardRule, max_range: float, seen: Any, turn: Any, offset: Any = None
+) -> Any:
+    """:func:`_least_free` in one piece."""
     free, blocks = free_distances(ranges, command, rule, max_range, seen, turn, offset)
     least = xp.amin(xp.where(blocks, free, 1e6), axis=-1)
     if seen is not None:  # rule step 0: an unseen return in the band stops the motion

@@ -59,20 +59,43 @@ def steer_command(
 ) -> Any:
     """``command`` ``(..., 3)`` steered by the module's rule on ``ranges`` ``(..., num_beams)`` and
     ``seen`` (as :func:`navcontract.guard.guard_scale`; ``fan`` likewise); the command itself, in its
-    own array, where ``rule.steer`` is 0."""
+    own array, where ``rule.steer`` is 0.
+
+    A command the guard lets out whole (asked direction's scale 1) is never turned: every other
+    direction scores at most ``cos(step)`` < 1. So the asked direction is judged for every command
+    first, and the turned ones only for the commands the guard cuts (on the CPU; on a GPU every
+    command at once, without a host sync): the same result, each command judged on its own."""
     if rule.steer <= 0.0:
         return command
     xp = ops_for(ranges)
     ranges, command = xp.as_float(ranges), xp.as_float(command)
     if seen is not None and not hasattr(seen, "shape"):
         seen = np.asarray(seen, dtype=bool)
+    lead = tuple(command.shape[:-1])
+    num_beams = ranges.shape[-1]
+    flat_ranges = xp.broadcast(ranges, (*lead, num_beams)).reshape(-1, num_beams)
+    flat_seen = None if seen is None else xp.broadcast(seen, (*lead, num_beams)).reshape(-1, num_beams)
+    flat = command.reshape(-1, 3)
+    if getattr(flat, "is_cuda", False):
+        return _steered(xp, flat_ranges, flat, rule, max_range, flat_seen, fan).reshape(*lead, 3)
+    asked = guard_scale(flat_ranges, flat, rule, max_range, flat_seen, fan)
+    rows = xp.nonzero(asked < 1.0)
+    out = xp.copy(flat)
+    if rows.shape[0]:
+        cut_seen = None if flat_seen is None else flat_seen[rows]
+        out[rows] = _steered(xp, flat_ranges[rows], flat[rows], rule, max_range, cut_seen, fan)
+    return out.reshape(*lead, 3)
+
+
+def _steered(xp: Any, ranges: Any, command: Any, rule: GuardRule, max_range: float, seen: Any, fan: int | None) -> Any:
+    """Rule steps 1-3 on ``(N, num_beams)`` ranges and ``(N, 3)`` commands, every direction tried."""
     offsets = steer_offsets(rule.steer)
     turn = xp.constant(offsets, ranges)  # (K,)
     c, s = xp.cos(turn), xp.sin(turn)
     vx, vy, wz = command[..., 0:1], command[..., 1:2], command[..., 2:3]
-    tried = xp.stack([vx * c - vy * s, vx * s + vy * c, wz + turn * 0.0], axis=-1)  # (..., K, 3)
+    tried = xp.stack([vx * c - vy * s, vx * s + vy * c, wz + turn * 0.0], axis=-1)  # (N, K, 3)
     seen_k = None if seen is None else seen[..., None, :]
-    scale = guard_scale(ranges[..., None, :], tried, rule, max_range, seen_k, fan)  # (..., K)
+    scale = guard_scale(ranges[..., None, :], tried, rule, max_range, seen_k, fan)  # (N, K)
     score = scale * xp.cos(turn)
     best, out = score[..., 0], command
     for k in range(1, len(offsets)):

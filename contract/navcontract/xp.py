@@ -88,6 +88,19 @@ class NumpyOps:
     def constant(values: list[float], like: Any) -> Any:
         return np.asarray(values, dtype=np.float32)
 
+    @staticmethod
+    def broadcast(x: Any, shape: tuple[int, ...]) -> Any:
+        return np.broadcast_to(x, shape)
+
+    @staticmethod
+    def nonzero(mask: Any) -> Any:
+        """The indices of a 1-D mask's true entries."""
+        return np.flatnonzero(mask)
+
+    @staticmethod
+    def copy(x: Any) -> Any:
+        return np.array(x, copy=True)
+
 
 class TorchOps:
     name = "torch"
@@ -161,6 +174,16 @@ class TorchOps:
 
     def constant(self, values: list[float], like: Any) -> Any:
         return self.t.tensor(values, dtype=self.t.float32, device=like.device)
+
+    def broadcast(self, x: Any, shape: tuple[int, ...]) -> Any:
+        return x.expand(*shape)
+
+    def nonzero(self, mask: Any) -> Any:
+        """The indices of a 1-D mask's true entries (a host sync on a GPU)."""
+        return self.t.nonzero(mask).reshape(-1)
+
+    def copy(self, x: Any) -> Any:
+        return x.clone()
 
 
 NUMPY_OPS = NumpyOps()

@@ -131,6 +131,53 @@ def test_numpy_and_torch_agree_batched() -> None:
     assert np.any(a != cmd)
 
 
+def test_a_batch_judged_in_slices_and_only_where_cut_steers_each_world_as_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The batched shortcuts (only the commands the guard cuts tried in other directions; a large CPU
+    batch judged in slices that fit the cache) give every world the command it gets judged alone."""
+    import navcontract.guard as guard_module
+
+    rng = np.random.default_rng(11)
+    n = 96
+    ranges = np.full((n, B), R_MAX, dtype=np.float32)
+    for row in ranges[: n // 2]:  # half the worlds cluttered, half open
+        row[rng.choice(B, size=8, replace=False)] = rng.uniform(0.25, 1.2, size=8)
+    cmd = rng.uniform(-1.5, 1.5, size=(n, 3)).astype(np.float32)
+    seen = rng.random((n, B)) > 0.05
+    seen[n // 2 :] = True  # an unseen beam counts as occupied
+    rule = replace(RULE, sweep_lag=0.06, axis_brake=True)
+    alone = np.stack([np.asarray(steer_command(ranges[i], cmd[i], rule, R_MAX, seen[i])) for i in range(n)])
+    monkeypatch.setattr(guard_module, "CHUNK_ELEMENTS", 4 * B * 13)  # slices of a few worlds
+    batched = steer_command(torch.tensor(ranges), torch.tensor(cmd), rule, R_MAX, torch.tensor(seen), fan=12)
+    assert np.allclose(batched.numpy(), alone, atol=1e-6)
+    turned = np.any(alone != cmd, axis=-1)
+    assert turned[: n // 2].sum() >= 5 and not turned[n // 2 :].any()  # the open worlds keep what they asked
+    sent, scale = guard_module.apply_guard(
+        torch.tensor(ranges),
+        batched,
+        rule,
+        R_MAX,
+        torch.tensor(seen),
+        12,
+        motion=torch.tensor(cmd[::-1].copy()),
+        period=0.1,
+    )
+    monkeypatch.setattr(guard_module, "CHUNK_ELEMENTS", 1 << 40)  # one piece
+    whole, whole_scale = guard_module.apply_guard(
+        torch.tensor(ranges),
+        batched,
+        rule,
+        R_MAX,
+        torch.tensor(seen),
+        12,
+        motion=torch.tensor(cmd[::-1].copy()),
+        period=0.1,
+    )
+    assert torch.equal(sent, whole) and torch.equal(scale, whole_scale)
+    assert bool((scale < 1.0).any()) and bool((scale == 1.0).any())
+
+
 def test_the_section_states_steer_and_an_older_one_reads_it_off() -> None:
     assert RULE.to_dict()["steer"] == 30.0
     old = {k: v for k, v in RULE.to_dict().items() if k != "steer"}
