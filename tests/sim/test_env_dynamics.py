@@ -160,8 +160,10 @@ def test_randomized_episode_lengths_spread_over_the_episode(make_env):
     assert len(set(lengths.tolist())) > 40
 
 
-def _rollout(make_env, seed: int, steps: int = 15):
-    env = make_env(8, seed=seed)  # repository config: lidar noise on, random rooms
+def _rollout(make_env, seed: int, steps: int = 15, launched: bool = False):
+    env = make_env(8, seed=seed)  # repository config: lidar noise on, random rooms, randomisation on
+    if launched:  # every substep's kernels launched one by one instead of the recorded graph's replay
+        env._simulate = env._substeps
     env.randomize_episode_lengths()
     env.episode_length_buf[0] = env.max_episode_length - 5  # at least one timeout and auto-reset
     gen = torch.Generator().manual_seed(123)
@@ -184,6 +186,16 @@ def test_same_seed_same_rollout_and_different_seed_differs(make_env):
     obs_c, rew_c, _ = _rollout(make_env, seed=10)
     assert not torch.equal(obs_a[0], obs_c[0])
     assert not torch.equal(rew_a, rew_c)
+
+
+def test_the_recorded_physics_graph_steps_as_launching_each_kernel_does(make_env):
+    """NavEnv records its physics substeps as a Warp graph on the first step and replays it (on the
+    CPU too): bit for bit the rollout of launching the same kernels one by one, resets included."""
+    obs_a, rew_a, done_a = _rollout(make_env, seed=9)
+    obs_b, rew_b, done_b = _rollout(make_env, seed=9, launched=True)
+    assert done_a.sum() > 0
+    assert all(torch.equal(a, b) for a, b in zip(obs_a, obs_b, strict=True))
+    assert torch.equal(rew_a, rew_b) and torch.equal(done_a, done_b)
 
 
 def test_a_reseeded_env_draws_from_the_new_seed_whatever_ran_before(make_env):

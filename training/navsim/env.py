@@ -463,14 +463,14 @@ class NavEnv(VecEnv):
             base.set_accel_limit(rand.value("accel_limit", "linear"), rand.value("accel_limit", "angular"))
 
     def _simulate(self) -> None:
-        if self.wp_device.is_cuda:
-            if self._graph is None:
-                with wp.ScopedCapture(device=self.wp_device) as capture:
-                    self._substeps()
-                self._graph = capture.graph
-            wp.capture_launch(self._graph)
-        else:
-            self._substeps()
+        """The physics substeps, recorded once as a Warp graph and replayed every step (a CUDA graph
+        on a GPU, Warp's recorded launches on the CPU): the same kernels on the same arrays, without
+        the Python cost of launching each (on the CPU that cost is most of a small batch's step)."""
+        if self._graph is None:
+            with wp.ScopedCapture(device=self.wp_device) as capture:
+                self._substeps()
+            self._graph = capture.graph
+        wp.capture_launch(self._graph)
 
     def _collided(self) -> torch.Tensor:
         """Per-world flag: a physics contact of the robot shell with penetration >= 0."""
