@@ -210,3 +210,17 @@ def test_a_reseeded_env_draws_from_the_new_seed_whatever_ran_before(make_env):
             torch.rand(5, generator=gen), torch.rand(5, generator=torch.Generator().manual_seed(9 + offset))
         )
     assert env.seed == 9
+
+
+def test_benchmark_times_the_recorded_graph_beside_launching_each_kernel(tmp_path, capsys):
+    import json
+
+    from navsim.benchmark import main
+
+    out = tmp_path / "bench.json"
+    argv = ["--num-envs", "16", "--steps", "3", "--warmup", "1", "--no-reference", "--launch-cost", "--json", str(out)]
+    assert main(argv) == 0
+    row = json.loads(out.read_text())["results"]["16"]
+    for key in ("env_steps_per_s", "physics_steps_per_s"):
+        assert row[key] > 0 and row[key.replace("_per_s", "_per_s_launched")] > 0
+    assert "physics graph at 16 worlds: NavEnv.step" in capsys.readouterr().out
