@@ -61,6 +61,35 @@ class GridFrame:
         return iy, ix
 
 
+_PAIRS: dict[tuple[int, int, float, float], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+
+def _neighbour_pairs(frame: GridFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every neighbouring pair of cells of a grid of ``frame``'s shape and cell size, each once:
+    ``(first, second, length)``, the flat ids sorted by first then second cell (compressed sparse
+    row order); computed once per shape and cell size."""
+    H, W = frame.shape
+    key = (H, W, frame.sx, frame.sy)
+    found = _PAIRS.get(key)
+    if found is None:
+        ids = np.arange(H * W).reshape(H, W)
+        first, second, length = [], [], []
+        for dy, dx in _OFFSETS:
+            ys, yd = slice(0, H - dy), slice(dy, H)
+            x0, x1 = max(0, -dx), W - max(0, dx)
+            xs, xd = slice(x0, x1), slice(x0 + dx, x1 + dx)
+            first.append(ids[ys, xs].ravel())
+            second.append(ids[yd, xd].ravel())
+            length.append(np.full(first[-1].shape[0], math.hypot(dx * frame.sx, dy * frame.sy)))
+        a, b, ell = np.concatenate(first), np.concatenate(second), np.concatenate(length)
+        order = np.lexsort((b, a))
+        found = (a[order], b[order], ell[order])
+        for part in found:
+            part.setflags(write=False)
+        _PAIRS[key] = found
+    return found
+
+
 def edge_graph(
     clear: np.ndarray,
     radius: float,
@@ -70,29 +99,24 @@ def edge_graph(
 ) -> csr_matrix:
     """Edges between neighbouring cell centres whose clearances both exceed the radius plus half the
     edge's length (``certify``; else the radius alone), weighted by length (and with ``keep`` > 0 by
-    how far inside ``radius + keep`` of a surface the edge runs)."""
-    H, W = clear.shape
-    ids = np.arange(H * W).reshape(H, W)
-    rows, cols, weights = [], [], []
-    for dy, dx in _OFFSETS:
-        length = math.hypot(dx * frame.sx, dy * frame.sy)
-        ys, yd = slice(0, H - dy), slice(dy, H)
-        x0, x1 = max(0, -dx), W - max(0, dx)
-        xs, xd = slice(x0, x1), slice(x0 + dx, x1 + dx)
-        free = clear > radius + (length / 2 if certify else 0.0)
-        both = free[ys, xs] & free[yd, xd]
-        rows.append(ids[ys, xs][both])
-        cols.append(ids[yd, xd][both])
-        weight = np.full(int(both.sum()), length)
-        if keep > 0:
-            near = np.minimum(clear[ys, xs][both], clear[yd, xd][both])
-            inside = np.clip(1.0 - (near - radius) / keep, 0.0, 1.0)
-            weight = weight * (1.0 + CLEARANCE_WEIGHT * inside * inside)
-        weights.append(weight)
-    r, c, w = np.concatenate(rows), np.concatenate(cols), np.concatenate(weights)
-    from scipy.sparse import coo_matrix
+    how far inside ``radius + keep`` of a surface the edge runs). Built from the grid's neighbouring
+    pairs in compressed sparse row order (:func:`_neighbour_pairs`), so nothing is sorted per call."""
+    from scipy.sparse import csr_matrix
 
-    return coo_matrix((w, (r, c)), shape=(H * W, H * W)).tocsr()
+    first, second, length = _neighbour_pairs(frame)
+    flat = clear.reshape(-1)
+    c_first, c_second = flat[first], flat[second]
+    # the threshold in the clearance's own precision, as a Python number compared with it would be
+    need = np.asarray(radius + length / 2 if certify else radius, dtype=flat.dtype)
+    both = (c_first > need) & (c_second > need)
+    weight = length
+    if keep > 0:
+        near = np.minimum(c_first, c_second)
+        inside = np.clip(1.0 - (near - radius) / keep, 0.0, 1.0)
+        weight = weight * (1.0 + CLEARANCE_WEIGHT * inside * inside)
+    H, W = frame.shape
+    rows = np.concatenate([[0], np.cumsum(np.bincount(first[both], minlength=H * W))])
+    return csr_matrix((weight[both], second[both], rows), shape=(H * W, H * W))
 
 
 def search_from(graph: csr_matrix, goal_id: int) -> tuple[np.ndarray, np.ndarray]:
