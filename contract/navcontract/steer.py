@@ -62,9 +62,10 @@ def steer_command(
     own array, where ``rule.steer`` is 0.
 
     A command the guard lets out whole (asked direction's scale 1) is never turned: every other
-    direction scores at most ``cos(step)`` < 1. So the asked direction is judged for every command
-    first, and the turned ones only for the commands the guard cuts (on the CPU; on a GPU every
-    command at once, without a host sync): the same result, each command judged on its own."""
+    direction scores at most ``cos(step)`` < 1. So a torch batch on the CPU (training's worlds) has
+    the asked direction judged for every command first, and the turned ones only for the commands the
+    guard cuts: the same result, each command judged on its own. On a GPU (no host sync) and in
+    numpy (one robot: every direction at once is the cheapest) every direction is judged at once."""
     if rule.steer <= 0.0:
         return command
     xp = ops_for(ranges)
@@ -76,7 +77,7 @@ def steer_command(
     flat_ranges = xp.broadcast(ranges, (*lead, num_beams)).reshape(-1, num_beams)
     flat_seen = None if seen is None else xp.broadcast(seen, (*lead, num_beams)).reshape(-1, num_beams)
     flat = command.reshape(-1, 3)
-    if getattr(flat, "is_cuda", False):
+    if xp.name != "torch" or flat.is_cuda:
         return _steered(xp, flat_ranges, flat, rule, max_range, flat_seen, fan).reshape(*lead, 3)
     asked = guard_scale(flat_ranges, flat, rule, max_range, flat_seen, fan)
     rows = xp.nonzero(asked < 1.0)
