@@ -153,27 +153,11 @@ def test_a_batch_judged_in_slices_and_only_where_cut_steers_each_world_as_alone(
     assert np.allclose(batched.numpy(), alone, atol=1e-6)
     turned = np.any(alone != cmd, axis=-1)
     assert turned[: n // 2].sum() >= 5 and not turned[n // 2 :].any()  # the open worlds keep what they asked
-    sent, scale = guard_module.apply_guard(
-        torch.tensor(ranges),
-        batched,
-        rule,
-        R_MAX,
-        torch.tensor(seen),
-        12,
-        motion=torch.tensor(cmd[::-1].copy()),
-        period=0.1,
-    )
+    args = (torch.tensor(ranges), batched, rule, R_MAX, torch.tensor(seen), 12)
+    motion = torch.tensor(cmd[::-1].copy())
+    sent, scale = guard_module.apply_guard(*args, motion=motion, period=0.1)
     monkeypatch.setattr(guard_module, "CHUNK_ELEMENTS", 1 << 40)  # one piece
-    whole, whole_scale = guard_module.apply_guard(
-        torch.tensor(ranges),
-        batched,
-        rule,
-        R_MAX,
-        torch.tensor(seen),
-        12,
-        motion=torch.tensor(cmd[::-1].copy()),
-        period=0.1,
-    )
+    whole, whole_scale = guard_module.apply_guard(*args, motion=motion, period=0.1)
     assert torch.equal(sent, whole) and torch.equal(scale, whole_scale)
     assert bool((scale < 1.0).any()) and bool((scale == 1.0).any())
 
