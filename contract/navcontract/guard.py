@@ -121,7 +121,7 @@ it cannot see, whatever its bundle states.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -485,36 +485,41 @@ slices of its first axis that hold about this many (the same result: every world
 own), so that each slice's arrays stay in the cache instead of streaming through memory."""
 
 
+def in_slices(xp: Any, fn: Callable[..., Any], arrays: list[Any], shape: tuple[int, ...]) -> Any:
+    """``fn(*arrays)``: in one piece, or for a torch batch on the CPU whose per-beam arrays (of the
+    broadcast ``shape``, worlds first) would hold more than :data:`CHUNK_ELEMENTS`, over slices of the
+    worlds, concatenated along the first axis. Each array's first axis is the worlds' (or 1: passed
+    whole to every slice); None passes through. The same result when ``fn`` judges each world on its own."""
+    rows = shape[0] if len(shape) > 1 else 1
+    step = max(1, CHUNK_ELEMENTS // max(math.prod(shape) // max(rows, 1), 1))
+    if xp.name != "torch" or rows <= step or any(a is not None and a.is_cuda for a in arrays):
+        return fn(*arrays)
+
+    def part(x: Any, i: int) -> Any:
+        return x if x is None or x.shape[0] == 1 else x[i : i + step]
+
+    return xp.concat([fn(*(part(a, i) for a in arrays)) for i in range(0, rows, step)], axis=0)
+
+
 def _least_free(
     xp: Any, ranges: Any, command: Any, rule: GuardRule, max_range: float, seen: Any, turn: Any, offset: Any = None
 ) -> Any:
     """The least free distance over the beams that block the command's direction turned by ``turn``
     (rule steps 0-2b; from the robot displaced by ``offset``, when given); -1 when an unseen beam
     blocks it (rule step 0), 1e6 when none does."""
-    if xp.name == "torch" and not ranges.is_cuda:
-        turned = None if turn is None else turn[..., None]
-        parts = [ranges, command[..., 0:1], seen, turned, None if offset is None else offset[..., 0:1]]
-        shape = xp.t.broadcast_shapes(*(p.shape for p in parts if p is not None))
-        rows = shape[0] if len(shape) > 1 else 1
-        per_row = math.prod(shape) // max(rows, 1)
-        step = max(1, CHUNK_ELEMENTS // max(per_row, 1))
-        sliced = [p for p in parts if p is not None]
-        if rows > step and all(p.dim() == len(shape) for p in sliced):
-            args = [ranges, command, seen, turn, offset]
 
-            def part(x: Any, i: int) -> Any:
-                return x if x is None or x.shape[0] == 1 else x[i : i + step]
+    def least(r: Any, c: Any, sn: Any, t: Any, o: Any) -> Any:
+        return _least_free_all(xp, r, c, rule, max_range, sn, t, o)
 
-            return xp.concat(
-                [
-                    _least_free_all(
-                        xp, *(part(a, i) for a in args[:2]), rule, max_range, *(part(a, i) for a in args[2:])
-                    )
-                    for i in range(0, rows, step)
-                ],
-                axis=0,
-            )
-    return _least_free_all(xp, ranges, command, rule, max_range, seen, turn, offset)
+    arrays = [ranges, command, seen, turn, offset]
+    if xp.name == "torch":
+        # the arrays as they meet the beams: their first axes must all be the worlds'
+        probes = [ranges, command[..., 0:1], seen, None if turn is None else turn[..., None]]
+        probes.append(None if offset is None else offset[..., 0:1])
+        shape = tuple(xp.t.broadcast_shapes(*(p.shape for p in probes if p is not None)))
+        if all(p.dim() == len(shape) for p in probes if p is not None):
+            return in_slices(xp, least, arrays, shape)
+    return least(*arrays)
 
 
 def _least_free_all(

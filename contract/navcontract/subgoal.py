@@ -287,7 +287,7 @@ def open_subgoal(
     (``subgoal`` when none is). ``pose`` (N, 3): x, y, yaw in the path's frame. A robot drifted off
     the path beside a post or a wall's end so sees a goal at the distance it is trained with, in a
     direction it can go. The same code in training (torch) and on the robot (numpy)."""
-    from navcontract.guard import free_distances
+    from navcontract.guard import free_distances, in_slices
 
     xp = ops_for(path)
     seg = path_segments(path, count)
@@ -309,8 +309,13 @@ def open_subgoal(
     ux, uy = (c * dx + s * dy) / safe, (-s * dx + c * dy) / safe
     probes = xp.stack([v_max * ux, v_max * uy, ux * 0.0], axis=-1)  # (N, K, 3)
     seen_k = None if seen is None else seen[:, None, :]
-    free, blocks = free_distances(xp.as_float(ranges)[:, None, :], probes, guard, max_range, seen_k)
-    reach = xp.amin(xp.where(blocks, free, math.inf), axis=-1)  # (N, K)
+
+    def reach_of(r: Any, pr: Any, sn: Any) -> Any:
+        free, blocks = free_distances(r, pr, guard, max_range, sn)
+        return xp.amin(xp.where(blocks, free, math.inf), axis=-1)
+
+    beams = xp.as_float(ranges)[:, None, :]
+    reach = in_slices(xp, reach_of, [beams, probes, seen_k], (*probes.shape[:-1], beams.shape[-1]))  # (N, K)
     open_ = ok & (reach >= dist - OPEN_SLACK)
     rank = xp.where(open_, k_count - xp.arange(k_count, dist)[None, :], 0)  # the first open point ranks highest
     best = xp.amax(rank, axis=-1)

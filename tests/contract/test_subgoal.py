@@ -492,12 +492,20 @@ def test_a_section_that_is_not_a_mapping_or_lacks_a_key_is_refused() -> None:
         parse_contract({**data, SECTION: {"lookahead": 0.7, "search_window": 2.0}})
 
 
-def test_open_subgoal_is_the_same_in_numpy_one_world_at_a_time_and_in_torch_batched() -> None:
+@pytest.mark.parametrize("sliced", [False, True])
+def test_open_subgoal_is_the_same_in_numpy_one_world_at_a_time_and_in_torch_batched(
+    sliced: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The rule the node's gate applies to a given path's sub-goal behind the guard, and training to its
     path-following episodes: random robots beside a straight path among random returns; a good share
-    of the sub-goals are turned, each at its original distance, the rest as they were."""
+    of the sub-goals are turned, each at its original distance, the rest as they were. ``sliced``: the
+    torch batch judged a few worlds at a time (``navcontract.guard.in_slices``), as a large one is."""
+    import navcontract.guard as guard_module
     from navcontract.guard import GuardRule
     from navcontract.subgoal import open_subgoal
+
+    if sliced:
+        monkeypatch.setattr(guard_module, "CHUNK_ELEMENTS", 2000)
 
     rng = np.random.default_rng(0)
     rule = LookaheadRule(lookahead=0.7)
