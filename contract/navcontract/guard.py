@@ -533,6 +533,30 @@ def _least_free_all(
     return least
 
 
+def _fan_least_on_cpu(
+    xp: Any, ranges: Any, command: Any, rule: GuardRule, max_range: float, seen: Any, angles: Any
+) -> Any:
+    """A torch batch's least free distance over its fans (``angles`` ``(..., k)``, each world's last
+    angle repeated to the batch's width: :func:`turn_fan`) on the CPU, in slices of worlds
+    (:func:`in_slices`); each slice drops the fan columns that repeat its last one in every world of
+    the slice (they give the last one's distance again), so a slice of slow turns judges few angles."""
+    probes = [ranges, command[..., 0:1], seen, angles[..., None]]
+    shape = tuple(xp.t.broadcast_shapes(*(p.shape for p in probes if p is not None)))
+
+    def least(r: Any, c: Any, sn: Any, t: Any) -> Any:
+        width = t.shape[-1]
+        repeats = (t == t[..., -1:]).reshape(-1, width).all(dim=0)
+        repeats[-1] = False
+        if bool(repeats.any()):
+            t = t[..., ~repeats]
+        return xp.amin(_least_free_all(xp, r, c, rule, max_range, sn, t), axis=-1)
+
+    arrays = [ranges, command, seen, angles]
+    if all(p.dim() == len(shape) for p in probes if p is not None):
+        return in_slices(xp, least, arrays, shape)
+    return least(*arrays)
+
+
 def guard_scale(
     ranges: Any, command: Any, rule: GuardRule, max_range: float, seen: Any = None, fan: int | None = None
 ) -> Any:
@@ -557,8 +581,11 @@ def guard_scale(
         # Every direction of the fan at once, a fan axis before the beams: (..., k, num_beams).
         angles = xp.stack([command[..., 2] * 0.0 if t is None else t for t in turns], axis=-1)
         seen_k = None if seen is None else seen[..., None, :]
-        least = _least_free(xp, ranges[..., None, :], command[..., None, :], rule, max_range, seen_k, angles)
-        dist = xp.amin(least, axis=-1)
+        if xp.name == "torch" and not angles.is_cuda:
+            dist = _fan_least_on_cpu(xp, ranges[..., None, :], command[..., None, :], rule, max_range, seen_k, angles)
+        else:
+            least = _least_free(xp, ranges[..., None, :], command[..., None, :], rule, max_range, seen_k, angles)
+            dist = xp.amin(least, axis=-1)
     vx, vy = command[..., 0], command[..., 1]
     speed = xp.sqrt(vx * vx + vy * vy)
     moving = speed > 1e-6
