@@ -17,7 +17,7 @@ ray-geom test is exact 2D geometry (ray-circle, ray-oriented-rectangle) plus a h
 The kernel reads the geoms' world poses from MuJoCo Warp's ``geom_xpos`` / ``geom_xmat`` (so it
 sees each world's own layout) and their sizes from the model, testing only the geoms a first kernel
 lists as meeting the scan plane in that world (the obstacle slots a world leaves unused are parked
-below it: three in four in a clutter field's model); a second kernel takes each sector's minimum
+below it); a second kernel takes each sector's minimum
 over its sub-rays. It agrees with C MuJoCo's ``mj_multiRay`` (``navsim.sim_world``, see
 tests/test_lidar.py) and with an independent 2D ray caster through the robot's resampling
 (tests/test_lidar_parity.py); on this 2-core CPU the one-ray kernel cast 67k scans/s at 1024
