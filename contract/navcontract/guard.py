@@ -501,6 +501,14 @@ def in_slices(xp: Any, fn: Callable[..., Any], arrays: list[Any], shape: tuple[i
     return xp.concat([fn(*(part(a, i) for a in arrays)) for i in range(0, rows, step)], axis=0)
 
 
+def _worlds_shape(xp: Any, probes: list[Any]) -> tuple[int, ...] | None:
+    """The broadcast shape of torch arrays as they meet the beams (None entries skipped), when the
+    first axis of every one is the worlds' (all of the same rank); else None (not to be sliced)."""
+    present = [p for p in probes if p is not None]
+    shape = tuple(xp.t.broadcast_shapes(*(p.shape for p in present)))
+    return shape if all(p.dim() == len(shape) for p in present) else None
+
+
 def _least_free(
     xp: Any, ranges: Any, command: Any, rule: GuardRule, max_range: float, seen: Any, turn: Any, offset: Any = None
 ) -> Any:
@@ -513,11 +521,11 @@ def _least_free(
 
     arrays = [ranges, command, seen, turn, offset]
     if xp.name == "torch":
-        # the arrays as they meet the beams: their first axes must all be the worlds'
-        probes = [ranges, command[..., 0:1], seen, None if turn is None else turn[..., None]]
-        probes.append(None if offset is None else offset[..., 0:1])
-        shape = tuple(xp.t.broadcast_shapes(*(p.shape for p in probes if p is not None)))
-        if all(p.dim() == len(shape) for p in probes if p is not None):
+        turned = None if turn is None else turn[..., None]
+        shape = _worlds_shape(
+            xp, [ranges, command[..., 0:1], seen, turned, None if offset is None else offset[..., 0:1]]
+        )
+        if shape is not None:
             return in_slices(xp, least, arrays, shape)
     return least(*arrays)
 
@@ -540,8 +548,7 @@ def _fan_least_on_cpu(
     angle repeated to the batch's width: :func:`turn_fan`) on the CPU, in slices of worlds
     (:func:`in_slices`); each slice drops the fan columns that repeat its last one in every world of
     the slice (they give the last one's distance again), so a slice of slow turns judges few angles."""
-    probes = [ranges, command[..., 0:1], seen, angles[..., None]]
-    shape = tuple(xp.t.broadcast_shapes(*(p.shape for p in probes if p is not None)))
+    shape = _worlds_shape(xp, [ranges, command[..., 0:1], seen, angles[..., None]])
 
     def least(r: Any, c: Any, sn: Any, t: Any) -> Any:
         width = t.shape[-1]
@@ -552,9 +559,7 @@ def _fan_least_on_cpu(
         return xp.amin(_least_free_all(xp, r, c, rule, max_range, sn, t), axis=-1)
 
     arrays = [ranges, command, seen, angles]
-    if all(p.dim() == len(shape) for p in probes if p is not None):
-        return in_slices(xp, least, arrays, shape)
-    return least(*arrays)
+    return least(*arrays) if shape is None else in_slices(xp, least, arrays, shape)
 
 
 def guard_scale(
