@@ -72,13 +72,13 @@ def steer_command(
     ranges, command = xp.as_float(ranges), xp.as_float(command)
     if seen is not None and not hasattr(seen, "shape"):
         seen = np.asarray(seen, dtype=bool)
+    if xp.name != "torch" or command.is_cuda:
+        return _steered(xp, ranges, command, rule, max_range, seen, fan)
     lead = tuple(command.shape[:-1])
     num_beams = ranges.shape[-1]
     flat_ranges = xp.broadcast(ranges, (*lead, num_beams)).reshape(-1, num_beams)
     flat_seen = None if seen is None else xp.broadcast(seen, (*lead, num_beams)).reshape(-1, num_beams)
     flat = command.reshape(-1, 3)
-    if xp.name != "torch" or flat.is_cuda:
-        return _steered(xp, flat_ranges, flat, rule, max_range, flat_seen, fan).reshape(*lead, 3)
     asked = guard_scale(flat_ranges, flat, rule, max_range, flat_seen, fan)
     rows = xp.nonzero(asked < 1.0)
     out = xp.copy(flat)
@@ -89,14 +89,14 @@ def steer_command(
 
 
 def _steered(xp: Any, ranges: Any, command: Any, rule: GuardRule, max_range: float, seen: Any, fan: int | None) -> Any:
-    """Rule steps 1-3 on ``(N, num_beams)`` ranges and ``(N, 3)`` commands, every direction tried."""
+    """Rule steps 1-3 on ``(..., num_beams)`` ranges and ``(..., 3)`` commands, every direction tried."""
     offsets = steer_offsets(rule.steer)
     turn = xp.constant(offsets, ranges)  # (K,)
     c, s = xp.cos(turn), xp.sin(turn)
     vx, vy, wz = command[..., 0:1], command[..., 1:2], command[..., 2:3]
-    tried = xp.stack([vx * c - vy * s, vx * s + vy * c, wz + turn * 0.0], axis=-1)  # (N, K, 3)
+    tried = xp.stack([vx * c - vy * s, vx * s + vy * c, wz + turn * 0.0], axis=-1)  # (..., K, 3)
     seen_k = None if seen is None else seen[..., None, :]
-    scale = guard_scale(ranges[..., None, :], tried, rule, max_range, seen_k, fan)  # (N, K)
+    scale = guard_scale(ranges[..., None, :], tried, rule, max_range, seen_k, fan)  # (..., K)
     score = scale * xp.cos(turn)
     best, out = score[..., 0], command
     for k in range(1, len(offsets)):

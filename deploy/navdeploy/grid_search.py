@@ -35,8 +35,6 @@ CLEARANCE_WEIGHT = 4.0
 PULL_STRIDE = 3
 """String pulling tries every third grid waypoint (and the last)."""
 
-_OFFSETS = ((0, 1), (1, 0), (1, 1), (1, -1))  # (dy, dx): each undirected neighbour pair once
-
 
 @dataclass(frozen=True)
 class GridFrame:
@@ -61,33 +59,21 @@ class GridFrame:
         return iy, ix
 
 
-_PAIRS: dict[tuple[int, int, float, float], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-
-
 def _neighbour_pairs(frame: GridFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Every neighbouring pair of cells of a grid of ``frame``'s shape and cell size, each once:
-    ``(first, second, length)``, the flat ids sorted by first then second cell (compressed sparse
-    row order); computed once per shape and cell size."""
+    """Every neighbouring pair of cells of ``frame``'s grid, each once: ``(first, second, length)``,
+    the flat ids in compressed sparse row order (by first cell, then second). Each cell's later
+    neighbours lie at ids ``+1, +W-1, +W, +W+1`` (east, south-west, south, south-east), ascending, so
+    the valid ones read row by row are already in that order: nothing is sorted."""
     H, W = frame.shape
-    key = (H, W, frame.sx, frame.sy)
-    found = _PAIRS.get(key)
-    if found is None:
-        ids = np.arange(H * W).reshape(H, W)
-        first, second, length = [], [], []
-        for dy, dx in _OFFSETS:
-            ys, yd = slice(0, H - dy), slice(dy, H)
-            x0, x1 = max(0, -dx), W - max(0, dx)
-            xs, xd = slice(x0, x1), slice(x0 + dx, x1 + dx)
-            first.append(ids[ys, xs].ravel())
-            second.append(ids[yd, xd].ravel())
-            length.append(np.full(first[-1].shape[0], math.hypot(dx * frame.sx, dy * frame.sy)))
-        a, b, ell = np.concatenate(first), np.concatenate(second), np.concatenate(length)
-        order = np.lexsort((b, a))
-        found = (a[order], b[order], ell[order])
-        for part in found:
-            part.setflags(write=False)
-        _PAIRS[key] = found
-    return found
+    ids = np.arange(H * W)
+    x, y = ids % W, ids // W
+    east, south = x < W - 1, y < H - 1
+    valid = np.stack([east, south & (x >= 1), south, south & east], axis=1)  # (H*W, 4)
+    diagonal = math.hypot(frame.sx, frame.sy)
+    first, which = np.nonzero(valid)
+    second = first + np.array([1, W - 1, W, W + 1])[which]
+    length = np.array([frame.sx, diagonal, frame.sy, diagonal])[which]
+    return first, second, length
 
 
 def edge_graph(
@@ -100,7 +86,7 @@ def edge_graph(
     """Edges between neighbouring cell centres whose clearances both exceed the radius plus half the
     edge's length (``certify``; else the radius alone), weighted by length (and with ``keep`` > 0 by
     how far inside ``radius + keep`` of a surface the edge runs). Built from the grid's neighbouring
-    pairs in compressed sparse row order (:func:`_neighbour_pairs`), so nothing is sorted per call."""
+    pairs in compressed sparse row order (:func:`_neighbour_pairs`), so nothing is sorted."""
     from scipy.sparse import csr_matrix
 
     first, second, length = _neighbour_pairs(frame)

@@ -52,7 +52,7 @@ def test_the_graph_holds_exactly_the_rule_s_edges_and_weights(
 
 
 def test_a_grid_of_another_shape_or_cell_size_gets_its_own_edges() -> None:
-    """The neighbouring pairs are kept per grid shape and cell size: a second grid never reuses another's."""
+    """Grids of another shape or cell size get their own pairs and lengths."""
     clear = np.ones((4, 4))
     assert edge_graph(clear, 0.2, GridFrame(0, 0, 0.1, 0.1, (4, 4))).nnz == 3 * 4 + 3 * 4 + 2 * 3 * 3
     wide = edge_graph(np.ones((4, 6)), 0.2, GridFrame(0, 0, 0.1, 0.1, (4, 6)))
