@@ -1,7 +1,8 @@
 """Collision guard: slow the planar command so the robot can stop before what its scan shows.
 
 The guard only ever scales the planar part ``(vx, vy)`` of a command down, keeping its direction,
-and never touches ``wz`` (the shell is a cylinder: turning in place cannot hit anything). It reads
+and lowers ``wz`` only to keep a near return in sight (rule step 0b: the shell is a cylinder, so
+turning in place cannot hit anything, but it can turn a post out of the lidar's view). It reads
 the same ``num_beams`` ranges the policy observed (metres, the scan rule of :mod:`navcontract.scan`),
 so training (torch, batched over worlds) and the robot (numpy, one robot) apply the very same rule
 to the very same numbers. Like Nav2's collision monitor in its approach mode, but on the policy's
@@ -28,6 +29,20 @@ The rule, per world, for a planar command ``v`` of speed ``s = |v|`` in directio
    touches the post that stands there). Motion away from the blind side, or past it outside the
    band, is not limited by it. The rule only ever lowers a range or a speed, so the guard with it
    never allows more than without it.
+
+   0b. **A near return stays in sight** (``keep_sight``). By translation alone a return enters the
+   blind sector of the shipped 270-degree layout no nearer than ``radius + margin +
+   unseen_clearance`` (the reason for :data:`UNSEEN_CLEARANCE`); by turning, at any range, and step
+   0 would then put it further away than it is. So a seen return nearer than
+   :attr:`GuardRule.unseen_range` limits the yaw rate toward the side that carries it out of sight.
+   Turning by ``+Delta`` moves every return's body angle by ``-Delta``; a return in sector ``j``
+   (anywhere on its arc) can turn by ``g_j = 2 delta n_j`` before it reaches an unseen sector,
+   ``n_j`` the seen sectors between them on that side. The yaw rate that way is capped at ``min_j
+   g_j / h`` (``h`` the time headway of step 3): the angle left closes as the free distance of step
+   3 does, and with ``T / h <= 1/e`` it never reaches zero. A near return next to an unseen sector
+   holds every turn toward it; turning the other way is not limited by it, nor is any planar motion.
+   A scan without unseen sectors leaves ``wz`` as it is, bit for bit. The capped ``wz`` is the one
+   steps 2b and 5 judge.
 
 1. Each beam ``j`` is a point at its range ``r_j`` and angle ``theta_j`` (body frame). Its value is
    the nearest return in its sector of width ``2 delta`` (``delta`` = half the beam increment), so
@@ -151,9 +166,10 @@ lies outside the band the shell sweeps): only motion with a backward component i
 section without the key is read with this value."""
 
 
-GUARD_REVISION = 2
+GUARD_REVISION = 3
 """The revision of the rule this module applies, raised whenever a rule step changes what it lets out
-(2: rule step 5 allows each velocity on the way only its share of :data:`MOMENTUM_TOLERANCE`). Long
+(2: rule step 5 allows each velocity on the way only its share of :data:`MOMENTUM_TOLERANCE`; 3: rule
+step 0b caps a turn that would carry a near return out of sight, on by default). Long
 evaluations that keep their finished batches in a file (the safety suite, ``nav-compare``) name it in
 the file's key, so that a run resumed after a change never mixes two rules in one result."""
 
@@ -208,6 +224,7 @@ class GuardRule:
     steer: float = 0.0  # [deg] a holonomic command may be turned by up to this (navcontract.steer; 0: off)
     sweep_lag: float = 0.0  # [s] rule step 5: each velocity on the way judged from where this lag takes the robot
     axis_brake: bool = False  # rule step 5b: the per-axis path judged too, a stop brakes along the measured velocity
+    keep_sight: bool = True  # rule step 0b: a turn never carries a return nearer than unseen_range out of sight
 
     NUMBERS: ClassVar[tuple[str, ...]] = ("radius", "margin", "headway", "decel")
     FLAGS: ClassVar[tuple[str, ...]] = ("slide", "after_smoother")
@@ -220,6 +237,7 @@ class GuardRule:
         "steer",
         "sweep_lag",
         "axis_brake",
+        "keep_sight",
     )
 
     def __post_init__(self) -> None:
@@ -231,7 +249,7 @@ class GuardRule:
             v = getattr(self, name)
             if isinstance(v, bool) or not (isinstance(v, int | float) and math.isfinite(v) and v >= 0):
                 raise ValueError(f"guard {name} must be finite and >= 0, got {v!r}")
-        for name in (*self.FLAGS, "momentum", "axis_brake"):
+        for name in (*self.FLAGS, "momentum", "axis_brake", "keep_sight"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"guard {name} must be true or false, got {getattr(self, name)!r}")
         s = self.steer
@@ -280,6 +298,7 @@ class GuardRule:
         out["steer"] = float(self.steer)
         out["sweep_lag"] = float(self.sweep_lag)
         out["axis_brake"] = self.axis_brake
+        out["keep_sight"] = self.keep_sight
         return out
 
     @classmethod
@@ -294,7 +313,8 @@ class GuardRule:
         step 5; a section without it: true, so every robot gets it); ``steer`` (degrees,
         :mod:`navcontract.steer`; a section without it: 0, no steering); ``sweep_lag`` (seconds, rule
         step 5; a section without it: 0, each velocity judged from where the robot is); ``axis_brake``
-        (a boolean, rule step 5b; a section without it: false). An unknown, missing or mistyped key
+        (a boolean, rule step 5b; a section without it: false); ``keep_sight`` (a boolean, rule step
+        0b; a section without it: true, so every robot gets it). An unknown, missing or mistyped key
         is an error naming it."""
         known = set(cls.NUMBERS) | set(cls.OPTIONAL)
         unknown = sorted(set(data) - known)
@@ -324,6 +344,9 @@ class GuardRule:
         axis_brake = data.get("axis_brake", False)
         if not isinstance(axis_brake, bool):
             raise ValueError(f"guard.axis_brake must be true or false, got {axis_brake!r}")
+        keep_sight = data.get("keep_sight", True)
+        if not isinstance(keep_sight, bool):
+            raise ValueError(f"guard.keep_sight must be true or false, got {keep_sight!r}")
         return cls(
             **numbers,
             **flags,
@@ -333,6 +356,7 @@ class GuardRule:
             steer=steer,
             sweep_lag=lag,
             axis_brake=axis_brake,
+            keep_sight=keep_sight,
         )
 
 
@@ -376,6 +400,43 @@ def guarded_ranges(ranges: Any, seen: Any, rule: GuardRule) -> Any:
         return ranges
     xp = ops_for(ranges)
     return xp.where(seen, ranges, xp.minimum(ranges, rule.unseen_range))
+
+
+UNLIMITED_TURN = 1e6
+"""[rad/s] Rule step 0b's cap on a side no near return limits (more than any base turns)."""
+
+
+def sight_turn_caps(ranges: Any, seen: Any, rule: GuardRule) -> tuple[Any, Any]:
+    """Rule step 0b: ``(most wz > 0, most |wz| for wz < 0)``, each ``(...,)`` [rad/s], for ``ranges``
+    ``(..., num_beams)`` on the training layout and ``seen`` (the beams the scan saw): a seen return
+    nearer than :attr:`GuardRule.unseen_range` may turn ``2 delta`` per seen sector between it and
+    the nearest unseen one on the side the turn moves it toward (counter-clockwise turns move returns
+    toward lower beam indices), at most that angle over the time headway; :data:`UNLIMITED_TURN`
+    where nothing limits it."""
+    xp = ops_for(ranges)
+    ranges = xp.as_float(ranges)
+    if not hasattr(seen, "shape"):
+        seen = np.asarray(seen, dtype=bool)
+    num = ranges.shape[-1]
+    near = seen & (ranges < rule.unseen_range)
+    step = (2.0 * math.pi / num) / rule.time_headway
+    ccw = _seen_before_unseen(xp, ~seen, ranges)
+    cw = xp.flip(_seen_before_unseen(xp, xp.flip(~seen), ranges), -1)
+    out = []
+    for gap in (ccw, cw):
+        cap = xp.amin(xp.where(near, gap * step, UNLIMITED_TURN), axis=-1)
+        out.append(xp.minimum(cap, UNLIMITED_TURN))
+    return out[0], out[1]
+
+
+def _seen_before_unseen(xp: Any, unseen: Any, like: Any) -> Any:
+    """``(..., num_beams)`` float: per beam, how many beams lie between it and the nearest unseen beam
+    at a lower index, cyclically (the beam itself not counted; about 1e9 when none is unseen)."""
+    num = unseen.shape[-1]
+    index = xp.as_float(xp.arange(2 * num, like))
+    twice = xp.concat([unseen, unseen], axis=-1)
+    last = xp.cummax(xp.where(twice, index, -1e9), axis=-1)  # the last unseen beam at or before each
+    return index[num:] - last[..., num - 1 : 2 * num - 1] - 1.0
 
 
 def fan_size(speed: float, omega: float, rule: GuardRule) -> int:
@@ -715,8 +776,12 @@ def apply_guard(
     (``seen``: the beams the scan saw, rule step 0; None: all of them; ``fan``: see :func:`turn_fan`),
     and zeroed where the measured body twist ``motion`` ``(..., 3)`` trips rule step 5 (with
     ``rule.momentum``; None: no measurement, step 5 skipped); with ``rule.axis_brake`` such a stop
-    is :func:`brake_command` over the control ``period`` [s] (required then) instead, its scale 0."""
+    is :func:`brake_command` over the control ``period`` [s] (required then) instead, its scale 0.
+    First, with ``rule.keep_sight`` and ``seen``, ``wz`` is capped by rule step 0b
+    (:func:`sight_turn_caps`); the capped command is the one judged."""
     xp = ops_for(command)
+    if rule.keep_sight and seen is not None:
+        command = sight_turned(ranges, command, rule, seen)
     scale = guard_scale(ranges, command, rule, max_range, seen, fan)
     stop = None
     if rule.momentum and motion is not None:
@@ -732,6 +797,20 @@ def apply_guard(
         brake = brake_command(xp, measured, rule.decel, period)
         out = xp.where(stop[..., None], brake, out)
     return out, scale
+
+
+def sight_turned(ranges: Any, command: Any, rule: GuardRule, seen: Any) -> Any:
+    """``command`` ``(..., 3)`` with ``wz`` capped by rule step 0b (:func:`sight_turn_caps`), in the
+    command's own precision: a command no near return limits comes back with the same numbers."""
+    if not hasattr(command, "shape"):
+        command = np.asarray(command, dtype=np.float64)
+    xp = ops_for(command)
+    up, down = sight_turn_caps(ranges, seen, rule)
+    wz = command[..., 2]
+    held = xp.minimum(xp.maximum(wz, -down), up)
+    if hasattr(wz, "dtype") and hasattr(held, "dtype") and held.dtype != wz.dtype:
+        held = held.astype(wz.dtype) if isinstance(held, np.ndarray) else held.to(wz.dtype)
+    return xp.stack([command[..., 0], command[..., 1], held], axis=-1)
 
 
 def default_guard(radius: float, reaction: float, accel_limit: float | None = None) -> GuardRule:

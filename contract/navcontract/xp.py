@@ -55,6 +55,14 @@ class NumpyOps:
         return np.cumsum(x, axis=axis, dtype=x.dtype)
 
     @staticmethod
+    def cummax(x: Any, axis: int = -1) -> Any:
+        return np.maximum.accumulate(x, axis=axis)
+
+    @staticmethod
+    def flip(x: Any, axis: int = -1) -> Any:
+        return np.flip(x, axis=axis)
+
+    @staticmethod
     def sum(x: Any, axis: int = -1) -> Any:
         return np.add.reduce(x, axis=axis)
 
@@ -150,6 +158,12 @@ class TorchOps:
 
     def cumsum(self, x: Any, axis: int = -1) -> Any:
         return self.t.cumsum(x, dim=axis)
+
+    def cummax(self, x: Any, axis: int = -1) -> Any:
+        return self.t.cummax(x, dim=axis).values
+
+    def flip(self, x: Any, axis: int = -1) -> Any:
+        return self.t.flip(x, dims=(axis,))
 
     def sum(self, x: Any, axis: int = -1) -> Any:
         return self.t.sum(x, dim=axis)

@@ -41,15 +41,17 @@ One step:
    the guard's passing clearance on the contract's beams
    (:meth:`navcontract.guard.GuardRule.passing_clearance`), and each sample is first scaled as the
    guard scales it on this very scan (:func:`navcontract.guard.guard_scale`, unseen sectors occupied,
-   rule step 0): the planner weighs the motions the guard lets out (a creep where the guard allows
-   only a creep), never asks for a gap or a speed the guard refuses, nor refuses a gap the guard
+   rule step 0; its turn capped by rule step 0b, :func:`navcontract.guard.sight_turned`, when the
+   guard keeps near returns in sight): the planner weighs the motions the guard lets out (a creep
+   where the guard allows only a creep, a slower turn where it holds a turn), never asks for a gap or a speed the guard refuses, nor refuses a gap the guard
    lets the robot through. Without a guard
    ``safe_distance`` is ``robot_radius + safety_margin``, and **unseen is occupied** all the same: a
    sample is admissible only when its planar velocity is one :func:`unseen_rule` (the planner's
    radius and safety margin) allows toward the sectors the scan did not see (outside the lidar's
    field of view, or filled for lack of a reading: the scan report's ``filled``), each counted as a
-   return at ``radius + margin + unseen_clearance``. So the planner never picks a motion into a
-   blind sector.
+   return at ``radius + margin + unseen_clearance``, and (rule step 0b) a turn faster than that rule
+   lets a near return turn out of sight is not admissible either. So the planner never picks a
+   motion into a blind sector.
 5. Admissible trajectories are scored: ``w_progress * progress + w_heading * heading +
    w_clearance * clearance + w_speed * speed`` (each term in [-1, 1] or [0, 1], see
    :meth:`DwaPlanner.evaluate`). The best one's twist is the command.
@@ -73,7 +75,7 @@ import numpy as np
 
 from navcontract.base import DIFF_DRIVE
 from navcontract.bundle import Contract
-from navcontract.guard import GuardRule, guard_scale
+from navcontract.guard import GuardRule, guard_scale, sight_turned
 from navcontract.scan import ScanInput, ScanOptions, ScanUnusable
 from navdeploy.runtime import ContractScanReader, finite_vector
 
@@ -367,11 +369,14 @@ class DwaPlanner(ContractScanReader):
     def guarded(self, samples: np.ndarray, ranges: np.ndarray, seen: np.ndarray | None) -> np.ndarray:
         """(S, 3) each sample as the guard of :attr:`guard` lets it out on ``ranges`` (the contract's
         beams, unseen sectors occupied): its planar part scaled by :func:`navcontract.guard.guard_scale`,
-        ``wz`` as it is (step 4 of the module docstring). A scaled sample is one the guard leaves as it
-        is: its cap is its speed, and a slower turning command sweeps no wider a fan."""
+        ``wz`` as rule step 0b leaves it (step 4 of the module docstring). A scaled sample is one the
+        guard leaves as it is: its cap is its speed, and a slower turning command sweeps no wider a fan."""
         if self.guard is None:
             return samples
         n = samples.shape[0]
+        if self.guard.keep_sight and seen is not None and not seen.all():
+            wide = np.broadcast_to(seen, (n, seen.shape[0]))
+            samples = np.asarray(sight_turned(np.broadcast_to(ranges, wide.shape), samples, self.guard, wide))
         scale = guard_scale(
             np.broadcast_to(ranges, (n, ranges.shape[0])),
             samples,
@@ -383,16 +388,22 @@ class DwaPlanner(ContractScanReader):
         out[:, :2] *= np.asarray(scale, dtype=np.float64)[:, None]
         return out
 
-    def unseen_ok(self, samples: np.ndarray, seen: np.ndarray | None) -> np.ndarray:
+    def unseen_ok(self, samples: np.ndarray, seen: np.ndarray | None, ranges: np.ndarray) -> np.ndarray:
         """(S,) without a guard: whether :func:`unseen_rule` leaves each sample's planar velocity as it
-        is toward the sectors the scan did not see (step 4 of the module docstring; with a guard the
-        samples are :meth:`guarded` instead, which covers them)."""
+        is toward the sectors the scan did not see, and its turn as it is near them on ``ranges``
+        (rule steps 0 and 0b; step 4 of the module docstring; with a guard the samples are
+        :meth:`guarded` instead, which covers them)."""
         if self.guard is not None or seen is None or seen.all():
             return np.ones(samples.shape[0], dtype=bool)
         max_range = float(self.contract.max_range)
         free = np.full(seen.shape[0], max_range)  # seen sectors: nothing here
         scale = guard_scale(free, samples, self.unseen, max_range, seen)
-        return np.asarray(scale) >= 1.0 - 1e-6
+        ok = np.asarray(scale) >= 1.0 - 1e-6
+        if self.unseen.keep_sight:  # rule step 0b on the scan itself: no near return turned out of sight
+            n = samples.shape[0]
+            held = np.asarray(sight_turned(np.broadcast_to(ranges, (n, seen.shape[0])), samples, self.unseen, seen))
+            ok &= held[:, 2] == samples[:, 2]
+        return ok
 
     def evaluate(
         self, samples: np.ndarray, ranges: np.ndarray, goal_body: np.ndarray, seen: np.ndarray | None = None
@@ -438,7 +449,7 @@ class DwaPlanner(ContractScanReader):
         speed = np.hypot(samples[:, 0], samples[:, 1])
         safe = self.safe_distance + p.margin_per_speed * speed
         threshold = np.minimum(safe, d_now - 1e-9)
-        admissible = (dmin >= threshold) & self.unseen_ok(samples, seen)
+        admissible = (dmin >= threshold) & self.unseen_ok(samples, seen, ranges)
         end = xy[:, -1, :]
         d_goal_now = float(np.hypot(goal_body[0], goal_body[1]))
         to_goal = goal_body[None, :] - end

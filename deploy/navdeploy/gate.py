@@ -608,7 +608,7 @@ class CommandGate:
     def _guarded(self, cmd: np.ndarray, rule: GuardRule, momentum: bool = False) -> tuple[np.ndarray, float]:
         """``cmd`` with its planar part scaled by ``rule`` on the ranges the driver read this tick (its
         ``last_scan_report``, set by its step), the sectors the scan rule filled counted as unseen
-        (:mod:`navcontract.guard`, rule step 0); wz as it was. With ``momentum`` (the command that
+        (:mod:`navcontract.guard`, rule step 0); wz as rule step 0b leaves it. With ``momentum`` (the command that
         goes out), also rule step 5 on the odometry's body twist. Raises when the driver keeps no
         report (the tick then stops with ``error``)."""
         report = self._report()

@@ -338,6 +338,8 @@ def resolve_guard(contract: Any, enabled: bool, *, warnings: list[str]) -> tuple
         f"guard radius {trained.radius:g} m, margin {trained.margin:g} m, headway {trained.headway:g} s, "
         f"decel {trained.decel:g} m/s^2, slide {'on' if trained.slide else 'off'}, unseen clearance "
         f"{trained.unseen_clearance:g} m (unseen sectors are occupied: no motion into them{unseen}), "
+        f"keep sight {'on' if trained.keep_sight else 'off'}"
+        f"{'' if section is not None and 'keep_sight' in section else ' (the default)'}, "
         f"reaction {trained.reaction:.2g} s, momentum {'on' if trained.momentum else 'off'}"
         f"{f' (sweep lag {trained.sweep_lag:g} s)' if trained.sweep_lag > 0 else ''}"
         f"{' (per-axis path, brakes along the motion)' if trained.axis_brake else ''}"

@@ -54,3 +54,18 @@ def test_reductions_and_clip_give_numpys_results() -> None:
     assert np.array_equal(NumpyOps.clip(x, -0.5, 0.5), np.clip(x, -0.5, 0.5), equal_nan=True)
     t = torch.as_tensor(b)
     assert np.array_equal(TorchOps(torch).any(t, axis=-1).numpy(), np.any(b, axis=-1))
+
+
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_running_maximum_and_flip_give_numpys_and_torchs_results(axis: int) -> None:
+    """cummax is numpy's maximum.accumulate and torch's cummax values; flip reverses one axis, in both."""
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(3, 7)).astype(np.float32)
+    want = np.maximum.accumulate(x, axis=axis)
+    assert np.array_equal(NumpyOps.cummax(x, axis=axis), want)
+    assert np.array_equal(TorchOps(torch).cummax(torch.as_tensor(x), axis=axis).numpy(), want)
+    assert float(want.reshape(-1)[-1]) == float(x.max(axis=axis).reshape(-1)[-1])
+    flipped = np.flip(x, axis=axis)
+    assert np.array_equal(NumpyOps.flip(x, axis=axis), flipped)
+    assert np.array_equal(TorchOps(torch).flip(torch.as_tensor(x), axis=axis).numpy(), flipped)
+    assert not np.array_equal(flipped, x)

@@ -575,3 +575,36 @@ def test_it_follows_paths_with_its_own_lookahead_and_a_far_sub_goal_lets_it_driv
 
     assert top_speed(planner.path_lookahead) > 0.9 * planner.v_max
     assert top_speed(0.7) < 0.7 * planner.v_max
+
+
+@pytest.mark.parametrize("guarded", [True, False])
+def test_it_never_turns_a_near_post_out_of_a_270_degree_view(guarded_contract, guarded):
+    """A diff drive with a 270-degree lidar, a post 2 cm from its shell just inside the right-rear
+    edge of the view, the goal behind on the left (the planner wants a counter-clockwise turn, which
+    carries the post into the blind sector): its turn is never faster than rule step 0b lets it be
+    on the beams it read, with the contract's guard and with its own unseen rule alike; with the step
+    off, the same planner turns faster than that."""
+    from dataclasses import replace
+
+    from navcontract.guard import sight_turn_caps
+
+    rule = guarded_contract.guard
+    centre = 0.2 + 0.02 + 0.075 * math.sqrt(2.0)
+    bearing = math.radians(-122.0)
+    segs = room_walls(4.0) + post(centre * math.cos(bearing), centre * math.sin(bearing))
+    scan = narrowed(cast((0.0, 0.0, 0.0), segs, n=720), 270.0)
+    turns = {}
+    for keep in (True, False):
+        kept = replace(rule, keep_sight=keep)
+        contract = diff_drive_contract(guard=kept if guarded else None)
+        planner = DwaPlanner(contract, DwaParams.from_yaml())
+        if not guarded:
+            planner.unseen = replace(planner.unseen, keep_sight=keep)
+        planner.reset()
+        cmd = planner.step(scan, (0.0, 0.0, 0.0), np.zeros(3), (-2.0, 2.0))
+        report = planner.last_scan_report
+        up, _ = sight_turn_caps(report.ranges, ~report.filled, planner.guard or planner.unseen)
+        turns[keep] = (float(cmd[2]), float(up))
+    (held, cap), (free, _) = turns[True], turns[False]
+    assert cap < 0.5 and held <= cap + 1e-6, turns
+    assert free > cap + 0.1, turns

@@ -28,6 +28,8 @@ from navcontract.guard import (
     fan_size,
     free_distances,
     guard_scale,
+    sight_turn_caps,
+    sight_turned,
     turn_fan,
 )
 from navcontract.scan import ScanReport
@@ -929,3 +931,145 @@ def test_a_diff_drive_s_brake_in_training_has_no_sideways_part_as_on_the_robot()
     assert float(sent[0, 0]) == pytest.approx(float(brake[0, 0]))
     holonomic = CommandStages(SCALING, rule, 6.0, AccelLimits(None, None), 0.1).guarded(command, ranges, None, measured)
     assert float(holonomic[0][0, 1]) == pytest.approx(float(brake[0, 1]))  # a holonomic base gets the whole brake
+
+
+# Rule step 0b: a turn never carries a near return out of sight.
+FIRST_SEEN = 9  # FOV_270's first seen beam on the low-index side (the blind sector is beams 63-71 and 0-8)
+LAST_SEEN = 63
+
+
+def test_a_near_return_next_to_the_blind_sector_holds_the_turn_that_would_hide_it():
+    """A return 0.22 m away in the first seen sector after the blind one: a counter-clockwise turn
+    (which moves returns toward lower beam indices, into the blind sector) is held, a clockwise one
+    and the planar command pass as they are. Three seen sectors between: the turn may take that angle
+    over the headway. Farther than the unseen range, all seen, or keep_sight off: nothing is held."""
+    rule = replace(RULE, slide=True)
+    h = rule.time_headway
+    near = _scan(**{f"b{FIRST_SEEN}": 0.22})
+    for cmd, want in (([0.3, 0.4, 1.9], [0.3, 0.4, 0.0]), ([0.3, 0.4, -1.9], [0.3, 0.4, -1.9])):
+        got = sight_turned(near, np.array(cmd), rule, FOV_270)
+        assert got.tolist() == want, cmd
+    up, down = sight_turn_caps(near, FOV_270, rule)
+    assert float(up) == 0.0 and float(down) == pytest.approx(54 * 2 * math.pi / B / h, rel=1e-6)
+    inner = _scan(**{f"b{FIRST_SEEN + 3}": 0.22, f"b{LAST_SEEN - 1}": 0.3})
+    up, down = sight_turn_caps(inner, FOV_270, rule)
+    assert float(up) == pytest.approx(3 * 2 * math.pi / B / h, rel=1e-6)
+    assert float(down) == pytest.approx(1 * 2 * math.pi / B / h, rel=1e-6)
+    assert sight_turned(inner, np.array([0.0, 0.0, 0.2]), rule, FOV_270)[2] == 0.2  # below the cap
+    far = _scan(**{f"b{FIRST_SEEN}": rule.unseen_range + 0.01})
+    everything = np.ones(B, dtype=bool)
+    off = replace(rule, keep_sight=False)
+    cmd = np.array([0.123456789, -0.2, 1.987654321])
+    for ranges, seen, r in ((far, FOV_270, rule), (near, everything, rule), (near, FOV_270, off)):
+        out, _ = apply_guard(ranges, cmd, r, R_MAX, seen)
+        assert out[2] == cmd[2]  # bit for bit
+    out, scale = apply_guard(near, np.array([0.0, 0.0, 1.9]), rule, R_MAX, FOV_270)
+    assert out.tolist() == [0.0, 0.0, 0.0] and float(scale) == 1.0
+
+
+def test_sight_caps_count_the_seen_sectors_on_each_side_cyclically_in_torch_and_numpy():
+    """Random unseen sectors and near returns: each cap is the least of (seen sectors to the nearest
+    unseen one on that side, cyclically) x the sector over the headway, counted here beam by beam."""
+    rule = replace(RULE, slide=True)
+    rng = np.random.default_rng(4)
+    ranges = rng.uniform(0.22, 0.6, size=(64, B)).astype(np.float32)
+    seen = rng.random((64, B)) > 0.08
+    seen[0] = True  # nothing unseen: unlimited
+    step = 2 * math.pi / B / rule.time_headway
+    want = np.full((64, 2), 1e6)
+    for w in range(64):
+        for j in range(B):
+            if not seen[w, j] or ranges[w, j] >= rule.unseen_range:
+                continue
+            for side, sign in ((0, -1), (1, 1)):
+                for n in range(B):
+                    if not seen[w, (j + sign * (n + 1)) % B]:
+                        want[w, side] = min(want[w, side], n * step)
+                        break
+    up, down = sight_turn_caps(ranges, seen, rule)
+    assert np.allclose(np.stack([up, down], -1), want, rtol=1e-6)
+    tup, tdown = sight_turn_caps(torch.as_tensor(ranges), torch.as_tensor(seen), rule)
+    assert np.allclose(np.stack([tup.numpy(), tdown.numpy()], -1), want, rtol=1e-6)
+    assert (want[1:] < 1e6).any() and (want[0] == 1e6).all()
+
+
+def _post_ranges(post: np.ndarray, yaw: float, post_radius: float) -> np.ndarray:
+    """The 72 sector minima of one post (a circle at ``post``, world frame) seen from the origin
+    turned to ``yaw``."""
+    a = np.linspace(0.0, 2 * math.pi, 720, endpoint=False)
+    pts = post[None, :] + post_radius * np.stack([np.cos(a), np.sin(a)], -1)
+    bearing = np.arctan2(pts[:, 1], pts[:, 0]) - yaw
+    sector = np.floor(((bearing + math.pi) % (2 * math.pi)) / (2 * math.pi / B) + 0.5).astype(int) % B
+    out = np.full(B, R_MAX, dtype=np.float32)
+    np.minimum.at(out, sector, np.hypot(pts[:, 0], pts[:, 1]).astype(np.float32))
+    return out
+
+
+def test_a_robot_spinning_beside_a_post_keeps_it_in_sight_and_without_the_step_turns_it_out():
+    """A 270-degree robot spins in place at 1.9 rad/s (the command held for a 0.1 s tick, applied a
+    tick late) beside a post 1.5 cm from its shell, 20 degrees inside the field of view. With rule
+    step 0b the post's true bearing never leaves the seen sectors; without it the spin turns it into
+    the blind sector, where step 0 would put it 9 cm further away than it is."""
+    period, delay = 0.1, 0.1
+    rule = replace(RULE, margin=0.01, slide=True, reaction=period + delay)
+    post_radius = 0.075
+    centre = 0.2 + 0.015 + post_radius
+    bearing0 = math.radians(-115.0)
+    post = centre * np.array([math.cos(bearing0), math.sin(bearing0)])
+    worst = {}
+    for keep in (True, False):
+        r = replace(rule, keep_sight=keep)
+        yaw, pending, most = 0.0, 0.0, 0.0
+        for _ in range(40):
+            ranges = _post_ranges(post, yaw, post_radius)
+            cmd, _ = apply_guard(ranges, np.array([0.0, 0.0, 1.9]), r, R_MAX, FOV_270)
+            yaw += pending * period
+            pending = float(cmd[2])
+            bearing = math.atan2(post[1], post[0]) - yaw
+            most = max(most, abs(math.atan2(math.sin(bearing), math.cos(bearing))))
+        worst[keep] = math.degrees(most)
+    assert worst[True] <= 135.0 + 2.5 and worst[False] > 150.0, worst
+
+
+def test_the_simulator_holds_the_spin_that_would_turn_a_near_post_out_of_a_270_degree_view(make_env):
+    """env.lidar.fov_deg=270, a post 1.5 cm from the shell 20 degrees inside the field of view's
+    right-rear edge, the policy spinning counter-clockwise at full rate: the env's guard (the node's
+    rule, training parity) holds the spin while the post is next to the edge, so the post's bearing
+    stays in the seen sectors; without rule step 0b the spin turns it into the blind sector."""
+    env = make_env(
+        2, "env.init_at_random_ep_len=false", "env.lidar.noise_std=0.0", NO_RANDOMIZATION, "env.lidar.fov_deg=270"
+    )
+    env.auto_reset = False
+    post_radius = float(env.sizes.cylinder_radius[0])
+    centre = float(env.env_cfg.robot.radius) + 0.015 + post_radius
+    start = (0.0, 0.0, 0.0)
+    bearing0 = math.radians(-115.0)
+    post_xy = (centre * math.cos(bearing0), centre * math.sin(bearing0))
+    spin = torch.tensor([[0.0, 0.0, 1.0]]).expand(2, 3).clone()
+    worst, sent = {}, {}
+    for keep in (True, False):
+        env.guard = env.stages.guard = replace(env.guard, keep_sight=keep)
+        rooms = empty_rooms(env, start=start, goal=(3.0, 0.0))
+        for w in range(2):
+            place_obstacle(rooms, w, 0, post_xy)
+        env.reset(rooms)
+        most, rates = 0.0, []
+        for _ in range(20):
+            env.step(spin)
+            rates.append(float(env.command[0, 2]))
+            pose = env.pose()[0]
+            bearing = math.atan2(post_xy[1] - float(pose[1]), post_xy[0] - float(pose[0])) - float(pose[2])
+            most = max(most, abs(math.degrees(math.atan2(math.sin(bearing), math.cos(bearing)))))
+        worst[keep], sent[keep] = most, rates
+    env.guard = env.stages.guard = replace(env.guard, keep_sight=True)
+    assert worst[True] < 135.0 and worst[False] > 150.0, worst
+    assert min(sent[True]) < 0.5 and max(sent[False]) == pytest.approx(float(env.env_cfg.robot.omega_max)), sent
+
+
+def test_the_section_states_keep_sight_and_an_older_one_reads_it_on():
+    assert RULE.to_dict()["keep_sight"] is True
+    old = {k: v for k, v in RULE.to_dict().items() if k != "keep_sight"}
+    assert GuardRule.from_dict(old).keep_sight is True
+    assert GuardRule.from_dict({**old, "keep_sight": False}).keep_sight is False
+    with pytest.raises(ValueError, match="guard.keep_sight must be true or false, got 1"):
+        GuardRule.from_dict({**old, "keep_sight": 1})

@@ -45,7 +45,7 @@ GUARD_LINE = (
     "guard radius 0.2 m, margin 0.05 m, headway 0.4 s, decel 2 m/s^2, slide off, unseen clearance 0.1 m "
     "(unseen sectors are occupied: no motion into them"
 )
-GUARD_TAIL = "), reaction 0 s, momentum on, steering off, last stage (trained without a smoother; bundle contract)"
+GUARD_TAIL = "), keep sight on, reaction 0 s, momentum on, steering off, last stage (trained without a smoother; bundle contract)"
 BEARING = math.radians(30.0)  # of the goal: the goal-seeking policy drives at 45 deg (both axes clip) and turns
 MAX_RANGE = 6.0
 
@@ -94,7 +94,7 @@ def test_make_contract_writes_the_section_only_when_given() -> None:
         ({"margin": "0.03"}, "contract guard.margin must be a number, got '0.03'"),
         (
             {"brake": 1.0},
-            "contract unknown guard key(s): brake (known: after_smoother, axis_brake, decel, headway, margin, momentum, radius, "
+            "contract unknown guard key(s): brake (known: after_smoother, axis_brake, decel, headway, keep_sight, margin, momentum, radius, "
             "reaction, slide, stage, steer, sweep_lag, unseen_clearance)",
         ),
         ({"unseen_clearance": -0.1}, "contract guard unseen_clearance must be finite and >= 0, got -0.1"),
@@ -198,6 +198,10 @@ def test_settings_say_which_guard_is_used_and_check_the_parameter(bundles: dict[
     assert older.guard == RULE and resolve_settings(older)[0].guard_source == (
         GUARD_LINE + ", the default: the bundle's guard section does not state it" + GUARD_TAIL
     )
+    no_sight = {k: v for k, v in contract.raw[GUARD_SECTION].items() if k != "keep_sight"}
+    before = parse_contract({**contract.raw, GUARD_SECTION: no_sight})  # rule step 0b applies all the same
+    assert before.guard == RULE and before.guard.keep_sight
+    assert ", keep sight on (the default), reaction" in resolve_settings(before)[0].guard_source
     no_momentum = {k: v for k, v in contract.raw[GUARD_SECTION].items() if k != "momentum"}
     oldest = parse_contract({**contract.raw, GUARD_SECTION: no_momentum})  # rule step 5 applies all the same
     assert (

@@ -116,6 +116,9 @@ class GuardCfg:
     steer: float = 0.0  # [deg] a holonomic command is turned within this span toward the direction the guard lets out fastest (navcontract.steer; 0: off)
     sweep_lag: float = 0.0  # [s] rule step 5 judges each velocity on the way from where a base lagging this much will be (0: from where it is)
     axis_brake: bool = False  # rule step 5b: also judge the path of a base limited per axis, and stop by braking along the measured velocity
+    keep_sight: bool = (
+        True  # rule step 0b: cap a turn that would carry a return nearer than the unseen range out of sight
+    )
 
 
 @dataclass

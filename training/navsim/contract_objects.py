@@ -130,6 +130,7 @@ def guard_geometry(env: EnvCfg) -> GuardRule:
         steer=g.steer,
         sweep_lag=g.sweep_lag,
         axis_brake=g.axis_brake,
+        keep_sight=g.keep_sight,
     )
 
 
