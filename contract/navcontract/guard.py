@@ -800,16 +800,16 @@ def apply_guard(
 
 
 def sight_turned(ranges: Any, command: Any, rule: GuardRule, seen: Any) -> Any:
-    """``command`` ``(..., 3)`` with ``wz`` capped by rule step 0b (:func:`sight_turn_caps`), in the
-    command's own precision: a command no near return limits comes back with the same numbers."""
+    """``command`` ``(..., 3)`` with ``wz`` capped by rule step 0b (:func:`sight_turn_caps` of
+    ``ranges`` and ``seen``, which broadcast against the command's batch: one scan for many
+    commands), in the command's own precision: a command no near return limits comes back with the
+    same numbers."""
     if not hasattr(command, "shape"):
         command = np.asarray(command, dtype=np.float64)
     xp = ops_for(command)
     up, down = sight_turn_caps(ranges, seen, rule)
     wz = command[..., 2]
     held = xp.minimum(xp.maximum(wz, -down), up)
-    if hasattr(wz, "dtype") and hasattr(held, "dtype") and held.dtype != wz.dtype:
-        held = held.astype(wz.dtype) if isinstance(held, np.ndarray) else held.to(wz.dtype)
     return xp.stack([command[..., 0], command[..., 1], held], axis=-1)
 
 

@@ -375,8 +375,7 @@ class DwaPlanner(ContractScanReader):
             return samples
         n = samples.shape[0]
         if self.guard.keep_sight and seen is not None and not seen.all():
-            wide = np.broadcast_to(seen, (n, seen.shape[0]))
-            samples = np.asarray(sight_turned(np.broadcast_to(ranges, wide.shape), samples, self.guard, wide))
+            samples = np.asarray(sight_turned(ranges, samples, self.guard, seen))
         scale = guard_scale(
             np.broadcast_to(ranges, (n, ranges.shape[0])),
             samples,
@@ -400,8 +399,7 @@ class DwaPlanner(ContractScanReader):
         scale = guard_scale(free, samples, self.unseen, max_range, seen)
         ok = np.asarray(scale) >= 1.0 - 1e-6
         if self.unseen.keep_sight:  # rule step 0b on the scan itself: no near return turned out of sight
-            n = samples.shape[0]
-            held = np.asarray(sight_turned(np.broadcast_to(ranges, (n, seen.shape[0])), samples, self.unseen, seen))
+            held = np.asarray(sight_turned(ranges, samples, self.unseen, seen))
             ok &= held[:, 2] == samples[:, 2]
         return ok
 

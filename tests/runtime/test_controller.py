@@ -364,3 +364,34 @@ def test_nothing_goes_into_what_the_scan_does_not_see(guarded: PolicyRuntime, bl
         c = gate(guarded, velocity_smoother=False)
         res = at(c, 0.0, goal, scan)
         assert res.guard_scale == 1.0 and math.hypot(*res.cmd[:2]) == pytest.approx(1.5, abs=1e-5)
+
+
+@pytest.fixture(scope="module")
+def turning(tmp_path_factory) -> PolicyRuntime:
+    """The goal-seeking policy that also turns toward the goal (wz = omega_max sin(bearing)), guarded."""
+    return PolicyRuntime.load(h.write_goal_seeking_bundle(tmp_path_factory.mktemp("turning"), guard=GUARD, turn=1.0))
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_the_gate_holds_a_turn_that_would_carry_a_near_post_out_of_a_270_degree_view(
+    turning: PolicyRuntime, side: str
+) -> None:
+    """The goal ahead on the left: the policy drives at 45 degrees and turns counter-clockwise. A post
+    2 cm from the shell at the right-rear edge of a 270-degree view would be turned into the blind
+    sector: the gate sends no turn (rule step 0b; the section states no keep_sight: on by default) and
+    the planar part as the rest of the rule leaves it. The same post at the left-rear edge is turned
+    away from the blind sector: the turn goes out whole."""
+    from dataclasses import replace
+
+    readings = np.full(55, 4.0)
+    readings[0 if side == "right" else -1] = GUARD.radius + GUARD.margin + 0.02  # at -135 or +135 degrees
+    scan = ScanInput(readings, -math.radians(135.0), math.radians(5.0), 0.05, R_MAX)
+    c = gate(turning, velocity_smoother=False)
+    res = at(c, 0.0, (3.0, 3.0), scan)
+    assert c.guard is not None and c.guard.keep_sight and res.state == State.DRIVING
+    report = c.driver.last_scan_report
+    asked = clamp_command(np.array([1.5, 1.5, c.limits.omega_max * math.sin(math.pi / 4)]), c.limits)
+    without, _ = apply_guard(report.ranges, asked, replace(c.guard, keep_sight=False), R_MAX, ~report.filled)
+    assert without[2] > 1.0  # the step is what holds the turn
+    assert res.cmd[:2] == pytest.approx(without[:2], abs=1e-5)
+    assert res.cmd[2] == (0.0 if side == "right" else pytest.approx(without[2], abs=1e-5)), res.cmd
