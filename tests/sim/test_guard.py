@@ -653,13 +653,16 @@ def test_momentum_in_torch_and_numpy_agree_batched():
     assert 0 < by_step_5 < 64, by_step_5
 
 
-def test_the_section_states_momentum_and_an_older_one_reads_it_on():
-    assert RULE.to_dict()["momentum"] is True
-    old = {k: v for k, v in RULE.to_dict().items() if k != "momentum"}
-    assert GuardRule.from_dict(old).momentum is True
-    assert GuardRule.from_dict({**old, "momentum": False}).momentum is False
-    with pytest.raises(ValueError, match="guard.momentum must be true or false, got 'yes'"):
-        GuardRule.from_dict({**old, "momentum": "yes"})
+@pytest.mark.parametrize(("key", "bad"), [("momentum", "yes"), ("keep_sight", 1)])
+def test_the_section_states_the_flag_and_an_older_one_reads_it_on(key: str, bad: object):
+    """Rule steps 5 (``momentum``) and 0b (``keep_sight``) apply to every robot: a section from
+    before the key reads it on."""
+    assert RULE.to_dict()[key] is True
+    old = {k: v for k, v in RULE.to_dict().items() if k != key}
+    assert getattr(GuardRule.from_dict(old), key) is True
+    assert getattr(GuardRule.from_dict({**old, key: False}), key) is False
+    with pytest.raises(ValueError, match=f"guard.{key} must be true or false, got {bad!r}"):
+        GuardRule.from_dict({**old, key: bad})
 
 
 def test_a_base_turned_from_its_motion_stops_short_of_the_post_in_the_simulator(make_env):
@@ -1064,12 +1067,3 @@ def test_the_simulator_holds_the_spin_that_would_turn_a_near_post_out_of_a_270_d
     env.guard = env.stages.guard = replace(env.guard, keep_sight=True)
     assert worst[True] < 135.0 and worst[False] > 150.0, worst
     assert min(sent[True]) < 0.5 and max(sent[False]) == pytest.approx(float(env.env_cfg.robot.omega_max)), sent
-
-
-def test_the_section_states_keep_sight_and_an_older_one_reads_it_on():
-    assert RULE.to_dict()["keep_sight"] is True
-    old = {k: v for k, v in RULE.to_dict().items() if k != "keep_sight"}
-    assert GuardRule.from_dict(old).keep_sight is True
-    assert GuardRule.from_dict({**old, "keep_sight": False}).keep_sight is False
-    with pytest.raises(ValueError, match="guard.keep_sight must be true or false, got 1"):
-        GuardRule.from_dict({**old, "keep_sight": 1})
