@@ -293,7 +293,7 @@ ACCEL = AccelLimits(2.5, 3.2)
 def test_stages_are_the_gates_stages_batched():
     """CommandStages (torch, batched) against the gate's stages on numpy, one robot at a time: the
     clamp, VelocitySmoother.propose from the last sent command with the gate's clamp, then the guard;
-    random actions, previous commands, scans and seen masks."""
+    random actions, previous commands, scans and seen masks (some turns held by rule step 0b)."""
     gen = np.random.default_rng(4)
     n = 128
     actions = gen.uniform(-1.4, 1.4, size=(n, 3)).astype(np.float32)
@@ -303,6 +303,7 @@ def test_stages_are_the_gates_stages_batched():
     stages = CommandStages(SCALING, RULE, R_MAX, ACCEL, 0.1)
     out, scale = stages(*(torch.from_numpy(x) for x in (actions, prev, ranges, seen)))
     limits = Limits(1.5, 2.0, True)
+    held = 0
     for i in range(n):
         s = VelocitySmoother(ACCEL, 0.1)
         s.sent(prev[i], 0.0)
@@ -311,7 +312,9 @@ def test_stages_are_the_gates_stages_batched():
         sent, k = apply_guard(ranges[i], smoothed, RULE, R_MAX, seen[i])
         assert np.allclose(out[i].numpy(), sent, atol=1e-5), i
         assert float(scale[i]) == pytest.approx(float(k), abs=1e-5)
+        held += int(abs(sent[2]) < abs(smoothed[2]) - 1e-6)
     assert 0.1 < float((scale < 1).float().mean()) < 0.9
+    assert held >= 5, held  # 14 of 128 with this seed
 
 
 def test_a_guard_cut_is_sent_beyond_the_smoothers_limit():
