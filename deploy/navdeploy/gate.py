@@ -641,8 +641,15 @@ class CommandGate:
             return self._zero(State.STUCK, reason, res.distance, report=res.scan_report)
         if self._backoff is not None:
             rule, why = self._backoff[1], self._backoff[2]
+            motion = self.odom.value[1] if self.odom is not None else None
             cmd, what = recovery_command(
-                res.scan_report, self.max_range, rule.recovery_speed, self.limits.holonomic, self.guard
+                res.scan_report,
+                self.max_range,
+                rule.recovery_speed,
+                self.limits.holonomic,
+                self.guard,
+                motion=motion,
+                period=self.control_period,
             )
             res.cmd, res.state = clamp_command(cmd, self.limits), State.RECOVERING
             res.reason = f"recovering ({why}): {what} at {rule.recovery_speed:g} m/s"

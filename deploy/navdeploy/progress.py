@@ -30,8 +30,8 @@ planar motion at ``recovery_speed`` away from the returns the scan saw within :d
 (each weighted by the inverse square of its range: away from the nearest, and out between two that
 stand on either side; a diff-drive base backs when that direction lies behind, else drives forward),
 smoothed and guarded like every driving command (a back-off the guard would hold at zero, into a
-blind sector it counts as occupied or boxed in, turns to the direction it lets out:
-:func:`open_backoff`); then it asks the map for a new plan at once,
+blind sector it counts as occupied, boxed in, or by rule step 5 on the base's measured twist, turns
+to the direction it lets out: :func:`open_backoff`); then it asks the map for a new plan at once,
 resets the driver and drives again (a diff-drive base first turns in place toward the new
 sub-goal: :mod:`navdeploy.gate`). Backing off does not count as progress: the least distance to the goal is kept, so a robot that only
 moves back and forth stays stuck. After ``max_recoveries`` recoveries without getting
@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from navcontract.guard import GuardRule, guard_scale
+from navcontract.guard import GuardRule, apply_guard
 from navcontract.scan import TRAINING_ANGLE_MIN
 
 BACKOFF_REACH = 1.0
@@ -189,7 +189,13 @@ class ProgressChecker:
 
 
 def recovery_command(
-    report: Any, max_range: float, speed: float, holonomic: bool, guard: GuardRule | None = None
+    report: Any,
+    max_range: float,
+    speed: float,
+    holonomic: bool,
+    guard: GuardRule | None = None,
+    motion: np.ndarray | None = None,
+    period: float | None = None,
 ) -> tuple[np.ndarray, str]:
     """The back-off of one tick and what it does, in words: planar motion at ``speed`` away from the
     returns the scan saw within :data:`BACKOFF_REACH` (``report``: the policy's beams and the sectors
@@ -198,31 +204,41 @@ def recovery_command(
     direction lies behind (or abeam), else drives forward. With no return that near (or no report, or
     returns that cancel): straight back. With ``guard`` (the rule the command is then checked by),
     a back-off the guard would hold at zero on this scan (into the lidar's blind sector, which it
-    counts as occupied, or boxed in) turns to the direction it lets out (:func:`open_backoff`)."""
+    counts as occupied, boxed in, or by rule step 5 on the measured body twist ``motion``, over the
+    control ``period``) turns to the direction it lets out (:func:`open_backoff`)."""
     cmd, what = _away_from_returns(report, max_range, speed, holonomic)
     if guard is None or report is None:
         return cmd, what
-    return open_backoff(report, max_range, speed, holonomic, guard, cmd, what)
+    return open_backoff(report, max_range, speed, holonomic, guard, cmd, what, motion, period)
 
 
 def open_backoff(
-    report: Any, max_range: float, speed: float, holonomic: bool, guard: GuardRule, cmd: np.ndarray, what: str
+    report: Any,
+    max_range: float,
+    speed: float,
+    holonomic: bool,
+    guard: GuardRule,
+    cmd: np.ndarray,
+    what: str,
+    motion: np.ndarray | None = None,
+    period: float | None = None,
 ) -> tuple[np.ndarray, str]:
-    """The back-off ``cmd`` as it is when ``guard`` (steps 0-4 on the report's beams, the filled sectors
-    unseen) lets it out at all; else, of :data:`BACKOFF_DIRECTIONS` directions around the robot (a diff
-    drive: ahead and back), the one the guard lets out most speed along ``cmd``'s direction, or, when
-    none makes way along it, the one it lets out fastest (then the nearest to ``cmd``'s direction);
-    ``cmd`` itself when the guard holds every direction."""
+    """The back-off ``cmd`` as it is when ``guard`` lets it out at all (:func:`guard_lets_out`: the
+    whole rule on the report's beams, the filled sectors unseen, and with ``motion`` rule step 5 on
+    it); else, of :data:`BACKOFF_DIRECTIONS` directions around the robot (a diff drive: ahead and
+    back), the one the guard lets out most speed along ``cmd``'s direction, or, when none makes way
+    along it, the one it lets out fastest (then the nearest to ``cmd``'s direction); ``cmd`` itself
+    when the guard holds every direction."""
     ranges = np.asarray(report.ranges, dtype=np.float64)
     seen = ~np.asarray(report.filled, dtype=bool)
-    if float(guard_scale(ranges, cmd, guard, max_range, seen)) > 0.0:
+    if float(guard_lets_out(ranges, seen, cmd[None], guard, max_range, motion, period)[0]) > 0.0:
         return cmd, what
     if holonomic:
         angles = np.arange(BACKOFF_DIRECTIONS) * (2.0 * math.pi / BACKOFF_DIRECTIONS)
     else:
         angles = np.array([0.0, math.pi])
     options = np.stack([speed * np.cos(angles), speed * np.sin(angles), np.zeros_like(angles)], axis=-1)
-    scales = np.asarray(guard_scale(np.repeat(ranges[None], len(angles), 0), options, guard, max_range, seen[None]))
+    scales = guard_lets_out(ranges, seen, options, guard, max_range, motion, period)
     if scales.max() <= 0.0:
         return cmd, f"{what}; the guard holds every direction"
     asked = math.atan2(float(cmd[1]), float(cmd[0]))
@@ -232,6 +248,31 @@ def open_backoff(
     bearing = math.degrees(math.atan2(float(options[best, 1]), float(options[best, 0])))
     reason = f"{what}, which the guard holds; toward {bearing:.0f} deg instead, where it lets the robot out"
     return options[best], reason
+
+
+def guard_lets_out(
+    ranges: np.ndarray,
+    seen: np.ndarray,
+    commands: np.ndarray,
+    guard: GuardRule,
+    max_range: float,
+    motion: np.ndarray | None,
+    period: float | None,
+) -> np.ndarray:
+    """(K,) the share of each planar command ``commands`` (K, 3) the guard lets out on one scan
+    (:func:`navcontract.guard.apply_guard`'s scale: 0 where it holds it, by steps 0-4 or, given the
+    measured body twist ``motion`` (3,), by rule step 5)."""
+    k = len(commands)
+    _, scale = apply_guard(
+        np.broadcast_to(ranges, (k, len(ranges))),
+        commands,
+        guard,
+        max_range,
+        np.broadcast_to(seen, (k, len(seen))),
+        motion=None if motion is None else np.broadcast_to(np.asarray(motion, dtype=np.float64), (k, 3)),
+        period=period,
+    )
+    return np.asarray(scale, dtype=np.float64).reshape(k)
 
 
 def _away_from_returns(report: Any, max_range: float, speed: float, holonomic: bool) -> tuple[np.ndarray, str]:

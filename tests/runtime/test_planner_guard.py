@@ -450,3 +450,40 @@ def test_a_back_off_the_guard_would_hold_in_the_blind_sector_turns_to_where_it_l
         recovery_command(report_360, R_MAX, 0.1, holonomic, GUARD)[0],
         recovery_command(report_360, R_MAX, 0.1, holonomic)[0],
     )
+
+
+# The scan of the safety suite's posts270 episode 273 (holonomic_270_steer 2000, guard revision 3) at
+# 7.5 s, wedged beside a post at -120 degrees, the blind sector filled from its edges; the robot at rest.
+EPISODE_273_RANGES = [
+    0.2435, 0.2435, 0.2435, 0.2435, 0.2435, 0.2435, 0.2435, 0.2435, 0.2435, 0.2435, 0.2233, 0.2159,
+    0.215, 0.2156, 0.2222, 0.2406, 1.007, 1.6956, 1.7095, 1.2497, 1.2497, 4.2394, 2.7832, 6.0,
+    1.5248, 1.4781, 1.515, 2.0306, 1.4744, 1.4868, 1.3792, 1.0704, 0.88, 0.752, 0.6609, 0.5935,
+    0.5423, 0.5028, 0.472, 0.4479, 0.4293, 0.4153, 0.4051, 0.3983, 0.3947, 0.394, 0.3942, 0.3967,
+    0.4022, 0.4112, 0.4238, 0.4407, 0.4626, 0.4908, 0.5269, 0.5735, 0.6344, 0.7158, 0.8284, 0.9921,
+    1.2483, 1.7002, 1.8489, 1.8489, 1.8489, 1.8489, 1.8489, 1.8489, 1.8489, 1.8489, 1.8489, 1.8489,
+]  # fmt: skip
+EPISODE_273_GUARD = GuardRule(
+    radius=0.2, margin=0.01, headway=0.5, decel=2.5, slide=True, after_smoother=True, reaction=0.32,
+    steer=30.0, sweep_lag=0.06, axis_brake=True,
+)  # fmt: skip
+
+
+def test_a_back_off_that_rule_step_5_would_hold_turns_to_where_the_whole_guard_lets_the_robot_out() -> None:
+    """Episode 273: away from the returns is 93 degrees, which steps 0-4 let out whole, but the path of
+    a base limited per axis from rest (rule step 5b) bends it toward the blind sector's band, and the
+    gate sent zero for 45 s of back-offs. Given the measured twist and the period, the back-off turns
+    to a direction the whole guard lets out; without them it keeps the one it holds."""
+    ranges = np.array(EPISODE_273_RANGES)
+    report = _report_270(ranges)
+    seen, rest = ~report.filled, np.zeros(3)
+    rule = EPISODE_273_GUARD
+
+    def let_out(cmd: np.ndarray) -> float:
+        return float(apply_guard(ranges, cmd, rule, R_MAX, seen, motion=rest, period=0.1)[1])
+
+    old, _ = recovery_command(report, R_MAX, 0.1, True, rule)
+    assert math.degrees(math.atan2(old[1], old[0])) == pytest.approx(93.0, abs=1.0)
+    assert float(guard_scale(ranges, old, rule, R_MAX, seen)) == 1.0 and let_out(old) == 0.0
+    cmd, what = recovery_command(report, R_MAX, 0.1, True, rule, motion=rest, period=0.1)
+    assert let_out(cmd) > 0.0 and "which the guard holds" in what, what
+    assert math.hypot(cmd[0], cmd[1]) == pytest.approx(0.1)
