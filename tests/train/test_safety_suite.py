@@ -212,10 +212,11 @@ def test_an_episode_replays_by_itself_as_it_ran_in_its_row(fixture_bundle: Path,
 
 
 def test_a_run_stopped_part_way_goes_on_from_its_next_batch(
-    fixture_bundle: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    fixture_bundle: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Batches kept in the log are taken from it; a batch missing there runs again, and ends as it did
-    (each batch has seeds of its own); a log of another bundle (key) is not used."""
+    (each batch has seeds of its own); a log of another bundle (key) is not used. After each batch the
+    row's counts so far are printed."""
     from navtrain import safety_suite
 
     evaluator = bundle_evaluator(fixture_bundle, "dwa", ["env.episode_length_s=1.0"], node=NodeParams(), map_beams=720)
@@ -223,6 +224,12 @@ def test_a_run_stopped_part_way_goes_on_from_its_next_batch(
     first = run_suite(evaluator, episodes=4, seed=11, num_envs=2, rows=["posts270"], log=log, log_key={"bundle": "a"})
     kept = json.loads(log.read_text())
     assert sorted(kept["rows"]) == ["posts270#0", "posts270#1"] and kept["key"]["bundle"] == "a"
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("[safety] posts270 so far: ")]
+    row = first["rows"][0]
+    success = sum(o == "success" for o in row["episode_outcomes"])
+    assert len(lines) == 2 and lines[0].split(": ", 1)[1].startswith("2 episodes, ")
+    assert lines[1].split(": ", 1)[1].startswith(f"4 episodes, success {100.0 * success / 4:.1f} %, ")
+    assert f"{row['collisions']} collisions" in lines[1] and f"of {row['passable']} passable" in lines[1]
     assert kept["key"]["guard_revision"] == GUARD_REVISION  # a changed guard rule: every batch runs again
     del kept["rows"]["posts270#1"]  # as if stopped during the second batch
     log.write_text(json.dumps(kept))

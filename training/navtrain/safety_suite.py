@@ -238,7 +238,29 @@ def row_batches(
         for k in BATCH_KEYS:
             columns[k].append(np.asarray(kept[k][:take]))
         add_counts(states, kept["gate_states"])
+        print(f"[safety] {row.name} so far: {running_summary(columns)}", flush=True)
     return {k: np.concatenate(v) for k, v in columns.items()}, states
+
+
+def running_summary(columns: dict[str, list]) -> str:
+    """One line on a row's batches so far (each :data:`BATCH_KEYS` column a list of per-batch arrays,
+    in the stream's order): episodes, success, collisions and stuck in the passable worlds against
+    the bars, with the episodes' numbers."""
+    oc = np.concatenate(columns["outcome"])
+    ok = np.concatenate(columns["passable"]).astype(bool)
+    hit = np.nonzero(oc == OUTCOMES.index(Outcome.COLLISION))[0]
+    stuck = np.nonzero((oc == OUTCOMES.index(Outcome.TIMEOUT)) & ok)[0]
+    passable = int(ok.sum())
+
+    def named(found: np.ndarray) -> str:
+        return f" (episode {', '.join(str(int(i)) for i in found)})" if len(found) else ""
+
+    share = f", {100.0 * len(stuck) / passable:.2f} %" if passable else ""
+    return (
+        f"{len(oc)} episodes, success {100.0 * float((oc == OUTCOMES.index(Outcome.SUCCESS)).mean()):.1f} %, "
+        f"{len(hit)} collisions{named(hit)}, stuck in {len(stuck)} of {passable} passable{share}{named(stuck)} "
+        f"(bars: {MAX_COLLISION_RATE:g} collisions, at most {100.0 * MAX_STUCK_RATE:g} % stuck)"
+    )
 
 
 def row_entry(columns: dict[str, np.ndarray], clearance: float) -> dict[str, Any]:
