@@ -114,6 +114,11 @@ TURN_DONE = math.radians(10.0)
 
 _UNCHANGED = "; nothing changed (the current path or goal stands)"
 
+REACHED_SLACK = 0.05
+"""[m] A reached goal stays reached while the robot is within the goal tolerance plus this (odometry's
+noise at rest). A robot found further away (it crossed the tolerance's edge at speed and coasted out
+while braking) is not at its goal: it drives to it again."""
+
 SUBGOAL_REACH = 0.2
 """[m] A sub-goal is never closer to the robot than the goal tolerance plus this (:func:`beyond_tolerance`)."""
 
@@ -552,10 +557,18 @@ class CommandGate:
             target = self._mapped(pose, final, now)
         if target != final:
             target = self._subgoal = beyond_tolerance(pose, target, final, self.goal_tolerance)
+        if self.reached and distance > self.goal_tolerance + REACHED_SLACK:
+            self.reached = False  # coasted out of the tolerance: not at the goal
+            self._note = (
+                f"driving back to the goal: {distance:.2f} m from it after reaching it, beyond "
+                f"{self.goal_tolerance} m + {REACHED_SLACK} m"
+            )
         if self.reached or (distance < self.goal_tolerance and near_end):
             self.reached = True
             return self._zero(
-                State.GOAL_REACHED, f"goal reached ({distance:.3f} m < {self.goal_tolerance} m)", distance
+                State.GOAL_REACHED,
+                f"goal reached ({distance:.3f} m from it, tolerance {self.goal_tolerance} m)",
+                distance,
             )
         if self._need_reset:
             self.driver.reset()

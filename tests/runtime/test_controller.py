@@ -395,3 +395,31 @@ def test_the_gate_holds_a_turn_that_would_carry_a_near_post_out_of_a_270_degree_
     assert without[2] > 1.0  # the step is what holds the turn
     assert res.cmd[:2] == pytest.approx(without[:2], abs=1e-5)
     assert res.cmd[2] == (0.0 if side == "right" else pytest.approx(without[2], abs=1e-5)), res.cmd
+
+
+def test_a_goal_reached_at_speed_and_coasted_out_of_is_driven_to_again(guarded: PolicyRuntime) -> None:
+    """Posts270 episode 567: the odometry put the robot 0.296 m from the goal at 1.3 m/s (tolerance
+    0.3 m), the gate latched `goal_reached`, and the robot braked to rest 0.39 m away and stood there,
+    saying reached, until the episode ran out. A reached goal stays reached within the tolerance plus
+    REACHED_SLACK (odometry's noise at rest); beyond it the gate drives to the goal again and says so."""
+    from navdeploy.gate import REACHED_SLACK
+
+    c = gate(guarded, velocity_smoother=False)
+    goal = (3.0, 0.0)
+    c.set_goal(*goal, "odom")
+    scan = ScanInput.training_beams(np.full(B, R_MAX), B, R_MAX)
+
+    def tick_at(t: float, x: float):
+        c.set_scan(scan, t)
+        c.set_odom((x, 0.0), (0.0, 0.0, 0.0, 1.0), (0.0, 0.0, 0.0), t, "odom")
+        return c.tick(t)
+
+    tol = c.goal_tolerance
+    assert tick_at(0.0, 3.0 - tol - 0.2).state == State.DRIVING
+    reached = tick_at(0.1, 3.0 - tol + 0.004)
+    assert reached.state == State.GOAL_REACHED and not reached.cmd.any()
+    held = tick_at(0.2, 3.0 - tol - REACHED_SLACK + 0.005)  # within the slack: still reached
+    assert held.state == State.GOAL_REACHED
+    out = tick_at(0.3, 3.0 - tol - REACHED_SLACK - 0.04)  # at rest beyond it: driving to the goal again
+    assert out.state == State.DRIVING and out.cmd[0] > 0.5 and "driving back to the goal" in out.reason
+    assert tick_at(0.4, 3.0 - 0.1).state == State.GOAL_REACHED
