@@ -24,6 +24,7 @@ from navdeploy.settings import Limits, resolve_settings
 from navdeploy.states import State
 from support.gates import make_gate
 from support.paths import REPO
+from support.recorded_scans import EPISODE_273_GUARD, EPISODE_273_RANGES
 
 GUARD = GuardRule(radius=0.2, margin=0.03, headway=0.5, decel=2.5, slide=False)  # the shipped default's numbers
 RADIUS = 0.2
@@ -450,22 +451,6 @@ def test_a_back_off_the_guard_would_hold_in_the_blind_sector_turns_to_where_it_l
         recovery_command(report_360, R_MAX, 0.1, holonomic, GUARD)[0],
         recovery_command(report_360, R_MAX, 0.1, holonomic)[0],
     )
-
-
-# The scan of the safety suite's posts270 episode 273 (holonomic_270_steer 2000, guard revision 3) at
-# 7.5 s, wedged beside a post at -120 degrees, the blind sector filled from its edges; the robot at rest.
-EPISODE_273_RANGES = [
-    0.2435, 0.2435, 0.2435, 0.2435, 0.2435, 0.2435, 0.2435, 0.2435, 0.2435, 0.2435, 0.2233, 0.2159,
-    0.215, 0.2156, 0.2222, 0.2406, 1.007, 1.6956, 1.7095, 1.2497, 1.2497, 4.2394, 2.7832, 6.0,
-    1.5248, 1.4781, 1.515, 2.0306, 1.4744, 1.4868, 1.3792, 1.0704, 0.88, 0.752, 0.6609, 0.5935,
-    0.5423, 0.5028, 0.472, 0.4479, 0.4293, 0.4153, 0.4051, 0.3983, 0.3947, 0.394, 0.3942, 0.3967,
-    0.4022, 0.4112, 0.4238, 0.4407, 0.4626, 0.4908, 0.5269, 0.5735, 0.6344, 0.7158, 0.8284, 0.9921,
-    1.2483, 1.7002, 1.8489, 1.8489, 1.8489, 1.8489, 1.8489, 1.8489, 1.8489, 1.8489, 1.8489, 1.8489,
-]  # fmt: skip
-EPISODE_273_GUARD = GuardRule(
-    radius=0.2, margin=0.01, headway=0.5, decel=2.5, slide=True, after_smoother=True, reaction=0.32,
-    steer=30.0, sweep_lag=0.06, axis_brake=True,
-)  # fmt: skip
 
 
 def test_a_back_off_that_rule_step_5_would_hold_turns_to_where_the_whole_guard_lets_the_robot_out() -> None:

@@ -41,6 +41,7 @@ from navdeploy.smoother import AccelLimits, VelocitySmoother
 from navdeploy.states import State
 from navsim.actuation import CommandStages
 from support.gates import make_gate
+from support.recorded_scans import FIELD_18_RANGES, FIELD_18_RULE, FIELD_27_RANGES
 from support.simenv import NO_RANDOMIZATION, empty_rooms, place_obstacle
 
 B = 72
@@ -698,22 +699,6 @@ def test_a_base_turned_from_its_motion_stops_short_of_the_post_in_the_simulator(
     assert hits[False].all() and not hits[True].any(), hits
 
 
-# Rule step 5 with sweep_lag: the tick before a steered command swept the base's velocity into a post
-# (holonomic_direct 2150 steered, clutter field 18 at 2.7 s: the replay's guard inputs,
-# docs/results/compare/probes/holonomic_direct_2150_clutter_policy_18_steer30.json).
-FIELD_18_RANGES = [
-    0.8815, 0.4833, 0.4833, 0.5201, 0.8189, 0.7969, 0.8092, 0.8035, 0.8438, 0.8302, 0.8924, 0.9136,
-    0.9717, 1.0718, 1.0901, 1.2352, 1.3845, 1.6345, 1.4539, 2.2865, 2.959, 3.7224, 2.1659, 2.8914,
-    3.3219, 1.3166, 1.3063, 3.5593, 3.0856, 1.5074, 1.5196, 0.4946, 0.4559, 0.4665, 0.4545, 1.5144,
-    0.9528, 0.9792, 1.4895, 1.9124, 3.1597, 3.1404, 3.1404, 2.9237, 3.0458, 2.6758, 2.2576, 1.9337,
-    1.7179, 2.3552, 2.0686, 2.0057, 1.5414, 1.6673, 1.9353, 3.5007, 3.44, 3.3742, 3.3527, 1.5195,
-    1.5732, 3.3957, 2.6669, 2.1391, 1.7863, 1.5006, 1.2978, 1.2346, 1.0738, 1.0473, 0.9598, 0.9318,
-]  # fmt: skip
-FIELD_18_RULE = GuardRule(
-    radius=0.2, margin=0.01, headway=0.5, decel=2.5, slide=True, reaction=0.32, after_smoother=True
-)
-
-
 def test_a_sweep_lag_stops_the_swing_that_revision_2_let_out_from_where_the_robot_stood():
     ranges = np.array(FIELD_18_RANGES)
     checked, measured = np.array([0.6481, 0.3107, 0.4233]), np.array([0.331, -0.716, 0.466])
@@ -768,17 +753,6 @@ def test_the_section_states_the_sweep_lag_and_an_older_one_reads_zero():
         GuardRule.from_dict({**old, "sweep_lag": -0.1})
 
 
-# Rule step 5b (axis_brake): a base that limits vx and vy each by the same acceleration bends a
-# diagonal brake toward its larger axis (holonomic_direct 2150 steered 30 degrees with a sweep lag of
-# 0.06 s, clutter field 27 at 5.3 s: the guard inputs of runs/compare/probes/guard_ticks_*_lag06.json.gz).
-FIELD_27_RANGES = [
-    1.5169, 2.3291, 2.3508, 2.3344, 2.3788, 2.4705, 2.5201, 2.627, 2.7988, 1.46, 0.7766, 0.7821,
-    0.7803, 2.0063, 2.4735, 0.6052, 0.5664, 0.5664, 0.6185, 2.6872, 4.1794, 4.6883, 1.6769, 1.1671,
-    1.1852, 1.778, 1.6758, 1.5014, 1.5062, 0.4882, 0.4425, 0.4197, 0.408, 1.783, 1.7065, 1.6999,
-    1.6723, 1.6625, 1.6639, 1.6639, 1.7007, 1.758, 1.6062, 1.3846, 1.313, 1.2318, 1.2008, 1.6026,
-    1.5552, 0.724, 0.6957, 0.7821, 1.3582, 3.1007, 3.0072, 3.044, 3.0195, 3.1013, 3.1364, 3.1909,
-    3.2944, 3.4093, 3.5703, 1.5991, 1.5991, 1.4013, 1.3381, 1.2555, 1.2087, 1.2643, 2.3587, 1.5097,
-]  # fmt: skip
 FIELD_27_RULE = replace(FIELD_18_RULE, steer=30.0, sweep_lag=0.06)
 FIELD_27_CHECKED = np.array([0.9285, 0.0874, 0.0072])  # the smoothed, steered command, 5.4 degrees left
 FIELD_27_MEASURED = np.array([1.4865, 0.4638, -0.0124])  # the base at 1.56 m/s, 17.3 degrees left
