@@ -59,21 +59,25 @@ class GridFrame:
         return iy, ix
 
 
-def _neighbour_pairs(frame: GridFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Every neighbouring pair of cells of ``frame``'s grid, each once: ``(first, second, length)``,
-    the flat ids in compressed sparse row order (by first cell, then second). Each cell's later
-    neighbours lie at ids ``+1, +W-1, +W, +W+1`` (east, south-west, south, south-east), ascending, so
-    the valid ones read row by row are already in that order: nothing is sorted."""
-    H, W = frame.shape
-    ids = np.arange(H * W)
-    x, y = ids % W, ids // W
-    east, south = x < W - 1, y < H - 1
-    valid = np.stack([east, south & (x >= 1), south, south & east], axis=1)  # (H*W, 4)
+def _neighbour_offsets(frame: GridFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Each cell's later neighbours, in ascending flat id: east, south-west, south, south-east at ids
+    ``+1, +W-1, +W, +W+1``; ``(offsets (4,), lengths (4,))``."""
+    W = frame.shape[1]
     diagonal = math.hypot(frame.sx, frame.sy)
-    first, which = np.nonzero(valid)
-    second = first + np.array([1, W - 1, W, W + 1])[which]
-    length = np.array([frame.sx, diagonal, frame.sy, diagonal])[which]
-    return first, second, length
+    return np.array([1, W - 1, W, W + 1]), np.array([frame.sx, diagonal, frame.sy, diagonal])
+
+
+def _later_neighbours(clear: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(valid (H, W, 4), c (H, W, 4))``: per cell, which of its later neighbours
+    (:func:`_neighbour_offsets`' order) exist, and their clearances (0 where none)."""
+    H, W = clear.shape
+    c = np.zeros((H, W, 4), dtype=clear.dtype)
+    valid = np.zeros((H, W, 4), dtype=bool)
+    c[:, :-1, 0], valid[:, :-1, 0] = clear[:, 1:], True  # east
+    c[:-1, 1:, 1], valid[:-1, 1:, 1] = clear[1:, :-1], True  # south-west
+    c[:-1, :, 2], valid[:-1, :, 2] = clear[1:, :], True  # south
+    c[:-1, :-1, 3], valid[:-1, :-1, 3] = clear[1:, 1:], True  # south-east
+    return valid, c
 
 
 def edge_graph(
@@ -85,24 +89,28 @@ def edge_graph(
 ) -> csr_matrix:
     """Edges between neighbouring cell centres whose clearances both exceed the radius plus half the
     edge's length (``certify``; else the radius alone), weighted by length (and with ``keep`` > 0 by
-    how far inside ``radius + keep`` of a surface the edge runs). Built from the grid's neighbouring
-    pairs in compressed sparse row order (:func:`_neighbour_pairs`), so nothing is sorted."""
+    how far inside ``radius + keep`` of a surface the edge runs). Each cell's edges to its later
+    neighbours, read cell by cell, are already in compressed sparse row order (ascending ids,
+    :func:`_neighbour_offsets`): the grid is sliced, never gathered or sorted."""
     from scipy.sparse import csr_matrix
 
-    first, second, length = _neighbour_pairs(frame)
-    flat = clear.reshape(-1)
-    c_first, c_second = flat[first], flat[second]
+    H, W = frame.shape
+    offsets, length = _neighbour_offsets(frame)
+    valid, c_second = _later_neighbours(clear)
+    c_first = clear[..., None]
     # the threshold in the clearance's own precision, as a Python number compared with it would be
-    need = np.asarray(radius + length / 2 if certify else radius, dtype=flat.dtype)
-    both = (c_first > need) & (c_second > need)
-    weight = length
+    need = np.asarray(radius + length / 2 if certify else radius, dtype=clear.dtype)
+    both = valid & (c_first > need) & (c_second > need)
     if keep > 0:
         near = np.minimum(c_first, c_second)
         inside = np.clip(1.0 - (near - radius) / keep, 0.0, 1.0)
-        weight = weight * (1.0 + CLEARANCE_WEIGHT * inside * inside)
-    H, W = frame.shape
-    rows = np.concatenate([[0], np.cumsum(np.bincount(first[both], minlength=H * W))])
-    return csr_matrix((weight[both], second[both], rows), shape=(H * W, H * W))
+        weight = length * (1.0 + CLEARANCE_WEIGHT * inside * inside)
+    else:
+        weight = np.broadcast_to(length, both.shape)
+    ids = np.arange(H * W).reshape(H, W, 1)
+    per_cell = np.add.reduce(both.reshape(H * W, 4).view(np.uint8), axis=1, dtype=np.int64)
+    rows = np.concatenate([[0], np.cumsum(per_cell)])
+    return csr_matrix((weight[both], (ids + offsets)[both], rows), shape=(H * W, H * W))
 
 
 def search_from(graph: csr_matrix, goal_id: int) -> tuple[np.ndarray, np.ndarray]:

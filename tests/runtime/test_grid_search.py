@@ -36,19 +36,22 @@ def rule_edges(clear: np.ndarray, radius: float, frame: GridFrame, keep: float, 
 
 
 @pytest.mark.parametrize(("certify", "keep"), [(True, 0.0), (True, 0.3), (False, 0.25)])
-@pytest.mark.parametrize("shape", [(7, 9), (12, 5)])
+@pytest.mark.parametrize(("shape", "dtype"), [((7, 9), np.float64), ((12, 5), np.float64), ((6, 11), np.float32)])
 def test_the_graph_holds_exactly_the_rule_s_edges_and_weights(
-    shape: tuple[int, int], certify: bool, keep: float
+    shape: tuple[int, int], dtype: type, certify: bool, keep: float
 ) -> None:
     rng = np.random.default_rng(shape[0] * 31 + int(certify))
     frame = GridFrame(-0.3, 0.2, 0.1, 0.08, shape)
-    clear = rng.uniform(0.0, 0.6, size=shape)
-    graph = edge_graph(clear, 0.2, frame, keep=keep, certify=certify).tocoo()
+    clear = rng.uniform(0.0, 0.6, size=shape).astype(dtype)
+    csr = edge_graph(clear, 0.2, frame, keep=keep, certify=certify)
+    assert csr.has_sorted_indices and csr.has_canonical_format  # each row's edges in ascending order
+    graph = csr.tocoo()
     got = {(int(min(a, b)), int(max(a, b))): float(w) for a, b, w in zip(graph.row, graph.col, graph.data, strict=True)}
     expected = rule_edges(clear, 0.2, frame, keep, certify)
     assert len(expected) > 10 and len(expected) < len(rule_edges(np.ones(shape), 0.2, frame, keep, certify))
     assert got.keys() == expected.keys()
-    assert all(got[k] == pytest.approx(w, rel=1e-12) for k, w in expected.items())
+    rel = 1e-12 if dtype is np.float64 else 1e-6  # a float32 grid's weights are its precision's
+    assert all(got[k] == pytest.approx(w, rel=rel) for k, w in expected.items())
 
 
 def test_a_grid_of_another_shape_or_cell_size_gets_its_own_edges() -> None:
