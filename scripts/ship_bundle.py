@@ -2,15 +2,16 @@
 """Install a recipe's finished policy as the bundle the nav_policy package ships for its base.
 
     .venv/bin/python scripts/ship_bundle.py policies/jackal_direct        # -> nav_policy/jackal_bundle/
+    .venv/bin/python scripts/ship_bundle.py policies/holonomic_steer      # -> nav_policy/default_bundle/
     .venv/bin/python scripts/ship_bundle.py policies/NAME --package-dir DIR
 
 ``policies/NAME/`` is what ``nav-recipe run`` wrote (its ``PROVENANCE.json`` beside ``bundle/``).
 The bundle's files go, byte for byte, with that provenance, into the package folder of the base the
 recipe trained for (:func:`nav_policy.paths.installed_bundles`' rule: ``<base>_bundle/`` beside
-``policy_node``; a non-default base only, since the default bundle keeps its own provenance format),
-replacing what was there. Every file is checked against the provenance's SHA-256 first; a missing
-or altered file, or the default base, is one line on stderr and exit code 2, and nothing is
-changed. Then rebuild (``colcon build`` or ``pip install``) to install the new bundle.
+``policy_node``, and ``default_bundle/`` for the default base, which a recipe without a ``base``
+trains), replacing what was there. Every file is checked against the provenance's SHA-256 first; a
+missing or altered file is one line on stderr and exit code 2, and nothing is changed. Then rebuild
+(``colcon build`` or ``pip install``) to install the new bundle.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from nav_policy.paths import BASE_BUNDLE_SUFFIX, default_bundle_dir
+from nav_policy.paths import BASE_BUNDLE_SUFFIX, DEFAULT_BUNDLE, default_bundle_dir
 from navcontract.base import DEFAULT_BASE
 
 PROVENANCE = "PROVENANCE.json"
@@ -39,7 +40,7 @@ def files_to_ship(policy: Path) -> tuple[str, dict[str, Path], Path]:
     prov_path = policy / PROVENANCE
     try:
         prov = json.loads(prov_path.read_text())
-        base = str(prov["config"]["base"])
+        base = str(prov["config"]["base"] or DEFAULT_BASE)  # a recipe without a base trains the default
         listed = dict(prov["bundle"]["files"])
         folder = policy / str(prov["bundle"]["folder"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -61,11 +62,7 @@ def ship(policy: Path, package_dir: Path) -> Path:
     base, files, prov_path = files_to_ship(policy)
     if not package_dir.is_dir():
         raise ShipError(f"{package_dir}: no such package folder")
-    if base == DEFAULT_BASE:
-        raise ShipError(
-            f"{policy}: base {base} is the default's; its bundle ({default_bundle_dir().name}) is not replaced here"
-        )
-    dest = package_dir / f"{base}{BASE_BUNDLE_SUFFIX}"
+    dest = package_dir / (DEFAULT_BUNDLE if base == DEFAULT_BASE else f"{base}{BASE_BUNDLE_SUFFIX}")
     with tempfile.TemporaryDirectory(dir=package_dir, prefix=f".{dest.name}.") as tmp:
         staged = Path(tmp) / dest.name
         staged.mkdir()

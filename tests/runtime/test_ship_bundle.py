@@ -72,16 +72,30 @@ def test_an_altered_or_missing_file_changes_nothing(tmp_path: Path) -> None:
     assert out.returncode == 2 and "not a finished recipe's provenance" in out.stderr
 
 
-def test_the_default_base_is_refused(tmp_path: Path) -> None:
-    """The default bundle keeps its own provenance format: a recipe for the default base is not
-    shipped over it by this script."""
-    from navcontract.base import DEFAULT_BASE
+def test_a_recipe_for_the_default_base_replaces_the_default_bundle(tmp_path: Path) -> None:
+    """A recipe without a base (policies/holonomic_270, conf/nav.yaml) trains the default base: its
+    bundle replaces ``default_bundle/``, which the node then loads and drives on."""
+    import numpy as np
 
-    policy = policy_folder(tmp_path)
-    prov = json.loads((policy / "PROVENANCE.json").read_text())
-    prov["config"]["base"] = DEFAULT_BASE
-    (policy / "PROVENANCE.json").write_text(json.dumps(prov))
-    (tmp_path / "nav_policy").mkdir()
-    out = run(str(policy), "--package-dir", str(tmp_path / "nav_policy"))
-    assert out.returncode == 2 and f"base {DEFAULT_BASE} is the default's" in out.stderr
-    assert not any((tmp_path / "nav_policy").iterdir())
+    from navcontract.scan import ScanInput
+    from navdeploy.runtime import PolicyRuntime
+
+    src = REPO / "policies" / "holonomic_270"
+    prov = json.loads((src / "PROVENANCE.json").read_text())
+    assert prov["config"]["base"] is None
+    policy = tmp_path / "policies" / "holonomic_270"
+    shutil.copytree(src / "bundle", policy / "bundle")
+    shutil.copyfile(src / "PROVENANCE.json", policy / "PROVENANCE.json")
+    package = tmp_path / "nav_policy"
+    (package / "default_bundle").mkdir(parents=True)
+    (package / "default_bundle" / "robustness.md").write_text("the bundle before's")
+    (package / "jackal_bundle").mkdir()
+    out = run(str(policy), "--package-dir", str(package))
+    assert out.returncode == 0, out.stderr
+    shipped = package / "default_bundle"
+    assert sorted(p.name for p in shipped.iterdir()) == sorted([*prov["bundle"]["files"], "PROVENANCE.json"])
+    assert sorted(p.name for p in package.iterdir()) == ["default_bundle", "jackal_bundle"]
+    rt = PolicyRuntime.load(shipped)
+    n = rt.contract.num_beams
+    cmd = rt.step(ScanInput.training_beams(np.full(n, 3.0), n, 6.0), pose=(0, 0, 0), twist=(0, 0, 0), goal=(3.0, 0))
+    assert cmd.shape == (3,) and np.all(np.isfinite(cmd)) and cmd[0] > 0.3
