@@ -806,6 +806,8 @@ def sight_turned(ranges: Any, command: Any, rule: GuardRule, seen: Any) -> Any:
     same numbers."""
     if not hasattr(command, "shape"):
         command = np.asarray(command, dtype=np.float64)
+    if isinstance(seen, np.ndarray) and seen.all():
+        return command  # nothing unseen: no cap (a numpy scan only; a torch one is not read back)
     xp = ops_for(command)
     up, down = sight_turn_caps(ranges, seen, rule)
     wz = command[..., 2]
