@@ -49,6 +49,16 @@ direction, a field of view that may be under 360 degrees, and inf / NaN / out-of
    ``max_fill_gap`` consecutive filled sectors reaching into the front half (|bearing| < 90
    degrees) (``blind_front``: unseen space ahead would be invented from its neighbours).
 
+0. **Mount.** The training lidar sits at the body's centre facing forward, upright. A real one may
+   sit elsewhere (:class:`LidarMount`: its origin ``(x, y)`` on the body, its yaw, upside down):
+   its readings are taken into the body frame first. Turned or upside down at the centre, a
+   reading at lidar angle ``a`` points at body angle ``yaw + a`` (``yaw - a`` upside down) and
+   keeps its range and arc. Off the centre, each reading's return (a no-return reading's point
+   at ``max_range``, an object under ``range_min`` at ``range_min``) becomes a body point: its
+   distance from the centre is its range, unless it was a no-return reading, which stays
+   ``max_range``, and the body angles of its arc's two ends bound the sectors it overlaps. A
+   reading without a valid value keeps its direction only, as at the centre.
+
 A scan already on the training beams (``angle_min = -pi``, ``angle_increment = 2pi/num_beams``,
 ``num_beams`` readings, also with float32-rounded angles) passes through unchanged apart from the
 clip to ``max_range``: each reading's arc is exactly its own sector.
@@ -147,14 +157,69 @@ def beam_angles(num_beams: int) -> np.ndarray:
 
 
 @dataclass(frozen=True)
+class LidarMount:
+    """Where a lidar sits on the body (rule 0): its origin ``(x, y)`` [m] in the body frame, its
+    ``yaw`` [rad] (the direction of its angle 0 from the body's forward, counter-clockwise), and
+    ``upside_down`` (its angles then run clockwise in the body frame). The default is the training
+    lidar's: at the centre, facing forward, upright."""
+
+    x: float = 0.0
+    y: float = 0.0
+    yaw: float = 0.0
+    upside_down: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("x", "y", "yaw"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+                raise ValueError(f"lidar mount {name} must be a finite number, got {v!r}")
+
+    @property
+    def identity(self) -> bool:
+        """At the centre, facing forward, upright: the readings are body-frame already."""
+        return self.centred and self.yaw == 0.0 and not self.upside_down
+
+    @property
+    def centred(self) -> bool:
+        return self.x == 0.0 and self.y == 0.0
+
+    @property
+    def sign(self) -> float:
+        """+1 upright, -1 upside down: a lidar angle's sense in the body frame."""
+        return -1.0 if self.upside_down else 1.0
+
+    def body_angles(self, angles: Any) -> np.ndarray:
+        """Body-frame directions of lidar-frame ``angles`` (from the lidar's origin)."""
+        return self.yaw + self.sign * np.asarray(angles, dtype=np.float64)
+
+    def body_points(self, ranges: Any, angles: Any) -> np.ndarray:
+        """``(n, 2)`` body-frame points of returns at ``ranges`` along lidar-frame ``angles``."""
+        a = self.body_angles(angles)
+        r = np.asarray(ranges, dtype=np.float64)
+        return np.stack([self.x + r * np.cos(a), self.y + r * np.sin(a)], axis=-1)
+
+    def sensor_pose(self, pose: Any) -> np.ndarray:
+        """The lidar's ``(x, y, yaw)`` in the frame of the body's ``pose`` ``(x, y, yaw)``; a reading at
+        lidar angle ``a`` points at ``yaw + sign * a`` there."""
+        px, py, pyaw = (float(v) for v in pose[:3])
+        c, s = math.cos(pyaw), math.sin(pyaw)
+        return np.array([px + c * self.x - s * self.y, py + s * self.x + c * self.y, pyaw + self.yaw])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"x": self.x, "y": self.y, "yaw": self.yaw, "upside_down": self.upside_down}
+
+
+@dataclass(frozen=True)
 class ScanInput:
-    """What a ``sensor_msgs/LaserScan`` carries that the policy needs (SI units, body frame)."""
+    """What a ``sensor_msgs/LaserScan`` carries that the policy needs (SI units): readings in the
+    frame of the lidar at ``mount`` on the body (None: the body frame itself, rule 0)."""
 
     ranges: Any
     angle_min: float
     angle_increment: float
     range_min: float = 0.0
     range_max: float = math.inf
+    mount: LidarMount | None = None
 
     @classmethod
     def from_msg(cls, msg: Any) -> ScanInput:
@@ -290,8 +355,15 @@ def _layout(n: int, a0: float, inc: float, num_beams: int) -> _Layout:
     # Position in sector units, measured so that sector j spans [j, j + 1).
     centre = (a0 + np.arange(n, dtype=np.float64) * inc - layout.angle_min) / sector + 0.5
     half = 0.5 * abs(inc) / sector
-    lo = np.floor(centre - half + OVERLAP_EPS)
-    hi = np.ceil(centre + half - OVERLAP_EPS) - 1.0
+    return _overlaps(centre - half, centre + half, num_beams)
+
+
+def _overlaps(start: np.ndarray, end: np.ndarray, num_beams: int) -> _Layout:
+    """The sectors each reading's arc ``[start, end]`` (sector units, sector ``j`` spanning ``[j, j +
+    1)``, any whole turn) overlaps by more than :data:`OVERLAP_EPS`; a point lands in its sector."""
+    n = start.shape[0]
+    lo = np.floor(start + OVERLAP_EPS)
+    hi = np.ceil(end - OVERLAP_EPS) - 1.0
     hi = np.maximum(hi, lo)
     count = np.minimum(hi - lo + 1.0, num_beams).astype(np.int64)
     reading = np.repeat(np.arange(n, dtype=np.int64), count)
@@ -358,6 +430,50 @@ def _front_gap(filled: np.ndarray, max_gap: int) -> tuple[int, float] | None:
     return worst
 
 
+def turned_to_body(scan: ScanInput) -> ScanInput:
+    """``scan`` with a centred mount (rule 0) folded into its angles (the same readings, body-frame
+    angles, no mount); a scan without a mount, or with one off the centre, as it is."""
+    mount = scan.mount
+    if mount is None or not mount.centred:
+        return scan
+    return ScanInput(
+        scan.ranges,
+        mount.yaw + mount.sign * float(scan.angle_min),
+        mount.sign * float(scan.angle_increment),
+        scan.range_min,
+        scan.range_max,
+    )
+
+
+def _off_centre(scan: ScanInput, value: np.ndarray, max_range: float, num_beams: int) -> tuple[np.ndarray, _Layout]:
+    """Rule 0 off the centre: the readings' values (rule 3's, lidar frame) as distances from the body's
+    centre, and the sectors their arcs overlap there."""
+    mount = scan.mount
+    assert mount is not None
+    n = value.shape[0]
+    a0, inc = float(scan.angle_min), float(scan.angle_increment)
+    theta = a0 + np.arange(n, dtype=np.float64) * inc
+    half = 0.5 * abs(inc)
+    usable = np.isfinite(value)
+    r = np.where(usable, value, 0.0)
+    centre = mount.body_points(r, theta)
+    ends = [mount.body_points(r, theta + side * half) for side in (-1.0, 1.0)]
+    # A reading without a value keeps its direction, as at the centre (it only covers its sectors).
+    direction = mount.body_angles(theta)
+    phi = np.where(usable, np.arctan2(centre[:, 1], centre[:, 0]), direction)
+    arcs = []
+    for side, end in zip((-1.0, 1.0), ends, strict=True):
+        at = np.where(usable, np.arctan2(end[:, 1], end[:, 0]), direction + side * mount.sign * half)
+        arcs.append(phi + np.remainder(at - phi + math.pi, 2.0 * math.pi) - math.pi)
+    layout = BeamLayout(num_beams)
+    sector = layout.angle_increment
+    start = (np.minimum(arcs[0], arcs[1]) - layout.angle_min) / sector + 0.5
+    end = (np.maximum(arcs[0], arcs[1]) - layout.angle_min) / sector + 0.5
+    body = np.where(usable, np.hypot(centre[:, 0], centre[:, 1]), np.inf)
+    body = np.where(value >= max_range, value, body)  # a reading of no return stays one (rule 3)
+    return body, _overlaps(start, end, num_beams)
+
+
 def resample_scan(
     scan: ScanInput,
     num_beams: int,
@@ -382,13 +498,17 @@ def resample_scan(
     ``code``) by rules 6 and 7.
     """
     opts = options if options is not None else ScanOptions(fill, fill_value, below_min)
+    scan = turned_to_body(scan)
     ranges = np.asarray(scan.ranges, dtype=np.float64).reshape(-1)
     n = ranges.shape[0]
     _check_metadata(scan, n)
     value, valid = classify_readings(scan, max_range, opts.below_min)
     if not valid.any():
         raise ScanUnusable(f"none of the {n} readings is valid (NaN or below range_min)", "no_valid_reading")
-    layout = _layout(n, float(scan.angle_min), float(scan.angle_increment), num_beams)
+    if scan.mount is None:
+        layout = _layout(n, float(scan.angle_min), float(scan.angle_increment), num_beams)
+    else:
+        value, layout = _off_centre(scan, value, max_range, num_beams)
     covered = layout.covered.copy()
     out = np.full(num_beams, np.inf)
     # Each covered sector: the least value of the readings overlapping it (invalid ones are inf).

@@ -75,13 +75,13 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from navcontract.guard import GuardRule, apply_guard, blocking_beam, free_distances, guarded_ranges
-from navcontract.scan import TRAINING_ANGLE_MIN, ScanReport, ScanUnusable
+from navcontract.scan import TRAINING_ANGLE_MIN, LidarMount, ScanReport, ScanUnusable
 from navcontract.steer import steer_command
 from navcontract.subgoal import OPEN_SLACK, LookaheadRule, follow_path, open_subgoal, path_length
 from navdeploy.inputs import (
@@ -178,6 +178,7 @@ class CommandGate:
     scan_planner: ScanPlanner | ScanPlannerWorker | None = None  # goal without a path: sub-goal on the robot's own map
     progress: ProgressRule | None = None  # blocked, stuck and recovery (navdeploy.progress); None: off
     control_period: float = 0.1  # [s] a command is held this long (the guard's brake, rule step 5b)
+    lidar_mount: LidarMount | None = None  # where the lidar of scan_message's scans sits on the body (None: centre)
 
     @classmethod
     def from_settings(cls, driver: Any, settings: GateSettings) -> CommandGate:
@@ -214,6 +215,7 @@ class CommandGate:
             scan_planner=scan_planner(settings),
             progress=settings.progress,
             control_period=settings.control_period,
+            lidar_mount=settings.lidar_mount,
         )
 
     def start(self) -> None:
@@ -405,6 +407,8 @@ class CommandGate:
             reason = f"scan unusable: {exc}"
             self.set_scan_unusable(reason)
             return reason
+        if self.lidar_mount is not None:
+            scan = replace(scan, mount=self.lidar_mount)  # its readings are the lidar's frame (scan rule 0)
         self.set_scan(scan, stamp)
         return None
 

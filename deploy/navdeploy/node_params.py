@@ -465,6 +465,36 @@ PARAMS: tuple[Param, ...] = (
         1000,
         details="At most the contract's number of beams.",
     ),
+    Param(
+        "lidar_x",
+        float,
+        0.0,
+        "the lidar's origin in base_frame, forward of its centre",
+        "m",
+        -5.0,
+        5.0,
+        details="The policy was trained with the lidar at the centre of the body, facing forward, upright; "
+        "lidar_x, lidar_y, lidar_yaw and lidar_upside_down state where the robot's lidar sits instead, and its "
+        "readings are taken into base_frame before the scan rules (rule 0 of docs/deploy_contract.md): each "
+        "return's distance and bearing from the centre, its beam's arc to the sectors it overlaps. The scan map "
+        "casts each reading from the lidar's own origin. All four at 0 / false: the scan is base_frame's.",
+    ),
+    Param("lidar_y", float, 0.0, "the lidar's origin in base_frame, left of its centre", "m", -5.0, 5.0),
+    Param(
+        "lidar_yaw",
+        float,
+        0.0,
+        "the direction of the lidar's angle 0 in base_frame, counter-clockwise from forward",
+        "rad",
+        -2.0 * math.pi,
+        2.0 * math.pi,
+    ),
+    Param(
+        "lidar_upside_down",
+        bool,
+        False,
+        "true: the lidar is mounted upside down (its angles run clockwise in base_frame)",
+    ),
     Param("odom_frame", str, "odom", "goals, paths and odometry must be in this frame (or a static goal frame)"),
     Param("base_frame", str, "base_link", "the robot's body frame (scan, command arrow, policy scan)"),
     Param(

@@ -428,6 +428,18 @@ class PathShape:
         return shape if shape is not None and shape.path is path else PathShape(path)
 
 
+def sensor_rays(scan: Any, pose: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Where the ``n`` readings of ``scan`` (a :class:`navcontract.scan.ScanInput`) taken at the body's
+    ``pose`` start from, as a pose ``(x, y, yaw)``, and their angles in that pose's frame: the body's
+    pose and the scan's angles, or with a mount (:class:`navcontract.scan.LidarMount`) the lidar's
+    pose and its angles (clockwise when upside down)."""
+    angles = float(scan.angle_min) + float(scan.angle_increment) * np.arange(n)
+    mount = getattr(scan, "mount", None)
+    if mount is None:
+        return pose, angles
+    return mount.sensor_pose(pose), mount.sign * angles
+
+
 def follow_on(
     path: np.ndarray, progress: float, rule: LookaheadRule, p: np.ndarray, shape: PathShape | None = None
 ) -> tuple[np.ndarray, float, float]:
@@ -587,12 +599,11 @@ class ScanPlanner:
         return plan_radii(self.cfg, self.radius, self.clearance)
 
     def observe(self, scan: Any, pose: np.ndarray) -> None:
-        """Fold a :class:`navcontract.scan.ScanInput` taken at ``pose`` (odometry frame)."""
+        """Fold a :class:`navcontract.scan.ScanInput` taken at ``pose`` (odometry frame), each reading
+        cast from where its lidar sits (:func:`sensor_rays`)."""
         ranges = np.asarray(scan.ranges, dtype=np.float64).reshape(-1)
-        angles = float(scan.angle_min) + float(scan.angle_increment) * np.arange(len(ranges))
-        self.map.update(
-            ranges, angles, np.asarray(pose, dtype=np.float64), float(scan.range_min), float(scan.range_max)
-        )
+        origin, angles = sensor_rays(scan, np.asarray(pose, dtype=np.float64), len(ranges))
+        self.map.update(ranges, angles, origin, float(scan.range_min), float(scan.range_max))
 
     def step(
         self, scan: Any | None, pose: np.ndarray, goal: tuple[float, float], now: float

@@ -65,6 +65,7 @@ from typing import Any
 
 import numpy as np
 
+from navcontract.scan import LidarMount
 from navcontract.subgoal import LookaheadRule
 from navdeploy.grid_search import GridFrame
 from navdeploy.scan_map import (
@@ -75,6 +76,7 @@ from navdeploy.scan_map import (
     checked_geometry,
     follow_on,
     plan_radii,
+    sensor_rays,
     visible,
 )
 
@@ -119,6 +121,7 @@ class Job:
     progress: float
     remaining: float
     odometer: float  # [m] how far the robot had driven at this tick (the tick side's count)
+    mount: LidarMount | None = None  # where the scan's lidar sits on the body (None: the centre)
 
 
 @dataclass(frozen=True)
@@ -160,8 +163,8 @@ class Failure:
 
 
 def _fold(planner: ScanPlanner, job: Job) -> None:
-    angles = job.angle_min + job.angle_increment * np.arange(len(job.ranges))
-    planner.map.update(job.ranges, angles, job.pose, job.range_min, job.range_max)
+    origin, angles = sensor_rays(job, job.pose, len(job.ranges))
+    planner.map.update(job.ranges, angles, origin, job.range_min, job.range_max)
 
 
 def _plan(planner: ScanPlanner, job: Job, slack: float, started: float) -> Plan:
@@ -543,6 +546,7 @@ class ScanPlannerWorker:
             progress=self.progress,
             remaining=self.remaining,
             odometer=self.odometer,
+            mount=getattr(scan, "mount", None),
         )
 
     def _flush(self) -> None:

@@ -37,7 +37,7 @@ from typing import Any
 from navcontract.base import DIFF_DRIVE, HOLONOMIC, BaseError, BaseSpec, load_base
 from navcontract.bundle import implied_reaction
 from navcontract.guard import GUARD_SECTION, GuardRule, default_guard, states_unseen_clearance
-from navcontract.scan import ScanOptions
+from navcontract.scan import LidarMount, ScanOptions
 from navcontract.subgoal import LookaheadRule
 from navdeploy.inputs import Transform2D, parse_goal_frames
 from navdeploy.node_params import PARAM, NodeParams, check_number
@@ -97,6 +97,8 @@ class GateSettings:
     progress: ProgressRule | None = None  # blocked, stuck and recovery (navdeploy.progress); None: off
     progress_source: str = ""  # one line: the blocked watch, the progress checker and the recovery
     base: BaseSpec | None = None  # the robot base the bundle was trained for (None: the contract states no radius)
+    lidar_mount: LidarMount | None = None  # where the robot's lidar sits on the body (None: the centre, as trained)
+    lidar_source: str = ""  # one line: the lidar's mount
 
 
 def resolve_settings(
@@ -117,6 +119,7 @@ def resolve_settings(
     period, tol, limits = resolve_limits(contract, params, warnings=warnings, sources=sources)
     sources.append(base_source)
     scan_options = resolve_scan_options(contract, params, warnings=warnings)
+    mount, mount_source = resolve_lidar_mount(params)
     try:
         frames = parse_goal_frames(params.static_goal_frames)
     except ValueError as exc:
@@ -167,6 +170,8 @@ def resolve_settings(
         plan_clearance=clearance,
         progress=progress,
         progress_source=progress.describe(),
+        lidar_mount=mount,
+        lidar_source=mount_source,
     )
     return settings, warnings
 
@@ -273,6 +278,19 @@ def resolve_scan_options(contract: Any, params: NodeParams, *, warnings: list[st
             "fill 'constant' with fill_value 0: every unseen sector reads as an obstacle touching the robot"
         )
     return scan_options
+
+
+def resolve_lidar_mount(params: NodeParams) -> tuple[LidarMount | None, str]:
+    """The lidar's mount on the body from the ``lidar_*`` parameters (None: at the centre, facing
+    forward, upright, as the policy was trained), and one line that states it."""
+    mount = LidarMount(params.lidar_x, params.lidar_y, params.lidar_yaw, params.lidar_upside_down)
+    if mount.identity:
+        return None, "lidar at the centre of the body, facing forward, upright (as trained; node parameters lidar_*)"
+    return mount, (
+        f"lidar at x {mount.x:g} m, y {mount.y:g} m, yaw {math.degrees(mount.yaw):.1f} deg"
+        f"{', upside down' if mount.upside_down else ''} on the body (node parameters lidar_*): its readings "
+        "are taken into the body frame before the scan rules"
+    )
 
 
 def plan_clearance(contract: Any, guard: GuardRule | None) -> float | None:

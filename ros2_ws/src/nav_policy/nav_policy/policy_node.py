@@ -215,6 +215,7 @@ class PolicyNode(Node):
             + (f" {so.fill_value} m" if so.fill == "constant" else "")
             + f", min_valid_share {so.min_valid_share}, min_coverage {so.min_coverage} of the trained "
             f"{math.degrees(getattr(c, 'trained_fov', 2 * math.pi)):.0f} deg, max_fill_gap {so.max_fill_gap}; "
+            f"{settings.lidar_source}; "
             f"path following {settings.path_source}; {settings.guard_source}; {settings.scan_map_source}; "
             f"{settings.progress_source}"
         )
@@ -250,10 +251,11 @@ class PolicyNode(Node):
                 f"scan frame '{msg.header.frame_id}', {len(msg.ranges)} beams, "
                 f"angle_min {msg.angle_min:.4f} increment {msg.angle_increment:.5f}"
             )
-            if msg.header.frame_id and msg.header.frame_id != self.base_frame:
+            if msg.header.frame_id and msg.header.frame_id != self.base_frame and self.gate.lidar_mount is None:
                 self.get_logger().warn(
                     f"scan frame '{msg.header.frame_id}' is not '{self.base_frame}': the policy was trained "
-                    f"with the lidar at the centre of {self.base_frame}, facing forward"
+                    f"with the lidar at the centre of {self.base_frame}, facing forward, upright; where it sits "
+                    "elsewhere, set lidar_x, lidar_y, lidar_yaw and lidar_upside_down to its mounting pose"
                 )
 
     def _report_scan_problem(self, text: str) -> None:
