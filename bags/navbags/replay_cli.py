@@ -74,6 +74,18 @@ def _parser() -> argparse.ArgumentParser:
         "--goal", type=_goal, default=None, metavar="X,Y", help="a goal in the odometry frame (replaces the bag's)"
     )
     g.add_argument("--odom-frame", default=None, help="node parameter odom_frame (default: the bag's odometry frame)")
+    g.add_argument(
+        "--lidar-x", type=float, default=0.0, help="node parameter lidar_x [m]: the lidar forward of the centre"
+    )
+    g.add_argument(
+        "--lidar-y", type=float, default=0.0, help="node parameter lidar_y [m]: the lidar left of the centre"
+    )
+    g.add_argument(
+        "--lidar-yaw", type=float, default=0.0, help="node parameter lidar_yaw [rad]: its angle 0's direction"
+    )
+    g.add_argument(
+        "--lidar-upside-down", action="store_true", help="node parameter lidar_upside_down: its angles run clockwise"
+    )
     ap.add_argument("--tol-offline", type=float, default=1e-5)
     ap.add_argument("--tol-recorded", type=float, default=1e-4)
     ap.add_argument(
@@ -100,7 +112,14 @@ def _load(a: argparse.Namespace) -> tuple[Path, object, list[Timeline]]:
     except Exception as exc:
         raise _Refused(f"--bundle {bundle} cannot be loaded: {type(exc).__name__}: {exc}") from None
     try:
-        params = NodeParams(stale_timeout=a.stale_timeout, control_period=a.control_period)
+        params = NodeParams(
+            stale_timeout=a.stale_timeout,
+            control_period=a.control_period,
+            lidar_x=a.lidar_x,
+            lidar_y=a.lidar_y,
+            lidar_yaw=a.lidar_yaw,
+            lidar_upside_down=a.lidar_upside_down,
+        )
         inputs = InputMap(a.scan_topic, a.odom_topic, a.goal_topic, a.goal, a.odom_frame)
         timelines = [load_timeline(bag, runtime.contract, params, inputs, bundle=bundle) for bag in a.bags]
     except (BagError, ValueError) as exc:

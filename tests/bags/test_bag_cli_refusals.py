@@ -144,3 +144,8 @@ def test_record_with_a_missing_or_broken_bundle(tmp_path):
     )
     assert f"--bundle {broken} cannot be loaded" in line
     assert not (tmp_path / "b").exists()
+
+
+def test_replay_lidar_mount_out_of_range():
+    line = _refusal(_replay(str(FIXTURE), "--bundle", str(BUNDLE), "--lidar-yaw", "9"), "nav-bag-replay")
+    assert "parameter 'lidar_yaw' must be finite and in" in line

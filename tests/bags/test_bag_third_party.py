@@ -124,6 +124,34 @@ def test_ticks_on_the_header_stamps_newest_input_before_each_tick(robot_bag, run
     assert published.isdisjoint(tl.skipped) and published | set(tl.skipped) == {m.index for m in messages}
 
 
+def test_the_lidar_mount_options_become_the_node_s_and_the_reference_s_parameters(robot_bag):
+    """``--lidar-x/-y/-yaw/--lidar-upside-down``: the node is started with them and the offline
+    reference ticks with them (both read the timeline's parameters)."""
+    from navbags import replay_cli
+
+    args = replay_cli._parser().parse_args(
+        [
+            str(robot_bag),
+            "--bundle",
+            str(BUNDLE),
+            *MAPPED,
+            "--goal",
+            "2.0,1.2",
+            "--lidar-x",
+            "0.1",
+            "--lidar-yaw",
+            "1.5",
+        ]
+        + ["--lidar-upside-down"]
+    )
+    _, _, (tl,) = replay_cli._load(args)
+    p = tl.params
+    assert (p.lidar_x, p.lidar_y, p.lidar_yaw, p.lidar_upside_down) == (0.1, 0.0, 1.5, True)
+    passed = p.ros_params()
+    assert passed["lidar_x"] == 0.1 and passed["lidar_yaw"] == 1.5 and passed["lidar_upside_down"] is True
+    assert "lidar_y" not in passed  # a parameter at its default is not passed
+
+
 def test_zero_stamps_tick_on_receive_times(tmp_path, runtime):
     bag = write_robot_bag(tmp_path / "unstamped", RobotBag(zero_stamps=True))
     tl = load_timeline(bag, runtime.contract, inputs=InputMap("/lidar/scan", "/wheel/odom", goal_xy=(2.0, 1.2)))
