@@ -25,7 +25,9 @@ direction, a field of view that may be under 360 degrees, and inf / NaN / out-of
    - finite ``0 <= r < range_min`` (0.0 included): by default (``below_min="obstacle"``) an object
      closer than ``range_min``, like ``-inf`` (``range_min``): a box 0.30 m ahead that the
      driver reports as 0 or under ``range_min`` must not vanish; ``below_min="invalid"`` drops
-     it instead (for drivers known to write 0 for "no measurement").
+     it instead (for drivers known to write 0 for "no measurement");
+   - a value nearer than ``self_radius`` to the body's centre (after rule 0): the robot's own part
+     that the lidar sees (a mast, a standoff), dropped; 0 (the default): none.
 4. **Clip.** Every sector value is clipped to ``[0, max_range]`` (the contract's max range).
 5. **Missing sectors.** A sector that receives no valid reading (outside a field of view under
    360 degrees, between the beams of a very sparse lidar, or where every reading was dropped) is
@@ -248,10 +250,10 @@ DEFAULT_MAX_FILL_GAP = 2
 class ScanOptions:
     """The configurable parts of the rule (docs/deploy_contract.md justifies the defaults).
 
-    ``fill`` / ``fill_value``: rule 5; ``below_min``: rule 3; ``min_valid_share``: the share of a
-    scan's readings that must be valid; ``min_coverage``: the share of the trained field of view
-    a scan must cover; ``max_fill_gap``: the most consecutive filled sectors allowed in the front
-    half (rule 7).
+    ``fill`` / ``fill_value``: rule 5; ``below_min`` and ``self_radius`` [m]: rule 3;
+    ``min_valid_share``: the share of a scan's readings that must be valid; ``min_coverage``: the
+    share of the trained field of view a scan must cover; ``max_fill_gap``: the most consecutive
+    filled sectors allowed in the front half (rule 7).
     """
 
     fill: str = "nearest"
@@ -260,6 +262,7 @@ class ScanOptions:
     min_valid_share: float = DEFAULT_MIN_VALID_SHARE
     min_coverage: float = DEFAULT_MIN_COVERAGE
     max_fill_gap: int = DEFAULT_MAX_FILL_GAP
+    self_radius: float = 0.0
 
     def __post_init__(self) -> None:
         if self.fill not in FILL_POLICIES:
@@ -270,6 +273,9 @@ class ScanOptions:
             self.fill_value is None or not math.isfinite(self.fill_value) or self.fill_value < 0
         ):
             raise ValueError(f"fill 'constant' needs a finite fill_value >= 0 in metres, got {self.fill_value}")
+        r = self.self_radius
+        if isinstance(r, bool) or not isinstance(r, int | float) or not (math.isfinite(r) and r >= 0.0):
+            raise ValueError(f"self_radius must be a finite distance >= 0 in metres, got {r}")
         for name in ("min_valid_share", "min_coverage"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int | float) or not (math.isfinite(v) and 0.0 <= v <= 1.0):
@@ -286,6 +292,7 @@ class ScanOptions:
             "min_valid_share": self.min_valid_share,
             "min_coverage": self.min_coverage,
             "max_fill_gap": self.max_fill_gap,
+            "self_radius": self.self_radius,
         }
 
 
@@ -474,6 +481,21 @@ def _off_centre(scan: ScanInput, value: np.ndarray, max_range: float, num_beams:
     return body, _overlaps(start, end, num_beams)
 
 
+def _without_own_parts(value: np.ndarray, valid: np.ndarray, self_radius: float) -> tuple[np.ndarray, np.ndarray]:
+    """Rule 3: readings nearer than ``self_radius`` to the body's centre are the robot's own parts,
+    dropped like NaN; raises when no valid reading is left."""
+    own = value < self_radius
+    if not own.any():
+        return value, valid
+    valid = valid & ~own
+    if not valid.any():
+        raise ScanUnusable(
+            f"every valid one of the {value.shape[0]} readings lies within self_radius {self_radius} m of the centre",
+            "no_valid_reading",
+        )
+    return np.where(own, np.inf, value), valid
+
+
 def resample_scan(
     scan: ScanInput,
     num_beams: int,
@@ -509,6 +531,8 @@ def resample_scan(
         layout = _layout(n, float(scan.angle_min), float(scan.angle_increment), num_beams)
     else:
         value, layout = _off_centre(scan, value, max_range, num_beams)
+    if opts.self_radius > 0.0:
+        value, valid = _without_own_parts(value, valid, opts.self_radius)
     covered = layout.covered.copy()
     out = np.full(num_beams, np.inf)
     # Each covered sector: the least value of the readings overlapping it (invalid ones are inf).

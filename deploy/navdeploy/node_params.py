@@ -495,6 +495,19 @@ PARAMS: tuple[Param, ...] = (
         False,
         "true: the lidar is mounted upside down (its angles run clockwise in base_frame)",
     ),
+    Param(
+        "self_radius",
+        float,
+        0.0,
+        "returns nearer than this to base_frame's centre are the robot's own parts and dropped; 0: none",
+        "m",
+        0.0,
+        5.0,
+        details="A lidar that sees a mast, the standoffs of a top plate or a cable reads them as obstacles "
+        "touching the robot, and the guard holds it still; such returns are dropped like NaN readings (rule 3 "
+        "of docs/deploy_contract.md, after the lidar's mount). At most the bundle's robot radius: a return "
+        "inside the footprint cannot be an obstacle the robot has not already touched.",
+    ),
     Param("odom_frame", str, "odom", "goals, paths and odometry must be in this frame (or a static goal frame)"),
     Param("base_frame", str, "base_link", "the robot's body frame (scan, command arrow, policy scan)"),
     Param(

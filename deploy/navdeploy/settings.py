@@ -270,9 +270,16 @@ def resolve_scan_options(contract: Any, params: NodeParams, *, warnings: list[st
             min_valid_share=params.min_valid_share,
             min_coverage=params.min_coverage,
             max_fill_gap=int(gap),
+            self_radius=params.self_radius,
         )
     except ValueError as exc:
         raise ValueError(f"scan parameters: {exc}") from exc
+    radius = getattr(contract, "robot_radius", None)
+    if radius is not None and params.self_radius > float(radius):
+        raise ValueError(
+            f"parameter 'self_radius' {params.self_radius:g} m is beyond the robot's radius {float(radius):g} m: "
+            "it would drop obstacles outside the footprint"
+        )
     if params.fill == "constant" and params.fill_value == 0.0:
         warnings.append(
             "fill 'constant' with fill_value 0: every unseen sector reads as an obstacle touching the robot"

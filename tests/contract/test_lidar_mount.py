@@ -138,3 +138,27 @@ def test_the_sensor_pose_composes_with_the_body_pose() -> None:
     m = LidarMount(0.2, 0.1, 0.5)
     x, y, yaw = m.sensor_pose(np.array([1.0, 2.0, math.pi / 2]))
     assert (x, y, yaw) == pytest.approx((1.0 - 0.1, 2.0 + 0.2, math.pi / 2 + 0.5))
+
+
+def test_the_robot_s_own_parts_within_self_radius_are_dropped_wherever_the_lidar_sits() -> None:
+    """Four standoffs 0.12 m from the body's centre, seen by a lidar 3 cm behind it: read as obstacles
+    touching the robot, unless self_radius (0.15 m, measured from the centre after rule 0) drops them;
+    the sectors they hide (the lidar sees nothing behind them) are then filled from their neighbours."""
+    mount = LidarMount(-0.03, 0.0, 0.0)
+    n = 1440
+    theta = -math.pi + np.arange(n) * 2 * math.pi / n
+    ranges = np.full(n, 2.0 + 0.1)  # the body's surroundings: about 2 m of room
+    standoffs = [(0.12 * math.cos(a), 0.12 * math.sin(a)) for a in (0.6, 2.5, -2.5, -0.6)]
+    for sx, sy in standoffs:  # each a post of 1 cm radius, as the lidar sees it
+        dx, dy = sx - mount.x, sy - mount.y
+        bearing, dist = math.atan2(dy, dx), math.hypot(dx, dy)
+        near = np.abs(np.remainder(theta - bearing + math.pi, 2 * math.pi) - math.pi) < math.asin(0.01 / dist)
+        ranges[near] = dist - 0.01
+    scan = ScanInput(ranges, -math.pi, 2 * math.pi / n, 0.05, 10.0, mount)
+    seen = resample_scan(scan, BEAMS, MAX_RANGE, options=ANY_GAP)
+    assert seen.min() < 0.13  # the standoffs, read as obstacles at the robot's rim
+    own = ScanOptions(max_fill_gap=BEAMS, self_radius=0.15)
+    report = resample_scan(scan, BEAMS, MAX_RANGE, options=own, return_report=True)
+    assert report.ranges.min() > 1.9 and report.filled.any() and report.valid_share < 1.0
+    with pytest.raises(ValueError, match="self_radius"):
+        ScanOptions(self_radius=-0.1)

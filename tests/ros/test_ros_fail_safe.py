@@ -27,6 +27,7 @@ REFUSED = {  # -p NAME:=VALUE -> what the one startup line that refuses it says
     "max_fill_gap:=1.5": "parameter 'max_fill_gap' must be a whole number",
     "lidar_yaw:=9.0": "parameter 'lidar_yaw' must be finite",
     "lidar_upside_down:=1": "parameter 'lidar_upside_down' must be true or false",
+    "self_radius:=0.5": "parameter 'self_radius' 0.5 m is beyond the robot's radius",
     "below_min:=ignore": "below_min must be one of",
     "controller:=mpc": "parameter 'controller' must be one of",
     "executor:=multi_threaded": "parameter 'executor' must be one of",

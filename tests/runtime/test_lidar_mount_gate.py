@@ -133,3 +133,12 @@ def test_the_settings_state_the_mount() -> None:
     assert "as trained" in resolve_settings(runtime.contract, NodeParams())[0].lidar_source
     with pytest.raises(ValueError, match="lidar_yaw"):
         NodeParams(lidar_yaw=7.0)
+
+
+def test_self_radius_is_bounded_by_the_robot_s_radius() -> None:
+    runtime = PolicyRuntime.load(FIXTURE_BUNDLE)
+    radius = float(runtime.contract.robot_radius)
+    settings, _ = resolve_settings(runtime.contract, NodeParams(self_radius=radius))
+    assert settings.scan_options.self_radius == radius
+    with pytest.raises(ValueError, match="parameter 'self_radius' .* beyond the robot's radius"):
+        resolve_settings(runtime.contract, NodeParams(self_radius=radius + 0.01))

@@ -214,7 +214,9 @@ class PolicyNode(Node):
             + f"; scan rules below_min {so.below_min}, fill {so.fill}"
             + (f" {so.fill_value} m" if so.fill == "constant" else "")
             + f", min_valid_share {so.min_valid_share}, min_coverage {so.min_coverage} of the trained "
-            f"{math.degrees(getattr(c, 'trained_fov', 2 * math.pi)):.0f} deg, max_fill_gap {so.max_fill_gap}; "
+            f"{math.degrees(getattr(c, 'trained_fov', 2 * math.pi)):.0f} deg, max_fill_gap {so.max_fill_gap}"
+            + (f", self_radius {so.self_radius:g} m (nearer returns are the robot's own)" if so.self_radius else "")
+            + "; "
             f"{settings.lidar_source}; "
             f"path following {settings.path_source}; {settings.guard_source}; {settings.scan_map_source}; "
             f"{settings.progress_source}"
