@@ -23,6 +23,7 @@ import numpy as np
 from rosbags.rosbag2 import Writer
 from rosbags.typesys import Stores, get_typestore
 
+from navcontract.scan import LidarMount
 from support.scans import ScanGeometry
 
 T0_NS = 1_700_000_000_000_000_000  # stamps of a robot's wall clock [ns] (on the 0.1 s grid)
@@ -32,10 +33,12 @@ ROOM = (3.0, 2.5)  # half sizes of the room [m]
 @dataclass(frozen=True)
 class Lidar(ScanGeometry):
     """A scan's geometry (:class:`support.scans.ScanGeometry`) and its invalid readings: readings
-    ``i % nan_every == 1`` are NaN and ``i % inf_every == 2`` +inf (0: none)."""
+    ``i % nan_every == 1`` are NaN and ``i % inf_every == 2`` +inf (0: none); ``mount``: where it sits
+    on the body (None: the centre, facing forward, upright)."""
 
     nan_every: int = 0
     inf_every: int = 0
+    mount: LidarMount | None = None
 
 
 LIDAR_270 = Lidar(1081, -0.75 * math.pi, 1.5 * math.pi / 1080)
@@ -81,7 +84,12 @@ def pose(t: float) -> tuple[float, float, float]:
 def ranges(lidar: Lidar, t: float) -> np.ndarray:
     """What the lidar reads at ``t``: the room's walls (no return beyond range_max: +inf), float32."""
     x, y, yaw = pose(t)
-    ang = yaw + lidar.angle_min + lidar.increment * np.arange(lidar.beams)
+    ang = lidar.angle_min + lidar.increment * np.arange(lidar.beams)
+    if lidar.mount is None:
+        ang = yaw + ang
+    else:
+        x, y, yaw = lidar.mount.sensor_pose((x, y, yaw))
+        ang = yaw + lidar.mount.sign * ang
     c, s = np.cos(ang), np.sin(ang)
     hx, hy = ROOM
     with np.errstate(divide="ignore", invalid="ignore"):
