@@ -59,7 +59,10 @@ direction, a field of view that may be under 360 degrees, and inf / NaN / out-of
    at ``max_range``, an object under ``range_min`` at ``range_min``) becomes a body point: its
    distance from the centre is its range, unless it was a no-return reading, which stays
    ``max_range``, and the body angles of its arc's two ends bound the sectors it overlaps. A
-   reading without a valid value keeps its direction only, as at the centre.
+   reading without a valid value keeps its direction only, as at the centre. Where two neighbouring
+   readings with values leave a gap between their arcs at the centre (the space behind a near
+   edge, which the lidar off the centre cannot see and the centre would see past), the nearer
+   one's arc is stretched over it.
 
 A scan already on the training beams (``angle_min = -pi``, ``angle_increment = 2pi/num_beams``,
 ``num_beams`` readings, also with float32-rounded angles) passes through unchanged apart from the
@@ -477,8 +480,38 @@ def _off_centre(scan: ScanInput, value: np.ndarray, max_range: float, num_beams:
     start = (np.minimum(arcs[0], arcs[1]) - layout.angle_min) / sector + 0.5
     end = (np.maximum(arcs[0], arcs[1]) - layout.angle_min) / sector + 0.5
     body = np.where(usable, np.hypot(centre[:, 0], centre[:, 1]), np.inf)
-    body = np.where(value >= max_range, value, body)  # a reading of no return stays one (rule 3)
+    raw = np.asarray(scan.ranges, dtype=np.float64).reshape(-1)
+    no_return = np.isposinf(raw) | (np.isfinite(raw) & (raw > float(scan.range_max)))
+    body = np.where(no_return, value, body)  # a reading of no return stays one (rule 3)
+    full_turn = n * abs(inc) >= 2.0 * math.pi * (1.0 - SPAN_TOLERANCE)
+    start, end = _bridged(start, end, body, usable, full_turn, num_beams)
     return body, _overlaps(start, end, num_beams)
+
+
+def _bridged(
+    start: np.ndarray, end: np.ndarray, body: np.ndarray, usable: np.ndarray, full_turn: bool, num_beams: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rule 0's shadows: where two neighbouring readings (both with a value; the last and the first of
+    a full turn too) leave a gap between their arcs at the body's centre, the lidar, off the centre,
+    saw neither into it nor past it (the space behind the nearer one's edge). The nearer reading's arc
+    is stretched over the gap: nothing in it is nearer than that reading's return."""
+    n = start.shape[0]
+    a = np.arange(n - 1) if not full_turn else np.arange(n)
+    b = (a + 1) % n
+    ok = usable[a] & usable[b]
+    a, b = a[ok], b[ok]
+    # b's arc unwrapped to the same turn as a's (sector units)
+    shift = np.round(((start[b] + end[b]) - (start[a] + end[a])) / (2.0 * num_beams)) * num_beams
+    bs, be = start[b] - shift, end[b] - shift
+    right, left = bs > end[a], be < start[a]  # the gap lies after a's arc, or before it
+    a_nearer = body[a] <= body[b]
+    new_start, new_end = start.copy(), end.copy()
+    # a nearer: a's arc reaches b's; b nearer: b's arc reaches a's
+    np.maximum.at(new_end, a[right & a_nearer], bs[right & a_nearer])
+    np.minimum.at(new_start, a[left & a_nearer], be[left & a_nearer])
+    np.minimum.at(new_start, b[right & ~a_nearer], (end[a] + shift)[right & ~a_nearer])
+    np.maximum.at(new_end, b[left & ~a_nearer], (start[a] + shift)[left & ~a_nearer])
+    return new_start, new_end
 
 
 def _without_own_parts(value: np.ndarray, valid: np.ndarray, self_radius: float) -> tuple[np.ndarray, np.ndarray]:

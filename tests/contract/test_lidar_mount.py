@@ -34,6 +34,7 @@ def cast(posts: np.ndarray, origin: np.ndarray, angles: np.ndarray) -> np.ndarra
     with np.errstate(divide="ignore", invalid="ignore"):
         tx = np.where(d[:, 0] > 0, (x1 - origin[0]) / d[:, 0], (x0 - origin[0]) / d[:, 0])
         ty = np.where(d[:, 1] > 0, (y1 - origin[1]) / d[:, 1], (y0 - origin[1]) / d[:, 1])
+    tx, ty = np.where(d[:, 0] == 0, np.inf, tx), np.where(d[:, 1] == 0, np.inf, ty)  # along a wall: never
     w = posts[:, :2] - origin[:2]
     along = d @ w.T
     disc = posts[:, 2] ** 2 - (np.sum(w * w, axis=1)[None, :] - along**2)
@@ -96,17 +97,33 @@ def test_the_identity_mount_changes_nothing() -> None:
 @pytest.mark.parametrize("seed", [3, 11])
 def test_a_lidar_anywhere_on_the_body_gives_the_centre_lidar_s_beams(mount: LidarMount, seed: int) -> None:
     """Among posts, a 1440-beam lidar on the mount resampled with it gives the centre lidar's sector
-    minima to a centimetre in most sectors; read as if at the centre, it is off by metres. The few
-    sectors that differ hold what only one of the two sees: the far side of a post that the lidar
-    sees from off the centre (a nearer return), the rim of a post hidden from it."""
+    minima to a centimetre in most sectors, and no sector unseen; read as if at the centre, it is off
+    by decimetres to metres. Where the two differ by more than 3 cm, the mounted one reads nearer:
+    what the lidar cannot see from off the centre (behind a post's edge) reads as that edge, and the
+    far side of a post it sees from there is nearer than what the centre sees."""
     posts = posts_world(seed)
     pose = np.array([0.3, -0.2, 0.7])
     truth = centre_truth(posts, pose)
     scan = mounted_scan(posts, pose, mount, 1440, 0.0)
-    err = np.abs(resample_scan(scan, BEAMS, MAX_RANGE) - truth)
-    assert np.median(err) < 0.01 and np.mean(err < 0.03) >= 0.9, np.sort(err)[-10:]
+    report = resample_scan(scan, BEAMS, MAX_RANGE, return_report=True)
+    err = report.ranges - truth
+    assert np.median(np.abs(err)) < 0.01 and np.mean(np.abs(err) < 0.03) >= 0.8, np.sort(err)
+    assert (err > 0.03).sum() == 0 and not report.filled.any(), np.sort(err)[-5:]
     ignored = ScanInput(scan.ranges, scan.angle_min, scan.angle_increment, scan.range_min, scan.range_max)
     assert np.median(np.abs(resample_scan(ignored, BEAMS, MAX_RANGE) - truth)) > (0.1 if mount.yaw else 0.01)
+
+
+def test_the_space_a_post_hides_from_a_lidar_off_the_centre_reads_as_the_post_s_edge() -> None:
+    """A post 0.35 m ahead of a lidar 0.2 m forward of the centre hides a wedge that the centre would see
+    past it: the sectors of that wedge read the post's distance, not free space and not unseen."""
+    posts = np.array([[0.55, 0.0, 0.075]])
+    pose = np.array([0.0, 0.0, 0.0])
+    mount = LidarMount(0.2, 0.0, 0.0)
+    report = resample_scan(mounted_scan(posts, pose, mount, 1440, 0.0), BEAMS, MAX_RANGE, return_report=True)
+    truth = centre_truth(posts, pose)
+    ahead = [35, 36, 37]  # -5, 0 and +5 degrees
+    assert not report.filled.any() and np.all(report.ranges[ahead] < 0.5)
+    assert np.all(report.ranges <= truth + 0.03)  # never further than the centre sees
 
 
 def test_off_the_centre_no_return_stays_no_return_and_invalid_readings_keep_their_direction() -> None:

@@ -444,6 +444,46 @@ def test_the_node_s_lidar_meets_the_world_s_lidar_terms() -> None:
     assert np.isnan(actor._map_scan()).all()
 
 
+def test_the_node_s_lidar_sits_where_lidar_mount_puts_it() -> None:
+    """``lidar_mount`` (nav-evaluate --lidar-mount): the node's lidar is cast from its pose on the body
+    and reads in its own frame. Turned by 90 degrees and upside down at the centre, the node's scan
+    rules (told by its lidar_* parameters) give the policy the beams of the lidar at the centre; 0.5 m
+    forward, the post ahead is 0.5 m nearer to it."""
+    from dataclasses import replace
+
+    from navcontract.scan import LidarMount, ScanInput, resample_scan
+    from navdeploy.node_params import NodeParams
+    from navtrain.evaluate_cli import bundle_config
+    from navtrain.evaluation import NodeActor
+    from support.simenv import empty_rooms, place_obstacle
+
+    cfg = bundle_config(DEFAULT_BUNDLE)
+    cfg.env.guard.enabled = False
+    cfg.env.smoother.enabled = False
+    cfg.randomization.enabled = False
+    cfg.env.lidar.noise_std = 0.0
+    env, _ = eval_env(cfg, 1, 0, 1, "cpu")
+    rooms = empty_rooms(env, start=(0.0, 0.0, 0.0), goal=(3.0, 0.0))
+    place_obstacle(rooms, 0, 0, (1.5, 0.3))
+    env.reset(rooms=rooms)
+
+    def make() -> _StraightAtGoal:
+        return _StraightAtGoal(DEFAULT_BUNDLE)
+
+    plain = NodeActor(env, make, NodeParams(), 720)._map_scan()[0]
+    mount = LidarMount(0.0, 0.0, math.pi / 2, upside_down=True)
+    told = NodeParams(lidar_yaw=math.pi / 2, lidar_upside_down=True)
+    turned = NodeActor(env, make, told, 720, mount)
+    assert turned.settings.lidar_mount == mount
+    dense = turned._map_scan()[0]
+    beams = resample_scan(replace(ScanInput.training_beams(dense, 720, 6.0), mount=mount), 72, 6.0)
+    assert np.allclose(beams, resample_scan(ScanInput.training_beams(plain, 720, 6.0), 72, 6.0), atol=1e-4)
+    assert not np.allclose(dense, plain, atol=0.1)  # its own frame: not the body's
+    ahead = np.abs(-math.pi + np.arange(720) * 2 * math.pi / 720) < math.radians(30)
+    forward = NodeActor(env, make, NodeParams(lidar_x=0.5), 720, LidarMount(0.5, 0.0, 0.0))._map_scan()[0]
+    assert forward[ahead].min() == pytest.approx(plain[ahead].min() - 0.49, abs=0.03)
+
+
 def test_rates_per_family_add_up_to_the_totals() -> None:
     from navtrain.evaluation import COLLISION, SUCCESS, TIMEOUT, family_rates
 
@@ -490,3 +530,21 @@ def test_a_comparison_splits_each_driver_s_timeouts_into_stalled_and_slow() -> N
     assert split["path_changes_in_timeouts"] == pytest.approx(4.0)
     assert split["path_changes_in_successes"] == pytest.approx(2.0)
     assert "path_changes_in_timeouts" not in timeout_split({k: episodes[k] for k in ("outcome", "idle_s")})
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--lidar-mount", "0.1,0,90"], "--lidar-mount goes with --node"),
+        (["--node", "--lidar-mount", "0.1,0"], "expected X,Y,YAW or X,Y,YAW,upside_down"),
+        (["--node", "--lidar-mount", "0.1,0,90,flipped"], "expected X,Y,YAW or X,Y,YAW,upside_down"),
+        (["--node", "--lidar-mount", "0.1,0,nan"], "lidar mount yaw must be a finite number"),
+        (["--node", "--node-unaware"], "--node-unaware goes with --lidar-mount"),
+    ],
+)
+def test_a_lidar_mount_that_cannot_be_read_is_refused_in_one_line(extra: list[str], needle: str, capsys) -> None:
+    from navtrain.evaluate_cli import main
+
+    assert main(["--bundle", str(DEFAULT_BUNDLE), "--episodes", "1", *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0], err

@@ -127,12 +127,14 @@ def main(argv: list[str] | None = None) -> int:
         help="with --suite safety: keep each finished batch in this JSON file; run again with the same file, "
         "the suite goes on from the next batch (a new file after a change to the gate or the simulator)",
     )
+    add_lidar_mount_options(p)
     p.add_argument("overrides", nargs="*")
     args = p.parse_args(argv)
     try:
         env_cfg = prepare(args)
         scan_map_cfg(args)  # --scan-map and --node checked before any env is built
         node_params(args)
+        lidar_mount(args)
         if args.suite:
             return suite_main(args)
     except CliError as err:
@@ -153,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
             scan_map=scan_map_cfg(args),
             map_beams=args.map_beams,
             node=node_params(args),
+            lidar_mount=lidar_mount(args),
             **rooms,
         )
     print(json.dumps(asdict(result), indent=2))
@@ -164,6 +167,22 @@ def main(argv: list[str] | None = None) -> int:
         plot_trace(trace, env_cfg, args.plot, title=title)
         print(f"[evaluate] wrote {args.plot}")
     return 0
+
+
+def add_lidar_mount_options(p: argparse.ArgumentParser) -> None:
+    """``--lidar-mount`` and ``--node-unaware`` (see :func:`lidar_mount`)."""
+    p.add_argument(
+        "--lidar-mount",
+        default=None,
+        metavar="X,Y,YAW[,upside_down]",
+        help="with --node: the simulated robot's lidar sits at X, Y [m] on the body, turned by YAW [deg], "
+        "optionally upside down; the node is told (its lidar_* parameters) unless --node-unaware",
+    )
+    p.add_argument(
+        "--node-unaware",
+        action="store_true",
+        help="with --lidar-mount: the node's lidar_* parameters stay at the centre (a user who did not set them)",
+    )
 
 
 def suite_main(args: argparse.Namespace) -> int:
@@ -215,7 +234,34 @@ def node_params(args: argparse.Namespace):
         raise CliError(f"--map-beams must be >= 0, got {args.map_beams}")
     from navdeploy.node_params import NodeParams
 
-    return NodeParams()
+    mount = lidar_mount(args)
+    if mount is None or args.node_unaware:
+        return NodeParams()
+    return NodeParams(lidar_x=mount.x, lidar_y=mount.y, lidar_yaw=mount.yaw, lidar_upside_down=mount.upside_down)
+
+
+def lidar_mount(args: argparse.Namespace):
+    """``--lidar-mount X,Y,YAW_DEG[,upside_down]`` as a :class:`navcontract.scan.LidarMount` (None: not
+    given); with --node only, one evaluation, not a suite."""
+    text = getattr(args, "lidar_mount", None)
+    if text is None:
+        if getattr(args, "node_unaware", False):
+            raise CliError("--node-unaware goes with --lidar-mount")
+        return None
+    if not getattr(args, "node", False) or args.suite:
+        raise CliError("--lidar-mount goes with --node, without --suite")
+    import math
+
+    from navcontract.scan import LidarMount
+
+    parts = [q.strip() for q in text.split(",")]
+    flip = len(parts) == 4 and parts[3] == "upside_down"
+    try:
+        if len(parts) not in (3, 4) or (len(parts) == 4 and not flip):
+            raise ValueError("expected X,Y,YAW or X,Y,YAW,upside_down")
+        return LidarMount(float(parts[0]), float(parts[1]), math.radians(float(parts[2])), flip)
+    except ValueError as exc:
+        raise CliError(f"--lidar-mount {text!r}: {exc}") from None
 
 
 def policy_source(args: argparse.Namespace) -> tuple[Any, str, str | None]:

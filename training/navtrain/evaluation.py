@@ -278,7 +278,8 @@ class RobotSideActor:
 
     def _map_scan(self) -> np.ndarray | None:
         """The dense scan of every world (or None): cast from the pose the env's lidar is cast from
-        (the observed pose, turned by the world's ``lidar_yaw`` offset), with the world's lidar faults
+        (the observed pose; with a ``lidar_mount``, the lidar's pose on it, its readings in its own
+        frame; turned by the world's ``lidar_yaw`` offset), with the world's lidar faults
         beam by beam (:func:`navsim.scan_faults.dense_faults`: bias, noise, spurious no-returns, dropped
         readings as NaN), else the lidar's noise."""
         if self.map_lidar is None:
@@ -286,10 +287,24 @@ class RobotSideActor:
         env = self.env
         rand = env.randomization
         pose = env.observed_pose
+        mount = getattr(self, "lidar_mount", None)
+        if mount is not None:  # the lidar's own pose (navcontract.scan.LidarMount.sensor_pose, batched)
+            c, s = torch.cos(pose[:, 2]), torch.sin(pose[:, 2])
+            pose = torch.stack(
+                [
+                    pose[:, 0] + c * mount.x - s * mount.y,
+                    pose[:, 1] + s * mount.x + c * mount.y,
+                    pose[:, 2] + mount.yaw,
+                ],
+                dim=1,
+            )
         if rand.enabled("lidar_yaw"):
             pose = pose.clone()
             pose[:, 2] += torch.deg2rad(rand.value("lidar_yaw", "deg"))
         ranges = self.map_lidar.scan(pose)
+        if mount is not None and mount.upside_down:  # its angle a looks along -a: reading i is beam (n - i) mod n
+            n = ranges.shape[1]
+            ranges = ranges[:, (n - torch.arange(n, device=ranges.device)) % n]
         ranges = dense_faults(ranges, rand, self.max_range, float(env.env_cfg.lidar.noise_std), self.map_noise)
         return ranges.cpu().numpy().astype(np.float64)
 
@@ -331,10 +346,18 @@ class NodeActor(RobotSideActor):
     with a long idle time is a robot stuck until the end, a short one a robot still on its way).
     """
 
-    def __init__(self, env: NavEnv, make: Callable[[], Any], params: Any, map_beams: int = NODE_LIDAR_BEAMS) -> None:
+    def __init__(
+        self,
+        env: NavEnv,
+        make: Callable[[], Any],
+        params: Any,
+        map_beams: int = NODE_LIDAR_BEAMS,
+        lidar_mount: Any | None = None,
+    ) -> None:
         from navdeploy.settings import resolve_settings
 
         super().__init__(env, make)
+        self.lidar_mount = None if lidar_mount is None or lidar_mount.identity else lidar_mount
         if env.guard is not None:
             raise ValueError("the node's gate is the robot's only guard: evaluate with env.guard.enabled=false")
         if env.stages.accel.active:
@@ -348,6 +371,8 @@ class NodeActor(RobotSideActor):
             raise ValueError(f"the node's control period {settings.control_period} s is not the env's {period} s")
         self.settings = settings
         self._add_dense_lidar(map_beams)
+        if self.lidar_mount is not None and self.map_beams <= 0:
+            raise ValueError("a lidar off the centre needs the node's own lidar (map_beams > 0)")
         # The node's lidar covers the simulated lidar's field of view (env.lidar.fov_deg, centred on
         # forward): a 270-degree scanner publishes only the beams inside it, as its driver would.
         self.fov_beams: np.ndarray | None = None
@@ -410,14 +435,16 @@ class NodeActor(RobotSideActor):
                 if follow[i]:
                     count = int(env.rooms.path_count[i])
                     gate.set_path(env.rooms.path[i, :count].cpu().numpy().astype(np.float64), "odom")
+            told = self.settings.lidar_mount  # where the node's lidar_* parameters say its lidar sits
             if dense is None:
                 gate.set_scan(self.ScanInput.training_beams(sectors[i], self.num_beams, self.max_range), now)
             elif self.fov_beams is not None:
                 increment = 2.0 * math.pi / self.map_beams
                 part = dense[i][self.fov_beams]
-                gate.set_scan(self.ScanInput(part, self.fov_angle_min, increment, 0.0, self.max_range), now)
+                gate.set_scan(self.ScanInput(part, self.fov_angle_min, increment, 0.0, self.max_range, told), now)
             else:
-                gate.set_scan(self.ScanInput.training_beams(dense[i], self.map_beams, self.max_range), now)
+                layout = self.ScanInput.training_beams(dense[i], self.map_beams, self.max_range)
+                gate.set_scan(replace(layout, mount=told), now)
             yaw = float(pose[i, 2])
             quat = (0.0, 0.0, math.sin(yaw / 2), math.cos(yaw / 2))
             gate.set_odom((float(pose[i, 0]), float(pose[i, 1])), quat, tuple(float(v) for v in twist[i]), now, "odom")
@@ -626,13 +653,14 @@ def evaluate_controller(
     scan_map: ScanMapCfg | None = None,
     map_beams: int = NODE_LIDAR_BEAMS,
     node: Any | None = None,
+    lidar_mount: Any | None = None,
 ) -> tuple[EvalResult, EpisodeTrace | None]:
     """A robot-side controller built from ``bundle`` (``policy``: its ONNX policy through the
     runtime; ``dwa``: the dynamic-window baseline from its contract) on ``episodes`` unseen rooms of
     the bundle's training config (plus ``overrides``), on the CPU, world by world; with ``node`` (the
     node's parameters, :data:`navdeploy.node_params.NodeParams`), behind the node's gate
-    (:class:`NodeActor`)."""
-    return bundle_evaluator(bundle, controller, overrides, dwa_params, scan_map, map_beams, node).run(
+    (:class:`NodeActor`; ``lidar_mount``: where the robot's lidar sits, see there)."""
+    return bundle_evaluator(bundle, controller, overrides, dwa_params, scan_map, map_beams, node, lidar_mount).run(
         episodes=episodes, seed=seed, num_envs=num_envs, plot_rooms=plot_rooms
     )
 
@@ -645,6 +673,7 @@ def bundle_evaluator(
     scan_map: ScanMapCfg | None = None,
     map_beams: int = NODE_LIDAR_BEAMS,
     node: Any | None = None,
+    lidar_mount: Any | None = None,
 ) -> Evaluator:
     """A robot-side controller from ``bundle`` (see :func:`evaluate_controller`), on the CPU; with
     ``scan_map``, worlds in goal mode drive along a path planned on the robot's own scans
@@ -676,12 +705,29 @@ def bundle_evaluator(
             raise ValueError("behind the node's gate the scan map is the node's (its scan_map parameter)")
         cfg.env.guard.enabled = False  # the node's guard and smoother are the robot's only ones
         cfg.env.smoother.enabled = False
+        if lidar_mount is not None:
+            label += mount_label(lidar_mount, node)
         return Evaluator(
-            cfg, label + " behind the node's gate", "cpu", lambda env: NodeActor(env, make, node, map_beams)
+            cfg,
+            label + " behind the node's gate",
+            "cpu",
+            lambda env: NodeActor(env, make, node, map_beams, lidar_mount),
         )
     if scan_map is not None:
         label += " + scan map"
     return Evaluator(cfg, label, "cpu", lambda env: RobotSideActor(env, make, scan_map, map_beams))
+
+
+def mount_label(mount: Any, node: Any) -> str:
+    """`` (lidar at x, y m, yaw d deg[, upside down]; the node told|not told)``: where the simulated
+    robot's lidar sits, and whether the node's lidar_* parameters say so."""
+    from navcontract.scan import LidarMount
+
+    told = LidarMount(node.lidar_x, node.lidar_y, node.lidar_yaw, node.lidar_upside_down) == mount
+    return (
+        f" (lidar at {mount.x:g}, {mount.y:g} m, yaw {math.degrees(mount.yaw):.0f} deg"
+        f"{', upside down' if mount.upside_down else ''}; the node {'told' if told else 'not told'})"
+    )
 
 
 def with_scan_map(evaluator: Evaluator, **changes: Any) -> Evaluator:
