@@ -176,7 +176,8 @@ def add_lidar_mount_options(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="X,Y,YAW[,upside_down]",
         help="with --node: the simulated robot's lidar sits at X, Y [m] on the body, turned by YAW [deg], "
-        "optionally upside down; the node is told (its lidar_* parameters) unless --node-unaware",
+        "optionally upside down; the node is told (its lidar_* parameters) unless --node-unaware "
+        "(a negative X: --lidar-mount=-0.04,0,90)",
     )
     p.add_argument(
         "--node-unaware",
