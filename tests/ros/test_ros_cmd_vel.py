@@ -35,12 +35,9 @@ def _types_of(tn: h.RosSide, node: str, topic: str, publishers: bool, procs) -> 
 def test_policy_node_publishes_twist_or_twist_stamped(tmp_path: Path, stamped: bool, executor: str) -> None:
     """Either command type, on either executor (parameter ``executor``; the log names it)."""
     h.require_ros()
-    from geometry_msgs.msg import PoseStamped, Twist, TwistStamped
-    from nav_msgs.msg import Odometry
-    from rosgraph_msgs.msg import Clock
-    from sensor_msgs.msg import LaserScan
+    from geometry_msgs.msg import Twist, TwistStamped
 
-    from nav_policy.ros_common import GOAL_QOS, SENSOR_QOS
+    from nav_policy.ros_common import GOAL_QOS
 
     bundle = h.write_goal_seeking_bundle(tmp_path / "bundle")
     params = {
@@ -58,36 +55,21 @@ def test_policy_node_publishes_twist_or_twist_stamped(tmp_path: Path, stamped: b
         assert _types_of(tn, "policy_node", "/cmd_vel", True, procs) == [want]
         got: list = []
         n.create_subscription(TwistStamped if stamped else Twist, "/cmd_vel", got.append, 100)
-        clock_pub = n.create_publisher(Clock, "/clock", 10)
-        scan_pub = n.create_publisher(LaserScan, "/scan", SENSOR_QOS)
-        odom_pub = n.create_publisher(Odometry, "/odom", 10)
-        goal_pub = n.create_publisher(PoseStamped, "/goal_pose", GOAL_QOS)
+        clock_pub, scan_pub, odom_pub, goal_pub = h.input_publishers(n, GOAL_QOS, clock=True)
         tn.spin_until(
             lambda: goal_pub.get_subscription_count() > 0 and scan_pub.get_subscription_count() > 0,
             30,
             "the policy node's subscriptions",
             procs,
         )
-        g = PoseStamped()
-        g.header.frame_id, g.pose.position.x = "odom", 3.0
-        goal_pub.publish(g)
+        h.goal_ahead(goal_pub)
         t = [1.0]
 
         def step() -> bool:
             t[0] += 0.1
-            sec, nsec = int(t[0]), int(round((t[0] % 1.0) * 1e9))
-            s = LaserScan(angle_min=-math.pi, angle_increment=2 * math.pi / 72, range_min=0.05, range_max=6.0)
-            s.header.frame_id, s.ranges = "robot_base", [3.0] * 72
-            s.header.stamp.sec, s.header.stamp.nanosec = sec, nsec
-            o = Odometry()
-            o.header.frame_id, o.child_frame_id = "odom", "robot_base"
-            o.header.stamp = s.header.stamp
-            o.pose.pose.orientation.w = 1.0
-            c = Clock()
-            c.clock = s.header.stamp
-            scan_pub.publish(s)
-            odom_pub.publish(o)
-            clock_pub.publish(c)
+            h.sim_tick(
+                (clock_pub, scan_pub, odom_pub), t[0], [3.0] * 72, scan_frame="robot_base", base_frame="robot_base"
+            )
             tn.spin_for(0.1)
             last = got[-1] if got else None
             twist = last.twist if stamped and last is not None else last

@@ -17,12 +17,9 @@ pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
 def test_a_turned_upside_down_lidar_is_read_in_the_body_frame(tmp_path: Path) -> None:
     h.require_ros()
-    from geometry_msgs.msg import PoseStamped
-    from nav_msgs.msg import Odometry
-    from rosgraph_msgs.msg import Clock
     from sensor_msgs.msg import LaserScan
 
-    from nav_policy.ros_common import GOAL_QOS, SENSOR_QOS
+    from nav_policy.ros_common import GOAL_QOS
 
     n = 720
     angles = -math.pi + np.arange(n) * 2 * math.pi / n
@@ -40,29 +37,14 @@ def test_a_turned_upside_down_lidar_is_read_in_the_body_frame(tmp_path: Path) ->
         n_ = tn.node
         policy_scans: list = []
         n_.create_subscription(LaserScan, "/nav_policy/policy_scan", policy_scans.append, 20)
-        clock_pub = n_.create_publisher(Clock, "/clock", 10)
-        scan_pub = n_.create_publisher(LaserScan, "/scan", SENSOR_QOS)
-        odom_pub = n_.create_publisher(Odometry, "/odom", 10)
-        goal_pub = n_.create_publisher(PoseStamped, "/goal_pose", GOAL_QOS)
+        clock_pub, scan_pub, odom_pub, goal_pub = h.input_publishers(n_, GOAL_QOS, clock=True)
         tn.spin_until(lambda: goal_pub.get_subscription_count() > 0, 30, "the policy node's goal subscription", procs)
-        g = PoseStamped()
-        g.header.frame_id, g.pose.position.x = "odom", 3.0
-        goal_pub.publish(g)
+        h.goal_ahead(goal_pub)
         t = [1.0]
 
         def step() -> bool:
             t[0] += 0.1
-            s = LaserScan(angle_min=-math.pi, angle_increment=2 * math.pi / n, range_min=0.05, range_max=10.0)
-            s.header.frame_id, s.ranges = "laser", [float(r) for r in lidar]
-            s.header.stamp.sec, s.header.stamp.nanosec = int(t[0]), int(round((t[0] % 1.0) * 1e9))
-            o = Odometry()
-            o.header.frame_id, o.child_frame_id, o.header.stamp = "odom", "base_link", s.header.stamp
-            o.pose.pose.orientation.w = 1.0
-            c = Clock()
-            c.clock = s.header.stamp
-            scan_pub.publish(s)
-            odom_pub.publish(o)
-            clock_pub.publish(c)
+            h.sim_tick((clock_pub, scan_pub, odom_pub), t[0], lidar, scan_frame="laser", range_max=10.0)
             tn.spin_for(0.1)
             return len(policy_scans) >= 2
 

@@ -570,6 +570,46 @@ def run_node(cmd: list[str], log: Path, timeout: float = 60.0) -> tuple[int, str
         return code, proc.output()
 
 
+def goal_ahead(goal_pub: Any, x: float = 3.0) -> None:
+    """Publish a goal ``x`` metres ahead of the origin of ``odom``."""
+    from geometry_msgs.msg import PoseStamped
+
+    g = PoseStamped()
+    g.header.frame_id, g.pose.position.x = "odom", float(x)
+    goal_pub.publish(g)
+
+
+def sim_tick(
+    pubs: tuple[Any, Any, Any],
+    t: float,
+    ranges: Any,
+    *,
+    scan_frame: str = "base_link",
+    base_frame: str = "base_link",
+    range_max: float = 6.0,
+) -> None:
+    """One tick at simulated time ``t`` on ``pubs`` (/clock, /scan, /odom of :func:`input_publishers`): a
+    360-degree scan of ``ranges`` from -pi in ``scan_frame``, the robot at rest at the origin of odom,
+    then /clock = t."""
+    from nav_msgs.msg import Odometry
+    from rosgraph_msgs.msg import Clock
+    from sensor_msgs.msg import LaserScan
+
+    clock_pub, scan_pub, odom_pub = pubs
+    n = len(ranges)
+    s = LaserScan(angle_min=-math.pi, angle_increment=2 * math.pi / n, range_min=0.05, range_max=float(range_max))
+    s.header.frame_id, s.ranges = scan_frame, [float(r) for r in ranges]
+    s.header.stamp.sec, s.header.stamp.nanosec = int(t), int(round((t % 1.0) * 1e9))
+    o = Odometry()
+    o.header.frame_id, o.child_frame_id, o.header.stamp = "odom", base_frame, s.header.stamp
+    o.pose.pose.orientation.w = 1.0
+    c = Clock()
+    c.clock = s.header.stamp
+    scan_pub.publish(s)
+    odom_pub.publish(o)
+    clock_pub.publish(c)
+
+
 def input_publishers(node: Any, goal_qos: Any = None, clock: bool = False) -> tuple[Any, Any, Any, Any]:
     """Publishers of the policy node's inputs on the test-side ``node``: (/clock, /scan, /odom,
     /goal_pose). /scan has the sensor-data QoS, /odom depth 10; /clock (depth 10) only with

@@ -9,6 +9,7 @@ import math
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -404,14 +405,10 @@ def test_a_comparison_stopped_in_a_batch_goes_on_from_that_batch(
     assert main([*argv[:8], "--out", str(out)]) == 2  # no --num-envs: refused in one line
 
 
-def test_the_node_s_lidar_meets_the_world_s_lidar_terms() -> None:
-    """Behind the node's gate the robot's own 720-beam lidar (NodeActor) is cast from the pose the
-    env's lidar is cast from, turned by the world's mounting yaw, and carries the world's lidar faults
-    (the robustness suite's lidar rows reach the node): a 90-degree yaw offset turns the scan by 180
-    beams, a dropout probability of 1 leaves no reading."""
-    from navdeploy.node_params import NodeParams
+def one_post_ahead() -> Any:
+    """One world of the default bundle's config without randomisation, noise, guard or smoother: the
+    robot at the origin facing a post at (1.5, 0.3), its goal 3 m ahead."""
     from navtrain.evaluate_cli import bundle_config
-    from navtrain.evaluation import NodeActor
     from support.simenv import empty_rooms, place_obstacle
 
     cfg = bundle_config(DEFAULT_BUNDLE)
@@ -423,6 +420,18 @@ def test_the_node_s_lidar_meets_the_world_s_lidar_terms() -> None:
     rooms = empty_rooms(env, start=(0.0, 0.0, 0.0), goal=(3.0, 0.0))
     place_obstacle(rooms, 0, 0, (1.5, 0.3))
     env.reset(rooms=rooms)
+    return env
+
+
+def test_the_node_s_lidar_meets_the_world_s_lidar_terms() -> None:
+    """Behind the node's gate the robot's own 720-beam lidar (NodeActor) is cast from the pose the
+    env's lidar is cast from, turned by the world's mounting yaw, and carries the world's lidar faults
+    (the robustness suite's lidar rows reach the node): a 90-degree yaw offset turns the scan by 180
+    beams, a dropout probability of 1 leaves no reading."""
+    from navdeploy.node_params import NodeParams
+    from navtrain.evaluation import NodeActor
+
+    env = one_post_ahead()
     actor = NodeActor(env, lambda: _StraightAtGoal(DEFAULT_BUNDLE), NodeParams(), 720)
     plain = actor._map_scan()
     assert plain is not None and np.isfinite(plain).all()
@@ -453,19 +462,9 @@ def test_the_node_s_lidar_sits_where_lidar_mount_puts_it() -> None:
 
     from navcontract.scan import LidarMount, ScanInput, resample_scan
     from navdeploy.node_params import NodeParams
-    from navtrain.evaluate_cli import bundle_config
     from navtrain.evaluation import NodeActor
-    from support.simenv import empty_rooms, place_obstacle
 
-    cfg = bundle_config(DEFAULT_BUNDLE)
-    cfg.env.guard.enabled = False
-    cfg.env.smoother.enabled = False
-    cfg.randomization.enabled = False
-    cfg.env.lidar.noise_std = 0.0
-    env, _ = eval_env(cfg, 1, 0, 1, "cpu")
-    rooms = empty_rooms(env, start=(0.0, 0.0, 0.0), goal=(3.0, 0.0))
-    place_obstacle(rooms, 0, 0, (1.5, 0.3))
-    env.reset(rooms=rooms)
+    env = one_post_ahead()
 
     def make() -> _StraightAtGoal:
         return _StraightAtGoal(DEFAULT_BUNDLE)
