@@ -8,6 +8,18 @@ A real lidar publishes a ``sensor_msgs/LaserScan``: any beam count, any start an
 direction, a field of view that may be under 360 degrees, and inf / NaN / out-of-range readings.
 :func:`resample_scan` maps one onto the other. The rules (also in docs/deploy_contract.md):
 
+0. **Mount.** The training lidar sits at the body's centre facing forward, upright. A real one may
+   sit elsewhere (:class:`LidarMount`: its origin ``(x, y)`` on the body, its yaw, upside down):
+   its readings are taken into the body frame first. Turned or upside down at the centre, a
+   reading at lidar angle ``a`` points at body angle ``yaw + a`` (``yaw - a`` upside down) and
+   keeps its range and arc. Off the centre, each reading's return (a no-return reading's point
+   at ``max_range``, an object under ``range_min`` at ``range_min``) becomes a body point: its
+   distance from the centre is its range, unless it was a no-return reading, which stays
+   ``max_range``, and the body angles of its arc's two ends bound the sectors it overlaps. A
+   reading without a valid value keeps its direction only, as at the centre. Where two neighbouring
+   readings with values leave a gap between their arcs at the centre (the space behind a near
+   edge, which the lidar off the centre cannot see and the centre would see past), the nearer
+   one's arc is stretched over it.
 1. **Sectors.** Training beam ``j`` owns the angular sector ``[theta_j - d/2, theta_j + d/2)``
    with ``d = 2pi/num_beams`` (angles wrap modulo 2pi). Reading ``i`` of the scan points at
    ``angle_min + i * angle_increment`` and covers ``|angle_increment|`` of arc centred there. It
@@ -50,19 +62,6 @@ direction, a field of view that may be under 360 degrees, and inf / NaN / out-of
    (``low_coverage``: a 20 degree arc would be copied around the circle); a run of more than
    ``max_fill_gap`` consecutive filled sectors reaching into the front half (|bearing| < 90
    degrees) (``blind_front``: unseen space ahead would be invented from its neighbours).
-
-0. **Mount.** The training lidar sits at the body's centre facing forward, upright. A real one may
-   sit elsewhere (:class:`LidarMount`: its origin ``(x, y)`` on the body, its yaw, upside down):
-   its readings are taken into the body frame first. Turned or upside down at the centre, a
-   reading at lidar angle ``a`` points at body angle ``yaw + a`` (``yaw - a`` upside down) and
-   keeps its range and arc. Off the centre, each reading's return (a no-return reading's point
-   at ``max_range``, an object under ``range_min`` at ``range_min``) becomes a body point: its
-   distance from the centre is its range, unless it was a no-return reading, which stays
-   ``max_range``, and the body angles of its arc's two ends bound the sectors it overlaps. A
-   reading without a valid value keeps its direction only, as at the centre. Where two neighbouring
-   readings with values leave a gap between their arcs at the centre (the space behind a near
-   edge, which the lidar off the centre cannot see and the centre would see past), the nearer
-   one's arc is stretched over it.
 
 A scan already on the training beams (``angle_min = -pi``, ``angle_increment = 2pi/num_beams``,
 ``num_beams`` readings, also with float32-rounded angles) passes through unchanged apart from the
