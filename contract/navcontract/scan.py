@@ -77,6 +77,8 @@ from typing import Any
 
 import numpy as np
 
+from navcontract.xp import ops_for
+
 FILL_POLICIES = ("nearest", "max_range", "constant")
 BELOW_MIN_RULES = ("invalid", "obstacle")
 OVERLAP_EPS = 1e-3
@@ -202,12 +204,16 @@ class LidarMount:
         r = np.asarray(ranges, dtype=np.float64)
         return np.stack([self.x + r * np.cos(a), self.y + r * np.sin(a)], axis=-1)
 
-    def sensor_pose(self, pose: Any) -> np.ndarray:
-        """The lidar's ``(x, y, yaw)`` in the frame of the body's ``pose`` ``(x, y, yaw)``; a reading at
-        lidar angle ``a`` points at ``yaw + sign * a`` there."""
-        px, py, pyaw = (float(v) for v in pose[:3])
-        c, s = math.cos(pyaw), math.sin(pyaw)
-        return np.array([px + c * self.x - s * self.y, py + s * self.x + c * self.y, pyaw + self.yaw])
+    def sensor_pose(self, pose: Any) -> Any:
+        """The lidar's ``(..., 3)`` ``(x, y, yaw)`` in the frame of the body's ``pose`` ``(..., 3+)``
+        ``(x, y, yaw)``, numpy or torch (one robot or a batch); a reading at lidar angle ``a`` points at
+        ``yaw + sign * a`` there."""
+        if not hasattr(pose, "shape"):
+            pose = np.asarray(pose, dtype=np.float64)
+        xp = ops_for(pose)
+        px, py, pyaw = pose[..., 0], pose[..., 1], pose[..., 2]
+        c, s = xp.cos(pyaw), xp.sin(pyaw)
+        return xp.stack([px + c * self.x - s * self.y, py + s * self.x + c * self.y, pyaw + self.yaw], axis=-1)
 
     def to_dict(self) -> dict[str, Any]:
         return {"x": self.x, "y": self.y, "yaw": self.yaw, "upside_down": self.upside_down}

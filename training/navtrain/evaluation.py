@@ -288,16 +288,8 @@ class RobotSideActor:
         rand = env.randomization
         pose = env.observed_pose
         mount = getattr(self, "lidar_mount", None)
-        if mount is not None:  # the lidar's own pose (navcontract.scan.LidarMount.sensor_pose, batched)
-            c, s = torch.cos(pose[:, 2]), torch.sin(pose[:, 2])
-            pose = torch.stack(
-                [
-                    pose[:, 0] + c * mount.x - s * mount.y,
-                    pose[:, 1] + s * mount.x + c * mount.y,
-                    pose[:, 2] + mount.yaw,
-                ],
-                dim=1,
-            )
+        if mount is not None:  # the lidar's own pose on each world's robot
+            pose = mount.sensor_pose(pose)
         if rand.enabled("lidar_yaw"):
             pose = pose.clone()
             pose[:, 2] += torch.deg2rad(rand.value("lidar_yaw", "deg"))
